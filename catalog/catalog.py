@@ -1,0 +1,125 @@
+"""The catalog: a copy-on-write snapshot of every schema and relation.
+
+Readers take the current `Catalog` and keep it for a statement. A writing
+transaction works on `copy()` and its changes (`changed`, `dropped`) are persisted
+with the transaction's epoch; on commit the copy becomes current. Writers are
+serialised (see storage/commit.py), so copies never need merging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from headwater.catalog.objects import CatalogObject, Relation, Schema, Table, View
+from headwater.errors import (
+    DuplicateSchema,
+    DuplicateTable,
+    InvalidSchemaName,
+    UndefinedTable,
+)
+
+FIRST_USER_OID = 16384
+SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "headwater_catalog")
+PUBLIC_SCHEMA_OID = 2200
+
+
+class Catalog:
+    def __init__(self) -> None:
+        self.schemas: dict[str, Schema] = {"public": Schema(PUBLIC_SCHEMA_OID, "public")}
+        self.relations: dict[tuple[str, str], Relation] = {}
+        self.next_oid = FIRST_USER_OID
+        # What this copy changed since it was taken: oid -> object (None if dropped).
+        self.changes: dict[int, CatalogObject | None] = {}
+
+    def copy(self) -> Catalog:
+        c = Catalog.__new__(Catalog)
+        c.schemas = dict(self.schemas)
+        c.relations = dict(self.relations)
+        c.next_oid = self.next_oid
+        c.changes = {}
+        return c
+
+    # -- lookup -------------------------------------------------------------------
+    def resolve(
+        self, schema: str | None, name: str, search_path: tuple[str, ...]
+    ) -> Relation | None:
+        if schema is not None:
+            return self.relations.get((schema, name))
+        for s in search_path:
+            rel = self.relations.get((s, name))
+            if rel is not None:
+                return rel
+        return None
+
+    def get_relation(
+        self, schema: str | None, name: str, search_path: tuple[str, ...]
+    ) -> Relation:
+        rel = self.resolve(schema, name, search_path)
+        if rel is None:
+            if schema is not None and schema not in self.schemas:
+                raise InvalidSchemaName(f'schema "{schema}" does not exist')
+            shown = f"{schema}.{name}" if schema else name
+            raise UndefinedTable(f'relation "{shown}" does not exist')
+        return rel
+
+    def creation_schema(self, schema: str | None, search_path: tuple[str, ...]) -> str:
+        if schema is not None:
+            if schema not in self.schemas:
+                raise InvalidSchemaName(f'schema "{schema}" does not exist')
+            return schema
+        for s in search_path:
+            if s in self.schemas:
+                return s
+        raise InvalidSchemaName("no schema has been selected to create in")
+
+    def tables(self) -> Iterator[Table]:
+        return (r for r in self.relations.values() if isinstance(r, Table))
+
+    def views(self) -> Iterator[View]:
+        return (r for r in self.relations.values() if isinstance(r, View))
+
+    def by_oid(self, oid: int) -> Relation | None:
+        return next((r for r in self.relations.values() if r.oid == oid), None)
+
+    # -- change -------------------------------------------------------------------
+    def allocate_oid(self) -> int:
+        oid = self.next_oid
+        self.next_oid += 1
+        return oid
+
+    def add_schema(self, name: str) -> Schema:
+        if name in self.schemas or name in SYSTEM_SCHEMAS:
+            raise DuplicateSchema(f'schema "{name}" already exists')
+        s = Schema(self.allocate_oid(), name)
+        self.schemas[name] = s
+        self.changes[s.oid] = s
+        return s
+
+    def drop_schema(self, name: str) -> Schema:
+        s = self.schemas.pop(name)
+        self.changes[s.oid] = None
+        return s
+
+    def add_relation(self, rel: Relation) -> None:
+        key = (rel.schema, rel.name)
+        if key in self.relations:
+            raise DuplicateTable(f'relation "{rel.name}" already exists')
+        self.relations[key] = rel
+        self.changes[rel.oid] = rel
+
+    def replace_relation(self, rel: Relation) -> None:
+        self.relations[(rel.schema, rel.name)] = rel
+        self.changes[rel.oid] = rel
+
+    def drop_relation(self, rel: Relation) -> None:
+        del self.relations[(rel.schema, rel.name)]
+        self.changes[rel.oid] = None
+
+    # -- persistence ----------------------------------------------------------------
+    def load(self, objects: list[CatalogObject], next_oid: int) -> None:
+        for obj in objects:
+            if isinstance(obj, Schema):
+                self.schemas[obj.name] = obj
+            else:
+                self.relations[(obj.schema, obj.name)] = obj
+        self.next_oid = max(next_oid, FIRST_USER_OID)

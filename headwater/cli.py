@@ -1,0 +1,79 @@
+"""The `headwater` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from headwater import __version__
+
+DESCRIPTION = """\
+Headwater: a streaming SQL database that speaks the PostgreSQL wire protocol.
+
+Connect with any PostgreSQL client once the server is up, for example:
+    psql -h 127.0.0.1 -p 6544 -U headwater
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="headwater", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"headwater {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    start = sub.add_parser(
+        "start",
+        help="start a server in the foreground",
+        description="Start a Headwater server in the foreground (Ctrl-C stops it). "
+        "Data is kept in --data-dir: tables survive restarts and crashes.",
+    )
+    start.add_argument("--data-dir", type=Path, default=Path("data"),
+                       help="directory for the SlateDB store (default: ./data)")
+    start.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: 127.0.0.1, loopback only)")
+    start.add_argument("--port", type=int, default=6544, help="TCP port (default: 6544)")
+    start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    args = parser.parse_args(argv)
+    if args.command != "start":
+        parser.print_help()
+        return 2
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from headwater.server.instance import Config
+    from headwater.server.server import Server
+
+    config = Config(data_dir=args.data_dir, host=args.host, port=args.port)
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config: object) -> int:
+    from headwater.server.server import Server
+
+    server = Server(config)  # type: ignore[arg-type]
+    try:
+        await server.start()
+    except OSError as e:
+        print(f"headwater: cannot listen on {config.host}:{config.port}: {e.strerror}. "  # type: ignore[attr-defined]
+              "Is another server running? Choose another --port.", file=sys.stderr)
+        return 1
+    print(f"headwater {__version__} ready: psql -h {config.host} -p {config.port} -U headwater",  # type: ignore[attr-defined]
+          flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    serve = asyncio.create_task(server.serve_forever())
+    await stop.wait()
+    serve.cancel()
+    await server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

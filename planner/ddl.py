@@ -1,0 +1,127 @@
+"""CREATE TABLE and friends: pglast statements to catalog objects (no side effects)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pglast.ast as A
+from pglast.enums import ConstrType
+
+from headwater.catalog.objects import Column, Key, Table
+from headwater.catalog.types import ColumnType, resolve_type_name
+from headwater.errors import (
+    DuplicateColumn,
+    DuplicateObject,
+    FeatureNotSupported,
+    InvalidColumnReference,
+    UndefinedColumn,
+)
+from headwater.planner.relations import deparse
+from headwater.storage.replica import HIDDEN
+
+_IGNORED_CONSTRAINTS = {ConstrType.CONSTR_NULL}
+
+
+def type_of(tn: A.TypeName) -> ColumnType:
+    names = [n.sval for n in tn.names]
+    mods: list[int] = []
+    for m in tn.typmods or ():
+        if isinstance(m, A.A_Const) and isinstance(m.val, A.Integer):
+            mods.append(m.val.ival)
+        else:
+            raise FeatureNotSupported(f"type modifier {deparse(m)} is not supported")
+    bounds = len(tn.arrayBounds) if tn.arrayBounds else 0
+    return resolve_type_name(names, mods, bounds)
+
+
+def _key_name(table: str, cols: list[str], primary: bool) -> str:
+    return f"{table}_pkey" if primary else f"{table}_{'_'.join(cols)}_key"
+
+
+def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
+    name = stmt.relation.relname
+    if stmt.inhRelations or stmt.partspec or stmt.ofTypename:
+        raise FeatureNotSupported("table inheritance, partitioning and typed tables are not supported")
+    if stmt.relation.relpersistence == "t":
+        raise FeatureNotSupported("temporary tables are not supported")
+    columns: list[Column] = []
+    keys: list[Key] = []
+    not_null: set[str] = set()
+
+    def add_key(cols: list[str], primary: bool, conname: str | None) -> None:
+        if primary and any(k.primary for k in keys):
+            raise SQLError_multiple_pk(name)
+        keys.append(Key(conname or _key_name(name, cols, primary), tuple(cols), primary))
+        if primary:
+            not_null.update(cols)
+
+    for elt in stmt.tableElts or ():
+        if isinstance(elt, A.ColumnDef):
+            cname = elt.colname
+            if cname in HIDDEN:
+                raise FeatureNotSupported(f'column name "{cname}" is reserved by Headwater')
+            if any(c.name == cname for c in columns):
+                raise DuplicateColumn(f'column "{cname}" specified more than once')
+            ctype = type_of(elt.typeName)
+            default: str | None = None
+            nn = False
+            if elt.typeName.names[-1].sval in ("serial", "bigserial", "smallserial"):
+                raise FeatureNotSupported(
+                    "serial columns are not supported yet",
+                    hint="Use an integer column and supply the values.",
+                )
+            for con in elt.constraints or ():
+                kind = con.contype
+                if kind == ConstrType.CONSTR_NOTNULL:
+                    nn = True
+                elif kind == ConstrType.CONSTR_DEFAULT:
+                    default = deparse(con.raw_expr)
+                elif kind == ConstrType.CONSTR_PRIMARY:
+                    add_key([cname], True, con.conname)
+                elif kind == ConstrType.CONSTR_UNIQUE:
+                    add_key([cname], False, con.conname)
+                elif kind in _IGNORED_CONSTRAINTS:
+                    pass
+                else:
+                    raise FeatureNotSupported(f"{_constraint_word(kind)} constraints are not supported")
+            columns.append(Column(cname, ctype, nn, default))
+        elif isinstance(elt, A.Constraint):
+            cols = [k.sval for k in elt.keys or ()]
+            if elt.contype in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE):
+                add_key(cols, elt.contype == ConstrType.CONSTR_PRIMARY, elt.conname)
+            else:
+                raise FeatureNotSupported(f"{_constraint_word(elt.contype)} constraints are not supported")
+        else:
+            raise FeatureNotSupported(f"{type(elt).__name__} in CREATE TABLE is not supported")
+    names = {c.name for c in columns}
+    for k in keys:
+        for c in k.columns:
+            if c not in names:
+                raise UndefinedColumn(f'column "{c}" named in key does not exist')
+        if len(set(k.columns)) != len(k.columns):
+            raise InvalidColumnReference(f"column appears twice in {'primary key' if k.primary else 'unique'} constraint")
+    seen: set[str] = set()
+    for k in keys:
+        if k.name in seen:
+            raise DuplicateObject(f'relation "{k.name}" already exists')
+        seen.add(k.name)
+    columns = [
+        Column(c.name, c.type, c.not_null or c.name in not_null, c.default) for c in columns
+    ]
+    return Table(oid, schema, name, tuple(columns), tuple(keys))
+
+
+def SQLError_multiple_pk(table: str) -> Exception:  # noqa: N802 - reads as an error
+    from headwater.errors import SQLError
+
+    return SQLError(f'multiple primary keys for table "{table}" are not allowed', "42P16")
+
+
+def _constraint_word(kind: Any) -> str:
+    return {
+        ConstrType.CONSTR_CHECK: "CHECK",
+        ConstrType.CONSTR_FOREIGN: "FOREIGN KEY",
+        ConstrType.CONSTR_EXCLUSION: "EXCLUDE",
+        ConstrType.CONSTR_GENERATED: "generated column",
+        ConstrType.CONSTR_IDENTITY: "identity column",
+    }.get(kind, str(kind))

@@ -1,0 +1,82 @@
+"""Give every output column of a SELECT the name PostgreSQL would give it.
+
+PostgreSQL names an unaliased target after its column, function or type
+(`count`, `?column?`, `case`, `int4` for `1::int`); DuckDB names it after the
+expression text. This pass adds those names as explicit aliases, on the select
+that defines the output (the left-most one of a set operation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pglast.ast as A
+
+_TYPE_NAMES = {
+    "int4": "int4", "int8": "int8", "int2": "int2", "float8": "float8", "float4": "float4",
+    "bool": "bool", "varchar": "varchar", "bpchar": "bpchar", "numeric": "numeric",
+    "text": "text", "date": "date", "timestamp": "timestamp", "timestamptz": "timestamptz",
+    "interval": "interval", "bytea": "bytea", "jsonb": "jsonb", "json": "json",
+}
+
+
+def pg_column_name(node: Any) -> str:
+    """FigureColname() of PostgreSQL's parser, for the cases that arise in practice."""
+    if isinstance(node, A.ColumnRef):
+        last = node.fields[-1]
+        return last.sval if isinstance(last, A.String) else "?column?"
+    if isinstance(node, A.FuncCall):
+        return node.funcname[-1].sval
+    if isinstance(node, A.TypeCast):
+        inner = pg_column_name(node.arg)
+        if inner != "?column?":
+            return inner
+        name = node.typeName.names[-1].sval
+        return _TYPE_NAMES.get(name, name)
+    if isinstance(node, A.CaseExpr):
+        return "case"
+    if isinstance(node, A.CoalesceExpr):
+        return "coalesce"
+    if isinstance(node, A.MinMaxExpr):
+        return "greatest" if node.op == 0 else "least"
+    if isinstance(node, A.NullIfExpr if hasattr(A, "NullIfExpr") else ()):  # pragma: no cover
+        return "nullif"
+    if isinstance(node, A.A_Expr) and node.kind == 5:  # AEXPR_NULLIF
+        return "nullif"
+    if isinstance(node, A.SubLink):
+        if node.subLinkType == 0:  # EXISTS_SUBLINK
+            return "exists"
+        if node.subLinkType == 6:  # ARRAY_SUBLINK
+            return "array"
+        if node.subLinkType == 4 and isinstance(node.subselect, A.SelectStmt):  # EXPR_SUBLINK
+            targets = node.subselect.targetList or ()
+            if len(targets) == 1:
+                t = targets[0]
+                return t.name or pg_column_name(t.val)
+        return "?column?"
+    if isinstance(node, A.A_ArrayExpr):
+        return "array"
+    if isinstance(node, A.RowExpr):
+        return "row"
+    if isinstance(node, A.SQLValueFunction):
+        return {0: "current_date", 1: "current_time", 3: "current_timestamp"}.get(node.op, "?column?")
+    return "?column?"
+
+
+def output_select(stmt: Any) -> A.SelectStmt | None:
+    while isinstance(stmt, A.SelectStmt) and stmt.op and stmt.larg is not None:
+        stmt = stmt.larg
+    return stmt if isinstance(stmt, A.SelectStmt) else None
+
+
+def name_targets(stmt: Any) -> None:
+    sel = output_select(stmt)
+    if sel is None or not sel.targetList:
+        return
+    for rt in sel.targetList:
+        if isinstance(rt, A.ResTarget) and rt.name is None and not _is_star(rt.val):
+            rt.name = pg_column_name(rt.val)
+
+
+def _is_star(node: Any) -> bool:
+    return isinstance(node, A.ColumnRef) and isinstance(node.fields[-1], A.A_Star)

@@ -1,0 +1,132 @@
+"""Bind relation names in a pglast tree and lower it to DuckDB SQL.
+
+Every RangeVar that names a table becomes a scan of the table's versions under a
+visibility predicate (a given epoch, or the writer's current state); every view
+is expanded inline, recursively. CTE names shadow relations as in PostgreSQL.
+The tree is deparsed once with placeholders, which are then replaced by the
+generated scans: only catalog identifiers and numbers are ever spliced in.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pglast.ast as A
+from pglast import parse_sql
+from pglast.stream import RawStream
+
+from headwater.catalog.catalog import Catalog
+from headwater.catalog.objects import Relation, Table, View
+from headwater.errors import FeatureNotSupported, SQLError, UndefinedTable
+from headwater.storage.replica import quote
+
+SYSTEM_SCHEMA_HINT = "system catalogs are not queryable yet"
+
+
+def deparse(node: Any) -> str:
+    return str(RawStream()(node))
+
+
+@dataclass
+class Binder:
+    """Binds one statement; `scan(table)` gives the subquery that reads a table."""
+
+    catalog: Catalog
+    search_path: tuple[str, ...]
+    scan: Callable[[Table], str]
+    nonce: str = field(default_factory=lambda: secrets.token_hex(4))
+    subs: dict[str, str] = field(default_factory=dict)
+    tables: set[int] = field(default_factory=set)  # oids of tables read
+    depends: set[int] = field(default_factory=set)  # oids of tables and views named
+    _view_depth: int = 0
+
+    # -- public ---------------------------------------------------------------------
+    def to_sql(self, node: Any) -> str:
+        """Bind `node` (statement or expression) and return DuckDB SQL for it."""
+        self.bind(node, frozenset())
+        return self.expand(deparse(node))
+
+    def expand(self, sql: str) -> str:
+        # Substitutions may nest (views inside views), so repeat until none is left.
+        for _ in range(64):
+            if f"__hw{self.nonce}_" not in sql:
+                return sql
+            for key, value in self.subs.items():
+                sql = sql.replace(key, value)
+        raise FeatureNotSupported("views nested more than 64 levels deep")
+
+    # -- walk -----------------------------------------------------------------------
+    def bind(self, node: Any, ctes: frozenset[str]) -> None:
+        if isinstance(node, tuple | list):
+            for item in node:
+                self.bind(item, ctes)
+            return
+        if not isinstance(node, A.Node):
+            return
+        with_clause = getattr(node, "withClause", None)
+        if isinstance(with_clause, A.WithClause) and with_clause.ctes:
+            ctes = ctes | {c.ctename for c in with_clause.ctes}
+        for name in node:
+            child = getattr(node, name)
+            if isinstance(child, A.RangeVar):
+                setattr(node, name, self.bind_range_var(child, ctes))
+            elif isinstance(child, tuple) and any(isinstance(c, A.RangeVar) for c in child):
+                setattr(
+                    node,
+                    name,
+                    tuple(
+                        self.bind_range_var(c, ctes) if isinstance(c, A.RangeVar) else c
+                        for c in child
+                    ),
+                )
+                for c in getattr(node, name):
+                    if not isinstance(c, A.RangeVar):
+                        self.bind(c, ctes)
+                continue
+            self.bind(child, ctes)
+
+    def bind_range_var(self, rv: A.RangeVar, ctes: frozenset[str]) -> A.RangeVar:
+        if rv.schemaname is None and rv.relname in ctes:
+            return rv
+        rel = self.resolve(rv)
+        placeholder = f"__hw{self.nonce}_{len(self.subs)}__"
+        self.subs[placeholder] = ""  # reserve the name before nested views take theirs
+        self.subs[placeholder] = self.relation_sql(rel)
+        alias = rv.alias or A.Alias(aliasname=rv.relname)
+        return A.RangeVar(relname=placeholder, inh=True, relpersistence="p", alias=alias)
+
+    def resolve(self, rv: A.RangeVar) -> Relation:
+        schema = rv.schemaname
+        if schema in ("pg_catalog", "information_schema", "headwater_catalog"):
+            raise FeatureNotSupported(f'relation "{schema}.{rv.relname}": {SYSTEM_SCHEMA_HINT}')
+        try:
+            rel = self.catalog.get_relation(schema, rv.relname, self.search_path)
+        except UndefinedTable as e:
+            if rv.location is not None and rv.location >= 0:
+                e.position = rv.location + 1
+            raise
+        self.depends.add(rel.oid)
+        return rel
+
+    def relation_sql(self, rel: Relation) -> str:
+        if isinstance(rel, Table):
+            self.tables.add(rel.oid)
+            return self.scan(rel)
+        if isinstance(rel, View):
+            return self.view_sql(rel)
+        raise FeatureNotSupported(f'relation "{rel.name}" cannot be read here')
+
+    def view_sql(self, view: View) -> str:
+        if self._view_depth > 32:
+            raise SQLError(f'infinite recursion detected in rules for relation "{view.name}"', "42P17")
+        stmt = parse_sql(view.definition)[0].stmt
+        self._view_depth += 1
+        try:
+            self.bind(stmt, frozenset())
+        finally:
+            self._view_depth -= 1
+        cols = ", ".join(quote(c.name) for c in view.columns)
+        return f"(SELECT * FROM ({deparse(stmt)}) AS _hw_v({cols}))"

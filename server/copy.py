@@ -1,0 +1,149 @@
+"""COPY data formats: PostgreSQL text and CSV, to and from rows.
+
+COPY FROM parses the whole payload into Arrow string columns (pyarrow's CSV reader
+does the splitting in C); the table's types are applied by DuckDB casts in the
+insert path, exactly as for INSERT. Text-format backslash escapes are decoded
+in Python only when the payload contains any.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from pglast import ast as A
+
+from headwater.errors import FeatureNotSupported, SQLError
+
+_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}
+_ESC_RE = re.compile(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)")
+
+
+@dataclass
+class CopyOptions:
+    csv: bool = False
+    delimiter: str = "\t"
+    null: str = "\\N"
+    header: bool = False
+    quote: str = '"'
+    escape: str = '"'
+
+
+def copy_options(stmt: A.CopyStmt) -> CopyOptions:
+    opts = CopyOptions()
+    explicit_delim = explicit_null = False
+    for o in stmt.options or ():
+        name = o.defname.lower()
+        val = o.arg.sval if isinstance(o.arg, A.String) else (
+            str(o.arg.ival) if isinstance(o.arg, A.Integer) else (
+                ("true" if o.arg.boolval else "false") if isinstance(o.arg, A.Boolean) else None))
+        if name == "format":
+            if val not in ("text", "csv"):
+                raise FeatureNotSupported(f'COPY format "{val}" is not supported')
+            opts.csv = val == "csv"
+        elif name == "delimiter":
+            opts.delimiter, explicit_delim = val or "\t", True
+        elif name == "null":
+            opts.null, explicit_null = val or "", True
+        elif name == "header":
+            opts.header = val is None or val.lower() in ("true", "on", "1")
+        elif name == "quote":
+            opts.quote = val or '"'
+        elif name == "escape":
+            opts.escape = val or '"'
+        elif name in ("encoding",):
+            pass
+        else:
+            raise FeatureNotSupported(f'COPY option "{name}" is not supported')
+    if opts.csv:
+        if not explicit_delim:
+            opts.delimiter = ","
+        if not explicit_null:
+            opts.null = ""
+    if len(opts.delimiter) != 1:
+        raise SQLError("COPY delimiter must be a single one-byte character", "0A000")
+    return opts
+
+
+def _unescape(field: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        s = m.group(1)
+        if s[0] == "x" and len(s) > 1:
+            return chr(int(s[1:], 16))
+        if s[0].isdigit():
+            return chr(int(s, 8))
+        return _ESCAPES.get(s, s)
+
+    return _ESC_RE.sub(sub, field)
+
+
+def parse_copy(data: bytes, ncols: int, names: list[str], opts: CopyOptions) -> pa.Table:
+    """Rows of COPY data as a table of nullable strings named `names`."""
+    if data.endswith(b"\\.\n"):
+        data = data[:-3]
+    if not data.strip():
+        return pa.table({n: pa.array([], pa.string()) for n in names})
+    if opts.csv:
+        parse = pacsv.ParseOptions(delimiter=opts.delimiter, quote_char=opts.quote,
+                                   double_quote=opts.escape == opts.quote,
+                                   escape_char=False if opts.escape == opts.quote else opts.escape,
+                                   newlines_in_values=True)
+        conv = pacsv.ConvertOptions(
+            column_types={n: pa.string() for n in names}, null_values=[opts.null],
+            strings_can_be_null=True, quoted_strings_can_be_null=False,
+        )
+    else:
+        parse = pacsv.ParseOptions(delimiter=opts.delimiter, quote_char=False, escape_char=False)
+        conv = pacsv.ConvertOptions(
+            column_types={n: pa.string() for n in names}, null_values=[opts.null],
+            strings_can_be_null=True,
+        )
+    read = pacsv.ReadOptions(column_names=names, skip_rows=1 if opts.header else 0,
+                             block_size=16 << 20)
+    try:
+        table = pacsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse,
+                               convert_options=conv)
+    except pa.ArrowInvalid as e:
+        text = str(e)
+        if "Expected" in text and "columns" in text:
+            m = re.search(r"Expected (\d+) columns, got (\d+)", text)
+            got = int(m.group(2)) if m else 0
+            what = "extra data after last expected column" if got > ncols else "missing data for column"
+            raise SQLError(what, "22P04") from None
+        raise SQLError(f"invalid COPY data: {text}", "22P04") from None
+    if not opts.csv and b"\\" in data:
+        cols = []
+        for col in table.columns:
+            vals = [None if v is None else (_unescape(v) if "\\" in v else v) for v in col.to_pylist()]
+            cols.append(pa.array(vals, pa.string()))
+        table = pa.table(cols, names=names)
+    return table
+
+
+def _text_field(v: str) -> str:
+    return (v.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r"))
+
+
+def _csv_field(v: str, opts: CopyOptions) -> str:
+    if v == "" or any(c in v for c in (opts.delimiter, opts.quote, "\n", "\r")) or v == opts.null:
+        return opts.quote + v.replace(opts.quote, opts.quote * 2) + opts.quote
+    return v
+
+
+def format_copy_row(values: list[str | None], opts: CopyOptions) -> bytes:
+    if opts.csv:
+        out = [opts.null if v is None else _csv_field(v, opts) for v in values]
+    else:
+        out = [opts.null if v is None else _text_field(v) for v in values]
+    return (opts.delimiter.join(out) + "\n").encode("utf-8")
+
+
+def header_row(names: list[str], opts: CopyOptions) -> bytes:
+    return format_copy_row(list(names), opts)
+
+
+__all__ = ["CopyOptions", "copy_options", "parse_copy", "format_copy_row", "header_row", "Any"]

@@ -1,0 +1,947 @@
+"""Statement execution: dispatch, transactions, and the read and write paths.
+
+Reads run in DuckDB at the newest durable epoch (or, inside a writing transaction,
+on its current state). Writes compute their change rows in DuckDB (planner/dml.py),
+are checked against the table's constraints, applied to the replica under the
+transaction's stamp, and collected as the epoch's change log. Blocking DuckDB work
+runs in worker threads; the event loop only coordinates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pglast.ast as A
+import pyarrow as pa
+import pyarrow.compute as pc
+from pglast.enums import ObjectType, OnConflictAction, TransactionStmtKind, VariableSetKind
+
+from headwater.catalog.objects import Column, Relation, Table, View
+from headwater.catalog.types import BPCHAR, NUMERIC, TEXT, VARCHAR, ColumnType, from_duckdb
+from headwater.errors import (
+    ActiveTransaction,
+    DependentObjects,
+    FeatureNotSupported,
+    InFailedTransaction,
+    LockNotAvailable,
+    NotNullViolation,
+    NoActiveTransaction,
+    SQLError,
+    StringTooLong,
+    UndefinedTable,
+    UniqueViolation,
+    WrongObjectType,
+)
+from headwater.planner import ddl, dml
+from headwater.planner.naming import name_targets
+from headwater.planner.relations import Binder, deparse
+from headwater.server.session import Session, WriteTxn
+from headwater.storage.changelog import RID, WEIGHT
+from headwater.storage.duckdb_errors import translate
+from headwater.storage.replica import CURRENT, PENDING, Replica, quote, visible_at
+
+UNCONSTRAINED_NUMERIC = "DECIMAL(38,16)"
+# DuckDB warns that DB-API results copy once more into Arrow; results are small
+# next to that cost, and the DB-API form is the one that takes parameters.
+warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
+
+
+@dataclass
+class Field:
+    name: str
+    type: ColumnType
+
+
+@dataclass
+class Result:
+    tag: str
+    fields: list[Field] | None = None
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+
+def arrow_fields(schema: pa.Schema, duck_types: list[str] | None = None) -> list[Field]:
+    out = []
+    for i, f in enumerate(schema):
+        dtype = duck_types[i] if duck_types else _arrow_to_duck(f.type)
+        ct = from_duckdb(dtype)
+        if ct.pg is NUMERIC and dtype.replace(" ", "") == UNCONSTRAINED_NUMERIC:
+            ct = ColumnType(NUMERIC)
+        out.append(Field(f.name, ct))
+    return out
+
+
+def _arrow_to_duck(t: pa.DataType) -> str:
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    mapping = [
+        (pa.types.is_boolean, "BOOLEAN"), (pa.types.is_int8, "TINYINT"),
+        (pa.types.is_int16, "SMALLINT"), (pa.types.is_int32, "INTEGER"),
+        (pa.types.is_int64, "BIGINT"), (pa.types.is_float32, "FLOAT"),
+        (pa.types.is_float64, "DOUBLE"), (pa.types.is_date32, "DATE"),
+        (pa.types.is_time, "TIME"), (pa.types.is_binary, "BLOB"),
+        (pa.types.is_large_binary, "BLOB"),
+    ]
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP WITH TIME ZONE" if t.tz else "TIMESTAMP"
+    if t == pa.month_day_nano_interval():
+        return "INTERVAL"
+    for pred, name in mapping:
+        if pred(t):
+            return name
+    return "VARCHAR"
+
+
+def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
+    if table.num_columns == 0:
+        return [()] * table.num_rows
+    return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+
+
+def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> tuple[pa.Table, list[str]]:
+    try:
+        rel = cur.execute(sql, params or None)
+        types = [str(d[1]) for d in rel.description] if rel.description else []
+        return rel.to_arrow_table(), types
+    except duckdb.Error as e:
+        raise translate(e) from None
+
+
+def _run(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> None:
+    try:
+        cur.execute(sql, params or None)
+    except duckdb.Error as e:
+        raise translate(e) from None
+
+
+class Executor:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        self.instance = session.instance
+
+    # -- entry ----------------------------------------------------------------------
+    async def execute(self, stmt: Any, params: list[Any]) -> Result:
+        s = self.s
+        if isinstance(stmt, A.TransactionStmt):
+            return await self.transaction(stmt)
+        if s.status == "E":
+            raise InFailedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        try:
+            return await self._dispatch(stmt, params)
+        except BaseException:
+            await self.fail()
+            raise
+
+    async def fail(self) -> None:
+        """An error: end an autocommit write, or mark the block failed."""
+        s = self.s
+        if s.status == "T":
+            s.status = "E"
+        elif s.write is not None and not s.write.explicit:
+            await self._rollback_write()
+
+    async def _dispatch(self, stmt: Any, params: list[Any]) -> Result:
+        if isinstance(stmt, A.SelectStmt):
+            if stmt.intoClause:
+                raise FeatureNotSupported("SELECT INTO is not supported; use CREATE TABLE and INSERT")
+            return await self.select(stmt, params)
+        if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
+            return await self.write(stmt, params)
+        if isinstance(stmt, A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.TruncateStmt):
+            return await self.write(stmt, params)
+        if isinstance(stmt, A.VariableSetStmt):
+            return self.set_var(stmt)
+        if isinstance(stmt, A.VariableShowStmt):
+            return self.show_var(stmt)
+        if isinstance(stmt, A.CreateTableAsStmt):
+            if stmt.objtype == ObjectType.OBJECT_MATVIEW:
+                raise FeatureNotSupported("materialized views are not available yet")
+            raise FeatureNotSupported("CREATE TABLE AS is not supported yet")
+        if isinstance(stmt, A.DiscardStmt):
+            return Result("DISCARD ALL")
+        raise FeatureNotSupported(f"statement {type(stmt).__name__} is not supported")
+
+    # -- transactions ---------------------------------------------------------------
+    async def transaction(self, stmt: A.TransactionStmt) -> Result:
+        s = self.s
+        kind = stmt.kind
+        if kind in (TransactionStmtKind.TRANS_STMT_BEGIN, TransactionStmtKind.TRANS_STMT_START):
+            if s.status != "I":
+                return Result("BEGIN", notices=["there is already a transaction in progress"])
+            s.status = "T"
+            return Result("BEGIN")
+        if kind == TransactionStmtKind.TRANS_STMT_COMMIT:
+            if s.status == "I":
+                return Result("COMMIT", notices=["there is no transaction in progress"])
+            if s.status == "E":
+                await self._rollback_write()
+                s.status = "I"
+                return Result("ROLLBACK")
+            try:
+                await self._commit_write()
+            finally:
+                s.status = "I"
+            return Result("COMMIT")
+        if kind == TransactionStmtKind.TRANS_STMT_ROLLBACK:
+            if s.status == "I":
+                return Result("ROLLBACK", notices=["there is no transaction in progress"])
+            await self._rollback_write()
+            s.status = "I"
+            return Result("ROLLBACK")
+        if s.status == "E":
+            raise InFailedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        raise FeatureNotSupported("savepoints and two-phase commit are not supported")
+
+    async def _begin_write(self) -> WriteTxn:
+        s = self.s
+        if s.write is not None:
+            return s.write
+        committer = self.instance.committer
+        assert committer is not None
+        try:
+            await asyncio.wait_for(committer.write_lock.acquire(), self.instance.config.write_lock_timeout)
+        except TimeoutError:
+            raise LockNotAvailable(
+                "could not obtain the write lock: another transaction has been writing for "
+                f"{self.instance.config.write_lock_timeout:.0f}s",
+                hint="Headwater runs one writing transaction at a time; end open transactions "
+                "with COMMIT or ROLLBACK.",
+            ) from None
+        explicit = s.status == "T"
+        epoch = None if explicit else committer.begin_stamp()
+        try:
+            cur = await asyncio.to_thread(self._new_write_cursor)
+        except BaseException:
+            if epoch is not None:
+                committer.end_stamp(epoch, None)
+            committer.write_lock.release()
+            raise
+        s.write = WriteTxn(
+            cur=cur, explicit=explicit, stamp=PENDING if explicit else epoch or 0,
+            epoch=epoch, catalog=self.instance.catalog.copy(),
+        )
+        return s.write
+
+    def _new_write_cursor(self) -> duckdb.DuckDBPyConnection:
+        cur = self.instance.replica.cursor()
+        cur.execute("BEGIN TRANSACTION")
+        return cur
+
+    async def _commit_write(self) -> None:
+        s = self.s
+        w = s.write
+        if w is None:
+            return
+        committer = self.instance.committer
+        assert committer is not None
+        epoch = w.epoch if w.epoch is not None else committer.begin_stamp()
+        try:
+            changes = await asyncio.to_thread(self._finish_duckdb, w, epoch)
+        except BaseException:
+            committer.end_stamp(epoch, None)
+            await self._release(w)
+            raise
+        has_catalog = bool(w.catalog.changes)
+        fut = committer.end_stamp(
+            epoch, changes, w.catalog.changes if has_catalog else None, w.dropped_logs
+        ) if (changes or has_catalog) else committer.end_stamp(epoch, None)
+        if has_catalog:
+            self.instance.catalog = w.catalog
+            w.catalog.changes = {}
+        s.write = None
+        committer.write_lock.release()
+        await asyncio.to_thread(w.cur.close)
+        if fut is not None:
+            await fut
+            s.last_write_epoch = epoch
+
+    def _finish_duckdb(self, w: WriteTxn, epoch: int) -> dict[int, pa.Table]:
+        try:
+            if w.stamp == PENDING:
+                Replica.restamp(w.cur, w.touched, epoch)
+            w.cur.execute("COMMIT")
+        except duckdb.Error as e:
+            raise translate(e) from None
+        return {oid: consolidate(parts) for oid, parts in w.changes.items()}
+
+    async def _rollback_write(self) -> None:
+        w = self.s.write
+        if w is None:
+            return
+        committer = self.instance.committer
+        assert committer is not None
+        if w.epoch is not None:
+            committer.end_stamp(w.epoch, None)
+        await self._release(w)
+
+    async def _release(self, w: WriteTxn) -> None:
+        self.s.write = None
+        committer = self.instance.committer
+        assert committer is not None
+
+        def _close() -> None:
+            try:
+                w.cur.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            w.cur.close()
+
+        await asyncio.to_thread(_close)
+        if committer.write_lock.locked():
+            committer.write_lock.release()
+
+    # -- reads ----------------------------------------------------------------------
+    def _binder(self) -> Binder:
+        s = self.s
+        if s.write is not None:
+            return Binder(s.catalog, s.search_path(), lambda t: Replica.scan(t, CURRENT))
+        epoch = self.instance.durable_epoch
+        return Binder(s.catalog, s.search_path(), lambda t: Replica.scan(t, visible_at(epoch)))
+
+    async def select(self, stmt: A.SelectStmt, params: list[Any]) -> Result:
+        binder = self._binder()
+        name_targets(stmt)
+        sql = binder.to_sql(stmt)
+        cur = self.s.write.cur if self.s.write else self.s.read_cursor()
+        table, types = await asyncio.to_thread(_fetch, cur, sql, params)
+        return Result(f"SELECT {table.num_rows}", arrow_fields(table.schema, types), rows_of(table))
+
+    async def describe_select(self, stmt: A.SelectStmt, nparams: int) -> list[Field]:
+        binder = self._binder()
+        name_targets(stmt)
+        sql = f"SELECT * FROM ({binder.to_sql(stmt)}) AS _hw_d LIMIT 0"
+        cur = self.s.write.cur if self.s.write else self.s.read_cursor()
+        table, types = await asyncio.to_thread(_fetch, cur, sql, [None] * nparams)
+        return arrow_fields(table.schema, types)
+
+    async def describe(self, stmt: Any, nparams: int) -> list[Field] | None:
+        """Result columns of a statement without running it (Describe of a statement)."""
+        if isinstance(stmt, A.SelectStmt):
+            return await self.describe_select(stmt, nparams)
+        if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt) and returning_list(stmt):
+            s = self.s
+            rel = s.catalog.get_relation(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+            if not isinstance(rel, Table):
+                return None
+            alias = stmt.relation.alias.aliasname if stmt.relation.alias else rel.name
+            binder = self._binder()
+            sql = dml.returning_sql(returning_list(stmt), Replica.scan(rel, "false"), alias, binder)
+            cur = s.write.cur if s.write else s.read_cursor()
+            table, types = await asyncio.to_thread(_fetch, cur, sql + " LIMIT 0", [None] * nparams)
+            return arrow_fields(table.schema, types)
+        if isinstance(stmt, A.VariableShowStmt):
+            return self.show_var(stmt).fields
+        return None
+
+    # -- COPY -----------------------------------------------------------------------------
+    async def copy_target(self, stmt: A.CopyStmt) -> list[Column]:
+        s = self.s
+        if s.status == "E":
+            raise InFailedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        table = s.catalog.get_relation(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+        if not isinstance(table, Table):
+            raise WrongObjectType(f'cannot copy to {table.kind} "{table.name}"')
+        return dml.target_columns(table, [A.ResTarget(name=a.sval) for a in stmt.attlist] if stmt.attlist else None)
+
+    async def copy_in(self, stmt: A.CopyStmt, cols: list[Column], data: pa.Table) -> Result:
+        """COPY FROM STDIN: the strings in `data` become rows of the table."""
+        s = self.s
+        try:
+            w = await self._begin_write()
+            try:
+                result = await asyncio.to_thread(self._copy_blocking, w, stmt, cols, data)
+            except BaseException:
+                if not w.explicit:
+                    await self._rollback_write()
+                raise
+            if not w.explicit:
+                await self._commit_write()
+            return result
+        except BaseException:
+            if s.status == "T":
+                s.status = "E"
+            raise
+
+    def _copy_blocking(self, w: WriteTxn, stmt: A.CopyStmt, cols: list[Column], data: pa.Table) -> Result:
+        table = self._target(w, stmt.relation)
+        binder = self._write_binder(w)
+        given = {c.name for c in cols}
+        name = "_hw_copy"
+        w.cur.register(name, data)
+        try:
+            select = ", ".join(
+                (f"CAST({quote(c.name)} AS {c.type.duckdb()})" if c.name in given else dml.default_sql(c, binder))
+                + f" AS {quote(c.name)}"
+                for c in table.columns
+            )
+            new, _ = _fetch(w.cur, f"SELECT {select} FROM {name}")
+        finally:
+            w.cur.unregister(name)
+        first = self.instance.allocate_rids(new.num_rows)
+        new = new.add_column(0, RID, pa.array(range(first, first + new.num_rows), pa.int64()))
+        self._apply(w, table, None, new)
+        return Result(f"COPY {new.num_rows}")
+
+    async def copy_source(self, stmt: A.CopyStmt, params: list[Any]) -> Result:
+        if stmt.query is not None:
+            query = stmt.query
+            if not isinstance(query, A.SelectStmt):
+                raise FeatureNotSupported("COPY (statement) TO supports SELECT only")
+        else:
+            targets = (
+                [A.ResTarget(val=A.ColumnRef(fields=(A.String(sval=a.sval),))) for a in stmt.attlist]
+                if stmt.attlist
+                else [A.ResTarget(val=A.ColumnRef(fields=(A.A_Star(),)))]
+            )
+            query = A.SelectStmt(targetList=targets, fromClause=(stmt.relation,), op=0)
+        return await self.execute(query, params)
+
+    # -- writes ---------------------------------------------------------------------
+    async def write(self, stmt: Any, params: list[Any]) -> Result:
+        s = self.s
+        w = await self._begin_write()
+        try:
+            result = await asyncio.to_thread(self._write_blocking, w, stmt, params)
+        except BaseException:
+            if not w.explicit:
+                await self._rollback_write()
+            raise
+        if not w.explicit:
+            await self._commit_write()
+        elif s.status == "I":  # pragma: no cover - explicit implies a block
+            await self._commit_write()
+        return result
+
+    def _write_blocking(self, w: WriteTxn, stmt: Any, params: list[Any]) -> Result:
+        if getattr(stmt, "withClause", None) is not None:
+            raise FeatureNotSupported("WITH in INSERT, UPDATE or DELETE is not supported")
+        if isinstance(stmt, A.InsertStmt):
+            return self._insert(w, stmt, params)
+        if isinstance(stmt, A.UpdateStmt):
+            return self._update(w, stmt, params)
+        if isinstance(stmt, A.DeleteStmt):
+            return self._delete(w, stmt, params)
+        if isinstance(stmt, A.TruncateStmt):
+            return self._truncate(w, stmt)
+        return self._ddl(w, stmt)
+
+    def _write_binder(self, w: WriteTxn) -> Binder:
+        return Binder(w.catalog, self.s.search_path(), lambda t: Replica.scan(t, CURRENT))
+
+    def _target(self, w: WriteTxn, rv: A.RangeVar) -> Table:
+        rel = w.catalog.get_relation(rv.schemaname, rv.relname, self.s.search_path())
+        if not isinstance(rel, Table):
+            raise WrongObjectType(
+                f'cannot change {rel.kind} "{rel.name}"',
+                hint="Only tables accept INSERT, UPDATE, DELETE and TRUNCATE.",
+            )
+        return rel
+
+    def _insert(self, w: WriteTxn, stmt: A.InsertStmt, params: list[Any]) -> Result:
+        table = self._target(w, stmt.relation)
+        binder = self._write_binder(w)
+        plan = dml.insert_rows_sql(stmt, table, binder)
+        if plan.source is not None:
+            probe, _ = _fetch(w.cur, f"SELECT * FROM ({plan.source}) AS _hw_p LIMIT 0", params)
+            if probe.num_columns > plan.width:
+                raise SQLError("INSERT has more expressions than target columns", "42601")
+            if probe.num_columns < plan.width:
+                raise SQLError("INSERT has more target columns than expressions", "42601")
+        new, _ = _fetch(w.cur, plan.sql, params)
+        alias = stmt.relation.alias.aliasname if stmt.relation.alias else table.name
+        old = None
+        conflict = stmt.onConflictClause
+        if conflict is not None:
+            new, old_upd, new_upd = self._on_conflict(w, table, new, conflict, alias, params)
+            old = old_upd
+        else:
+            new_upd = None
+        first = self.instance.allocate_rids(new.num_rows)
+        new = new.add_column(0, RID, pa.array(range(first, first + new.num_rows), pa.int64()))
+        if new_upd is not None and new_upd.num_rows:
+            new = pa.concat_tables([new, new_upd.select(new.column_names)])
+        self._apply(w, table, old, new)
+        n = new.num_rows
+        return self._returning(returning_list(stmt), new, alias, f"INSERT 0 {n}", params)
+
+    def _on_conflict(
+        self, w: WriteTxn, table: Table, new: pa.Table, clause: A.OnConflictClause, alias: str,
+        params: list[Any],
+    ) -> tuple[pa.Table | None, pa.Table | None, pa.Table | None]:
+        """Split proposed rows into inserts and (for DO UPDATE) updates of existing rows."""
+        key = self._conflict_key(table, clause)
+        cols = list(key.columns)
+        # Later duplicates of a key within the statement: DO NOTHING keeps the first.
+        dup = _duplicate_mask(new, cols)
+        if clause.action == OnConflictAction.ONCONFLICT_UPDATE and dup is not None and pc.any(dup).as_py():
+            raise SQLError(
+                "ON CONFLICT DO UPDATE command cannot affect row a second time", "21000",
+                hint="Ensure that no rows proposed for insertion within the same command "
+                "have duplicate constrained values.",
+            )
+        if dup is not None:
+            new = new.filter(pc.invert(dup))
+        name = "_hw_proposed"
+        w.cur.register(name, new.append_column("_hw_pos", pa.array(range(new.num_rows), pa.int64())))
+        try:
+            on = " AND ".join(f"t.{quote(c)} = p.{quote(c)}" for c in cols)
+            hits, _ = _fetch(
+                w.cur,
+                f"SELECT p._hw_pos, t.{RID} FROM {name} p JOIN {Replica.scan_with_rid(table)} t ON {on}",
+            )
+            hit_pos = hits.column(0)
+            mask = pc.is_in(pa.array(range(new.num_rows), pa.int64()), value_set=hit_pos)
+            inserts = new.filter(pc.invert(mask))
+            if clause.action != OnConflictAction.ONCONFLICT_UPDATE or hits.num_rows == 0:
+                return inserts, None, None
+            binder = self._write_binder(w)
+            sets = []
+            for rt in clause.targetList:
+                col = table.column(rt.name)
+                if col is None:
+                    raise SQLError(f'column "{rt.name}" of relation "{table.name}" does not exist', "42703")
+                sets.append((col.name, dml.cast_sql(rt.val, col, binder)))
+            assigned = dict(sets)
+            a = quote(alias)
+            new_exprs = ", ".join(
+                f"{assigned.get(c.name, f'{a}.{quote(c.name)}')} AS {quote(c.name)}" for c in table.columns
+            )
+            old_exprs = ", ".join(f"{a}.{quote(c.name)}" for c in table.columns)
+            where = f" AND ({binder.to_sql(clause.whereClause)})" if clause.whereClause is not None else ""
+            sql = (
+                f"SELECT {a}.{RID}, {old_exprs}, {new_exprs} FROM {dml.target_scan(table, alias)} "
+                f"JOIN {name} AS excluded ON {' AND '.join(f'{a}.{quote(c)} = excluded.{quote(c)}' for c in cols)}"
+                f" WHERE true{where}"
+            )
+            both, _ = _fetch(w.cur, sql, params)
+        finally:
+            w.cur.unregister(name)
+        n = len(table.columns)
+        old = _slice_cols(both, 0, n, table)
+        upd = pa.table([both.column(0)] + both.columns[1 + n :], names=[RID] + [c.name for c in table.columns])
+        return inserts, old, upd
+
+    def _conflict_key(self, table: Table, clause: A.OnConflictClause) -> Any:
+        infer = clause.infer
+        if infer is None or not infer.indexElems:
+            if clause.action == OnConflictAction.ONCONFLICT_UPDATE:
+                raise SQLError(
+                    "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+                    "42601",
+                )
+            if infer is not None and infer.conname:
+                key = next((k for k in table.keys if k.name == infer.conname), None)
+                if key is None:
+                    raise SQLError(
+                        f'constraint "{infer.conname}" for table "{table.name}" does not exist', "42704"
+                    )
+                return key
+            if not table.keys:
+                return _NoKey()
+            return table.primary_key or table.keys[0]
+        cols = tuple(e.name for e in infer.indexElems)
+        for k in table.keys:
+            if set(k.columns) == set(cols):
+                return k
+        raise SQLError(
+            "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+            "42P10",
+        )
+
+    def _update(self, w: WriteTxn, stmt: A.UpdateStmt, params: list[Any]) -> Result:
+        table = self._target(w, stmt.relation)
+        sel = dml.update_sql(stmt, table, self._write_binder(w))
+        both, _ = _fetch(w.cur, sel.sql, params)
+        both = _dedupe_rids(both)
+        n = len(table.columns)
+        old = _slice_cols(both, 0, n, table)
+        new = pa.table([both.column(0)] + both.columns[1 + n :], names=[RID] + [c.name for c in table.columns])
+        self._apply(w, table, old, new)
+        return self._returning(returning_list(stmt), new, sel.alias, f"UPDATE {new.num_rows}", params)
+
+    def _delete(self, w: WriteTxn, stmt: A.DeleteStmt, params: list[Any]) -> Result:
+        table = self._target(w, stmt.relation)
+        sel = dml.delete_sql(stmt, table, self._write_binder(w))
+        old, _ = _fetch(w.cur, sel.sql, params)
+        old = _dedupe_rids(old)
+        old = old.rename_columns([RID] + [c.name for c in table.columns])
+        self._apply(w, table, old, None)
+        return self._returning(returning_list(stmt), old, sel.alias, f"DELETE {old.num_rows}", params)
+
+    def _truncate(self, w: WriteTxn, stmt: A.TruncateStmt) -> Result:
+        for rv in stmt.relations:
+            table = self._target(w, rv)
+            old, _ = _fetch(w.cur, f"SELECT * FROM {Replica.scan_with_rid(table)} AS t")
+            self._apply(w, table, old, None)
+        return Result("TRUNCATE TABLE")
+
+    def _returning(self, returning: Any, rows: pa.Table, alias: str, tag: str, params: list[Any]) -> Result:
+        if not returning:
+            return Result(tag)
+        name = "_hw_affected"
+        w = self.s.write
+        assert w is not None
+        w.cur.register(name, rows.drop_columns([RID]))
+        try:
+            sql = dml.returning_sql(returning, name, alias, self._write_binder(w))
+            out, types = _fetch(w.cur, sql, params)
+        finally:
+            w.cur.unregister(name)
+        return Result(tag, arrow_fields(out.schema, types), rows_of(out))
+
+    # -- applying changes -------------------------------------------------------------
+    def _apply(self, w: WriteTxn, table: Table, old: pa.Table | None, new: pa.Table | None) -> None:
+        """Retire `old` versions, check and add `new` ones, record the change rows."""
+        cur = w.cur
+        if old is not None and old.num_rows:
+            Replica.retire_versions(cur, table, old.column(RID), w.stamp)
+        if new is not None and new.num_rows:
+            new = self._check(table, new, cur)
+            Replica.insert_versions(cur, table, new, w.stamp)
+        w.touched.add(table.oid)
+        if old is not None and old.num_rows:
+            w.changes[table.oid].append(old.append_column(WEIGHT, pa.array([-1] * old.num_rows, pa.int64())))
+        if new is not None and new.num_rows:
+            w.changes[table.oid].append(new.append_column(WEIGHT, pa.array([1] * new.num_rows, pa.int64())))
+
+    def _check(self, table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> pa.Table:
+        for col in table.columns:
+            arr = new.column(col.name)
+            if col.not_null and arr.null_count:
+                row = new.filter(pc.is_null(arr)).slice(0, 1)
+                raise NotNullViolation(
+                    f'null value in column "{col.name}" of relation "{table.name}" violates not-null constraint',
+                    detail=f"Failing row contains ({_row_text(row, table)}).",
+                )
+            n = col.type.length
+            if n is not None and col.type.pg in (VARCHAR, BPCHAR):
+                lengths = pc.utf8_length(arr)
+                if pc.any(pc.greater(lengths, n)).as_py():
+                    raise StringTooLong(f"value too long for type {col.type.sql()}")
+                if col.type.pg is BPCHAR:
+                    padded = pc.utf8_rpad(arr, width=n, padding=" ")
+                    new = new.set_column(new.schema.get_field_index(col.name), col.name, padded)
+        for key in table.keys:
+            self._check_unique(table, key, new, cur)
+        return new
+
+    def _check_unique(self, table: Table, key: Any, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> None:
+        cols = list(key.columns)
+        dup = _duplicate_mask(new, cols)
+        if dup is not None and pc.any(dup).as_py():
+            row = new.filter(dup).slice(0, 1)
+            raise _unique_error(table, key, row)
+        name = "_hw_check"
+        cur.register(name, new.select(cols))
+        try:
+            on = " AND ".join(f"t.{quote(c)} = n.{quote(c)}" for c in cols)
+            hit, _ = _fetch(cur, f"SELECT n.* FROM {name} n JOIN {Replica.scan(table, CURRENT)} t ON {on} LIMIT 1")
+        finally:
+            cur.unregister(name)
+        if hit.num_rows:
+            raise _unique_error(table, key, hit)
+
+    # -- DDL ------------------------------------------------------------------------------
+    def _ddl(self, w: WriteTxn, stmt: Any) -> Result:
+        cat = w.catalog
+        sp = self.s.search_path()
+        if isinstance(stmt, A.CreateStmt):
+            schema = cat.creation_schema(stmt.relation.schemaname, sp)
+            if cat.resolve(schema, stmt.relation.relname, ()) is not None:
+                if stmt.if_not_exists:
+                    return Result("CREATE TABLE", notices=[f'relation "{stmt.relation.relname}" already exists, skipping'])
+            table = ddl.table_from_create(stmt, cat.next_oid, schema)
+            cat.add_relation(table)
+            cat.allocate_oid()
+            try:
+                Replica.create_table(w.cur, table)
+            except duckdb.Error as e:
+                raise translate(e) from None
+            w.touched.add(table.oid)
+            return Result("CREATE TABLE")
+        if isinstance(stmt, A.ViewStmt):
+            return self._create_view(w, stmt)
+        if isinstance(stmt, A.CreateSchemaStmt):
+            if stmt.schemaElts:
+                raise FeatureNotSupported("CREATE SCHEMA with elements is not supported")
+            if stmt.schemaname in cat.schemas and stmt.if_not_exists:
+                return Result("CREATE SCHEMA", notices=[f'schema "{stmt.schemaname}" already exists, skipping'])
+            cat.add_schema(stmt.schemaname)
+            return Result("CREATE SCHEMA")
+        if isinstance(stmt, A.DropStmt):
+            return self._drop(w, stmt)
+        raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
+
+    def _create_view(self, w: WriteTxn, stmt: A.ViewStmt) -> Result:
+        cat = w.catalog
+        rv = stmt.view
+        if rv.relpersistence == "t":
+            raise FeatureNotSupported("temporary views are not supported")
+        schema = cat.creation_schema(rv.schemaname, self.s.search_path())
+        existing = cat.resolve(schema, rv.relname, ())
+        if existing is not None and not (stmt.replace and isinstance(existing, View)):
+            if stmt.replace:
+                raise WrongObjectType(f'"{rv.relname}" is not a view')
+            raise SQLError(f'relation "{rv.relname}" already exists', "42P07")
+        binder = self._write_binder(w)
+        query = stmt.query
+        name_targets(query)
+        definition = deparse(query)
+        probe, types = _fetch(w.cur, f"SELECT * FROM ({binder.to_sql(query)}) AS _hw_v LIMIT 0")
+        fields = arrow_fields(probe.schema, types)
+        names = [f.name for f in fields]
+        if stmt.aliases:
+            aliases = [a.sval for a in stmt.aliases]
+            if len(aliases) > len(names):
+                raise SQLError("CREATE VIEW specifies more column names than columns", "42601")
+            names[: len(aliases)] = aliases
+        if len(set(names)) != len(names):
+            dupe = next(n for n in names if names.count(n) > 1)
+            raise SQLError(f'column "{dupe}" specified more than once', "42701")
+        cols = tuple(Column(n, f.type) for n, f in zip(names, fields, strict=True))
+        if existing is not None:
+            view = View(existing.oid, schema, rv.relname, cols, definition)
+            cat.replace_relation(view)
+        else:
+            view = View(cat.allocate_oid(), schema, rv.relname, cols, definition)
+            cat.add_relation(view)
+        self._view_deps[view.oid] = set(binder.depends)
+        return Result("CREATE VIEW")
+
+    @property
+    def _view_deps(self) -> dict[int, set[int]]:
+        deps = getattr(self.instance, "view_deps", None)
+        if deps is None:
+            deps = {}
+            self.instance.view_deps = deps  # type: ignore[attr-defined]
+        return deps
+
+    def _dependents(self, w: WriteTxn, oid: int) -> list[Relation]:
+        out = []
+        for view in w.catalog.views():
+            deps = self._view_deps.get(view.oid)
+            if deps is None:
+                binder = self._write_binder(w)
+                try:
+                    binder.view_sql(view)
+                except SQLError:
+                    pass
+                deps = self._view_deps[view.oid] = set(binder.depends)
+            if oid in deps:
+                out.append(view)
+        return out
+
+    def _drop(self, w: WriteTxn, stmt: A.DropStmt) -> Result:
+        cat = w.catalog
+        kinds = {
+            ObjectType.OBJECT_TABLE: ("table", Table, "DROP TABLE"),
+            ObjectType.OBJECT_VIEW: ("view", View, "DROP VIEW"),
+        }
+        if stmt.removeType == ObjectType.OBJECT_SCHEMA:
+            for obj in stmt.objects:
+                name = obj.sval
+                if name not in cat.schemas:
+                    if stmt.missing_ok:
+                        continue
+                    raise SQLError(f'schema "{name}" does not exist', "3F000")
+                inside = [r for r in cat.relations.values() if r.schema == name]
+                if inside and not stmt.behavior:
+                    raise DependentObjects(
+                        f"cannot drop schema {name} because other objects depend on it",
+                        detail="\n".join(f"{r.kind} {name}.{r.name} depends on schema {name}" for r in inside),
+                        hint="Use DROP ... CASCADE to drop the dependent objects too.",
+                    )
+                for r in inside:
+                    self._drop_relation(w, r, cascade=True)
+                cat.drop_schema(name)
+            return Result("DROP SCHEMA")
+        if stmt.removeType not in kinds:
+            if stmt.removeType == ObjectType.OBJECT_MATVIEW:
+                raise FeatureNotSupported("materialized views are not available yet")
+            raise FeatureNotSupported(f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported")
+        word, cls, tag = kinds[stmt.removeType]
+        notices = []
+        for obj in stmt.objects:
+            names = [n.sval for n in obj]
+            schema, name = (names[-2], names[-1]) if len(names) > 1 else (None, names[-1])
+            rel = cat.resolve(schema, name, self.s.search_path())
+            if rel is None:
+                if stmt.missing_ok:
+                    notices.append(f'{word} "{name}" does not exist, skipping')
+                    continue
+                if word == "table":
+                    raise UndefinedTable(f'table "{name}" does not exist')
+                raise UndefinedTable(f'view "{name}" does not exist')
+            if not isinstance(rel, cls):
+                raise WrongObjectType(
+                    f'"{name}" is not a {word}', hint=f"Use DROP {rel.kind.upper()} to remove a {rel.kind}."
+                )
+            self._drop_relation(w, rel, cascade=bool(stmt.behavior))
+        return Result(tag, notices=notices)
+
+    def _drop_relation(self, w: WriteTxn, rel: Relation, cascade: bool) -> None:
+        cat = w.catalog
+        if (rel.schema, rel.name) not in cat.relations:
+            return
+        deps = self._dependents(w, rel.oid)
+        if deps and not cascade:
+            raise DependentObjects(
+                f"cannot drop {rel.kind} {rel.name} because other objects depend on it",
+                detail="\n".join(f"view {d.name} depends on {rel.kind} {rel.name}" for d in deps),
+                hint="Use DROP ... CASCADE to drop the dependent objects too.",
+            )
+        for d in deps:
+            self._drop_relation(w, d, cascade=True)
+        cat.drop_relation(rel)
+        self._view_deps.pop(rel.oid, None)
+        if isinstance(rel, Table):
+            Replica.drop_table(w.cur, rel.oid)
+            w.changes.pop(rel.oid, None)
+            w.touched.discard(rel.oid)
+            w.dropped_logs.extend(self.instance.changelog.log_keys(rel.oid))
+
+    # -- settings -------------------------------------------------------------------------
+    def set_var(self, stmt: A.VariableSetStmt) -> Result:
+        st = self.s.settings
+        if stmt.kind == VariableSetKind.VAR_RESET_ALL:
+            for k in list(st.values):
+                st.reset(k)
+            return Result("RESET")
+        if stmt.kind == VariableSetKind.VAR_RESET:
+            st.reset(stmt.name)
+            return Result("RESET")
+        if stmt.kind == VariableSetKind.VAR_SET_DEFAULT:
+            st.reset(stmt.name)
+            return Result("SET")
+        if stmt.kind == VariableSetKind.VAR_SET_MULTI:
+            return Result("SET")  # SET TRANSACTION ...: one isolation level is offered
+        name = stmt.name
+        if name in ("transaction_isolation", "default_transaction_isolation"):
+            return Result("SET")
+        value = ", ".join(_setting_value(a) for a in stmt.args or ())
+        if name == "timezone" and stmt.kind == VariableSetKind.VAR_SET_VALUE and not stmt.args:
+            value = "UTC"
+        st.set(name, value)
+        return Result("SET")
+
+    def show_var(self, stmt: A.VariableShowStmt) -> Result:
+        st = self.s.settings
+        if stmt.name == "all":
+            rows = [(k, v, "") for k, v in sorted(st.values.items())]
+            text = ColumnType(TEXT)
+            return Result(
+                f"SHOW", [Field("name", text), Field("setting", text), Field("description", text)], rows
+            )
+        from headwater.server.settings import canonical
+
+        key = canonical(stmt.name)
+        value = st.get(key)
+        return Result("SHOW", [Field(stmt.name if stmt.name != "timezone" else "TimeZone", ColumnType(TEXT))], [(value,)])
+
+
+def returning_list(stmt: Any) -> Any:
+    rc = stmt.returningClause
+    return rc.exprs if rc is not None else None
+
+
+class _NoKey:
+    columns: tuple[str, ...] = ()
+
+
+def _setting_value(node: Any) -> str:
+    if isinstance(node, A.A_Const):
+        v = node.val
+        if isinstance(v, A.String):
+            return v.sval
+        if isinstance(v, A.Integer):
+            return str(v.ival)
+        if isinstance(v, A.Float):
+            return v.fval
+        if isinstance(v, A.Boolean):
+            return "on" if v.boolval else "off"
+    if isinstance(node, A.TypeCast):
+        return _setting_value(node.arg)
+    return deparse(node)
+
+
+def _slice_cols(both: pa.Table, start: int, n: int, table: Table) -> pa.Table:
+    return pa.table(
+        [both.column(0)] + both.columns[1 + start : 1 + start + n],
+        names=[RID] + [c.name for c in table.columns],
+    )
+
+
+def _dedupe_rids(t: pa.Table) -> pa.Table:
+    """UPDATE/DELETE ... FROM may match a row several times; it changes once."""
+    if t.num_rows < 2:
+        return t
+    rids = t.column(0)
+    if pc.count_distinct(rids).as_py() == t.num_rows:
+        return t
+    positions = pa.table({"r": rids, "i": pa.array(range(t.num_rows), pa.int64())})
+    first = positions.group_by("r").aggregate([("i", "min")]).column("i_min")
+    return t.take(first.take(pc.sort_indices(first)))
+
+
+def _duplicate_mask(t: pa.Table, cols: list[str]) -> pa.Array | None:
+    """True for rows whose key (no NULLs) already appeared earlier in `t`."""
+    if not cols or t.num_rows < 2:
+        return None
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for key in zip(*(t.column(c).to_pylist() for c in cols), strict=True):
+        if any(k is None for k in key):
+            out.append(False)
+        elif key in seen:
+            out.append(True)
+        else:
+            seen.add(key)
+            out.append(False)
+    return pa.array(out, pa.bool_())
+
+
+def _row_text(row: pa.Table, table: Table) -> str:
+    vals = row.to_pylist()[0] if row.num_rows else {}
+    return ", ".join("null" if vals.get(c.name) is None else str(vals.get(c.name)) for c in table.columns)
+
+
+def _unique_error(table: Table, key: Any, row: pa.Table) -> SQLError:
+    vals = row.to_pylist()[0]
+    cols = ", ".join(key.columns)
+    shown = ", ".join(str(vals[c]) for c in key.columns)
+    return UniqueViolation(
+        f'duplicate key value violates unique constraint "{key.name}"',
+        detail=f"Key ({cols})=({shown}) already exists.",
+    )
+
+
+def consolidate(parts: list[pa.Table]) -> pa.Table:
+    """Sum the weights of equal change rows and drop those that cancel out."""
+    t = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+    if len(parts) == 1:
+        return t
+    con = duckdb.connect()
+    try:
+        con.register("_hw_parts", t)
+        cols = ", ".join(quote(c) for c in t.column_names if c != WEIGHT)
+        return con.execute(
+            f"SELECT {cols}, CAST(sum({WEIGHT}) AS BIGINT) AS {WEIGHT} FROM _hw_parts "
+            f"GROUP BY ALL HAVING sum({WEIGHT}) <> 0 ORDER BY {RID}"
+        ).to_arrow_table()
+    finally:
+        con.close()
+
+
+def now_ms() -> float:
+    return time.time() * 1000

@@ -1,0 +1,507 @@
+"""One client connection: startup, simple and extended query, COPY, cancellation.
+
+Malformed bytes close only this connection. Errors in the extended protocol skip
+messages until Sync, as PostgreSQL does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import pglast.ast as A
+from pglast import parse_sql
+from pglast.parser import ParseError
+
+from headwater.catalog.types import BY_OID, TEXT, ColumnType
+from headwater.errors import (
+    FeatureNotSupported,
+    InvalidCatalogName,
+    InvalidCursorName,
+    InvalidPreparedStatement,
+    ProtocolViolation,
+    QueryCanceled,
+    SQLError,
+    SyntaxErr,
+)
+from headwater.planner.params import count_params, infer_param_types
+from headwater.server import wire
+from headwater.server.copy import copy_options, format_copy_row, header_row, parse_copy
+from headwater.server.executor import Executor, Field, Result
+from headwater.server.instance import Instance
+from headwater.server.session import Portal, Session
+from headwater.server.settings import REPORTED
+from headwater.server.values import SessionFormat, binary_decoder, binary_encoder, text_decoder, text_encoder
+
+log = logging.getLogger("headwater.server")
+
+DEFAULT_DATABASE = "headwater"
+
+
+@dataclass
+class Prepared:
+    name: str
+    sql: str
+    param_types: list[ColumnType]
+    stmt_kind: type
+
+
+def parse_statements(sql: str) -> list[tuple[Any, str]]:
+    """pglast statements with their source text; syntax errors get PostgreSQL's fields."""
+    try:
+        raws = parse_sql(sql)
+    except ParseError as e:
+        msg, loc = e.args[0], e.args[1] if len(e.args) > 1 else None
+        raise SyntaxErr(msg, position=(loc + 1) if isinstance(loc, int) else None) from None
+    out = []
+    for r in raws:
+        start = r.stmt_location or 0
+        text = sql[start : start + r.stmt_len] if r.stmt_len else sql[start:]
+        out.append((r.stmt, text))
+    return out
+
+
+class Connection:
+    def __init__(self, server: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.instance: Instance = server.instance
+        self.reader = reader
+        self.writer = writer
+        self.session: Session | None = None
+        self.executor: Executor | None = None
+        self._running: asyncio.Task[Any] | None = None
+
+    # -- plumbing -------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def flush(self) -> None:
+        await self.writer.drain()
+
+    def send_error(self, err: SQLError) -> None:
+        self.send(wire.error_response(err))
+
+    def fmt(self) -> SessionFormat:
+        st = self.session.settings.values if self.session else {}
+        return SessionFormat(
+            timezone=st.get("TimeZone", "UTC"),
+            extra_float_digits=int(st.get("extra_float_digits", "1")),
+            datestyle=st.get("DateStyle", "ISO, MDY"),
+            intervalstyle=st.get("IntervalStyle", "postgres"),
+            bytea_output=st.get("bytea_output", "hex"),
+        )
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            if not await self.startup():
+                return
+            await self.loop()
+        except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
+            pass
+        except ProtocolViolation as e:
+            try:
+                self.send_error(SQLError(str(e), "08P01", severity="FATAL"))
+                await self.flush()
+            except Exception:
+                pass
+        except Exception:
+            log.exception("connection failed")
+        finally:
+            await self.cleanup()
+
+    async def cleanup(self) -> None:
+        if self.session is not None:
+            if self.executor is not None and self.session.write is not None:
+                await self.executor._rollback_write()
+            self.session.close()
+            self.server.sessions.pop(self.session.pid, None)
+        try:
+            self.writer.close()
+        except Exception:
+            pass
+
+    async def startup(self) -> bool:
+        while True:
+            code, r = await wire.read_startup(self.reader)
+            if code in (wire.SSL_REQUEST, wire.GSSENC_REQUEST):
+                self.send(b"N")
+                await self.flush()
+                continue
+            if code == wire.CANCEL_REQUEST:
+                pid, secret = r.int32(), r.int32()
+                self.server.cancel(pid, secret)
+                return False
+            if code != wire.PROTOCOL_3:
+                raise ProtocolViolation(
+                    f"unsupported frontend protocol {code >> 16}.{code & 0xFFFF}: "
+                    "server supports 3.0 to 3.0"
+                )
+            params: dict[str, str] = {}
+            while True:
+                key = r.cstr()
+                if not key:
+                    break
+                params[key] = r.cstr()
+            break
+        user = params.get("user")
+        if not user:
+            self.send_error(SQLError("no PostgreSQL user name specified in startup packet", "28000", severity="FATAL"))
+            await self.flush()
+            return False
+        database = params.get("database", user)
+        if database != DEFAULT_DATABASE:
+            self.send_error(InvalidCatalogName(f'database "{database}" does not exist', severity="FATAL"))
+            await self.flush()
+            return False
+        s = Session(self.instance, user, database)
+        s.secret = secrets.randbits(31)
+        for key, value in params.items():
+            if key in ("user", "database", "replication"):
+                continue
+            if key == "options":
+                continue
+            try:
+                s.settings.set(key, value)
+            except SQLError:
+                pass
+        self.session = s
+        self.executor = Executor(s)
+        self.server.sessions[s.pid] = self
+        self.send(wire.auth_ok())
+        for name in REPORTED:
+            self.send(wire.parameter_status(name, s.settings.values[name]))
+        self.send(wire.backend_key(s.pid, s.secret))
+        self.send(wire.ready(s.status))
+        await self.flush()
+        return True
+
+    async def loop(self) -> None:
+        skipping = False  # after an extended-protocol error, until Sync
+        while True:
+            kind, r = await wire.read_message(self.reader)
+            if kind == "X":
+                return
+            if skipping and kind not in ("S",):
+                continue
+            try:
+                if kind == "Q":
+                    await self.simple_query(r.cstr())
+                elif kind == "P":
+                    await self.on_parse(r)
+                elif kind == "B":
+                    self.on_bind(r)
+                elif kind == "D":
+                    await self.on_describe(r)
+                elif kind == "E":
+                    await self.on_execute(r)
+                elif kind == "S":
+                    skipping = False
+                    if self.session and self.session.status == "I":
+                        self.session.portals.clear()
+                    self.send_ready()
+                    await self.flush()
+                elif kind == "C":
+                    self.on_close(r)
+                elif kind == "H":
+                    await self.flush()
+                elif kind in ("d", "c", "f"):
+                    pass  # copy messages outside COPY are ignored, as PostgreSQL does
+                else:
+                    raise ProtocolViolation(f"invalid frontend message type {ord(kind)}")
+            except ProtocolViolation:
+                raise
+            except SQLError as e:
+                self.send_error(e)
+                if kind != "Q":
+                    skipping = True
+                    if self.executor:
+                        await self.executor.fail()
+                await self.flush()
+            except (IndexError, ValueError, UnicodeDecodeError) as e:
+                raise ProtocolViolation(f"malformed message: {e}") from None
+
+    def send_ready(self) -> None:
+        assert self.session is not None
+        self.send(wire.ready(self.session.status))
+
+    # -- simple query ---------------------------------------------------------------
+    async def simple_query(self, sql: str) -> None:
+        assert self.session is not None
+        try:
+            stmts = parse_statements(sql)
+            if not stmts:
+                self.send(wire.empty_query())
+            for stmt, text in stmts:
+                await self.run_statement(stmt, text, [], [], describe=True, max_rows=0)
+        except SQLError as e:
+            self.send_error(e)
+            if self.executor:
+                await self.executor.fail()
+        self.send_ready()
+        await self.flush()
+
+    async def run_statement(
+        self, stmt: Any, text: str, params: list[Any], formats: list[int], *, describe: bool, max_rows: int
+    ) -> None:
+        assert self.executor is not None and self.session is not None
+        if isinstance(stmt, A.CopyStmt):
+            await self.copy(stmt, params)
+            return
+        self.session.cancelled = False
+        result = await self.executor.execute(stmt, params)
+        self.send_result(result, formats, describe=describe)
+
+    def send_result(self, result: Result, formats: list[int], *, describe: bool) -> None:
+        for n in result.notices:
+            self.send(wire.notice_response(n))
+        if result.fields is not None:
+            if describe:
+                self.send(wire.row_description(result.fields, formats))
+            self.send_rows(result.fields, result.rows, formats)
+        self.send(wire.command_complete(result.tag))
+        self._report_epoch()
+
+    def _report_epoch(self) -> None:
+        s = self.session
+        if s is not None and s.last_write_epoch and s.last_write_epoch != getattr(self, "_reported", 0):
+            self._reported = s.last_write_epoch
+            self.send(wire.parameter_status("headwater_epoch", str(s.last_write_epoch)))
+
+    def encoders(self, fields: list[Field], formats: list[int]) -> list[Any]:
+        f = self.fmt()
+        out = []
+        for i, fld in enumerate(fields):
+            fmt = formats[i] if i < len(formats) else (formats[0] if len(formats) == 1 else 0)
+            out.append(binary_encoder(fld.type, session=f) if fmt == 1 else text_encoder(fld.type, session=f))
+        return out
+
+    def send_rows(self, fields: list[Field], rows: list[tuple[Any, ...]], formats: list[int]) -> None:
+        encs = self.encoders(fields, formats)
+        data_row = wire.data_row
+        send = self.send
+        for row in rows:
+            send(data_row([None if v is None else e(v) for e, v in zip(encs, row, strict=True)]))
+
+    # -- COPY -----------------------------------------------------------------------
+    async def copy(self, stmt: A.CopyStmt, params: list[Any]) -> None:
+        assert self.executor is not None and self.session is not None
+        if stmt.filename is not None:
+            raise FeatureNotSupported(
+                "COPY to or from a file is not supported",
+                hint="Use COPY ... FROM STDIN or TO STDOUT (psql's \\copy).",
+            )
+        opts = copy_options(stmt)
+        if stmt.is_from:
+            await self.copy_in(stmt, opts)
+        else:
+            await self.copy_out(stmt, opts, params)
+
+    async def copy_in(self, stmt: A.CopyStmt, opts: Any) -> None:
+        assert self.executor is not None
+        cols = await self.executor.copy_target(stmt)
+        self.send(wire.copy_in_response(len(cols)))
+        await self.flush()
+        chunks: list[bytes] = []
+        failed: str | None = None
+        while True:
+            kind, r = await wire.read_message(self.reader)
+            if kind == "d":
+                chunks.append(r.rest())
+            elif kind == "c":
+                break
+            elif kind == "f":
+                failed = r.cstr()
+                break
+            elif kind in ("H", "S"):
+                continue
+            else:
+                raise ProtocolViolation(f"unexpected message type 0x{ord(kind):02x} during COPY from stdin")
+        if failed is not None:
+            raise SQLError(f"COPY from stdin failed: {failed}", "57014")
+        data = b"".join(chunks)
+        table = parse_copy(data, len(cols), [c.name for c in cols], opts)
+        result = await self.executor.copy_in(stmt, cols, table)
+        self.send(wire.command_complete(result.tag))
+        self._report_epoch()
+
+    async def copy_out(self, stmt: A.CopyStmt, opts: Any, params: list[Any]) -> None:
+        assert self.executor is not None
+        result = await self.executor.copy_source(stmt, params)
+        fields = result.fields or []
+        self.send(wire.copy_out_response(len(fields)))
+        f = self.fmt()
+        encs = [text_encoder(fld.type, session=f) for fld in fields]
+        if opts.header:
+            self.send(wire.copy_data(header_row([fld.name for fld in fields], opts)))
+        for row in result.rows:
+            vals = [None if v is None else e(v).decode("utf-8") for e, v in zip(encs, row, strict=True)]
+            self.send(wire.copy_data(format_copy_row(vals, opts)))
+        self.send(wire.copy_done())
+        self.send(wire.command_complete(f"COPY {len(result.rows)}"))
+
+    # -- extended query -------------------------------------------------------------
+    async def on_parse(self, r: wire.Reader) -> None:
+        assert self.session is not None
+        name = r.cstr()
+        sql = r.cstr()
+        n = r.int16()
+        declared = [r.uint32() for _ in range(n)]
+        stmts = parse_statements(sql)
+        if len(stmts) > 1:
+            raise SQLError("cannot insert multiple commands into a prepared statement", "42601")
+        stmt = stmts[0][0] if stmts else None
+        nparams = max(count_params(stmt), len(declared)) if stmt is not None else 0
+        inferred = (
+            infer_param_types(stmt, self.session.catalog, self.session.search_path(), declared, nparams)
+            if stmt is not None else []
+        )
+        types: list[ColumnType] = []
+        for i in range(nparams):
+            if i < len(declared) and declared[i]:
+                pg = BY_OID.get(declared[i])
+                if pg is None:
+                    raise FeatureNotSupported(f"parameter type with OID {declared[i]} is not supported")
+                types.append(ColumnType(pg))
+            else:
+                types.append(inferred[i] or ColumnType(TEXT))
+        if name and name in self.session.prepared:
+            raise SQLError(f'prepared statement "{name}" already exists', "42P05")
+        self.session.prepared[name] = Prepared(name, sql, types, type(stmt) if stmt is not None else type(None))
+        self.send(wire.parse_complete())
+
+    def on_bind(self, r: wire.Reader) -> None:
+        assert self.session is not None
+        portal_name = r.cstr()
+        stmt_name = r.cstr()
+        prep = self.session.prepared.get(stmt_name)
+        if prep is None:
+            raise InvalidPreparedStatement(f'prepared statement "{stmt_name}" does not exist')
+        nfmt = r.int16()
+        pformats = [r.int16() for _ in range(nfmt)]
+        n = r.int16()
+        if n != len(prep.param_types):
+            raise ProtocolViolation(
+                f"bind message supplies {n} parameters, but prepared statement \"{stmt_name}\" "
+                f"requires {len(prep.param_types)}"
+            )
+        values: list[Any] = []
+        for i in range(n):
+            length = r.int32()
+            if length == -1:
+                values.append(None)
+                continue
+            raw = r.bytes_(length)
+            fmt = pformats[i] if i < len(pformats) else (pformats[0] if len(pformats) == 1 else 0)
+            ct = prep.param_types[i]
+            if fmt == 1:
+                values.append(binary_decoder(ct)(raw))
+            else:
+                values.append(text_decoder(ct)(raw.decode("utf-8")))
+        nres = r.int16()
+        rformats = [r.int16() for _ in range(nres)]
+        self.session.portals[portal_name] = Portal(portal_name, prep, values, rformats)
+        self.send(wire.bind_complete())
+
+    async def on_describe(self, r: wire.Reader) -> None:
+        assert self.session is not None and self.executor is not None
+        kind = r.byte()
+        name = r.cstr()
+        if kind == "S":
+            prep = self.session.prepared.get(name)
+            if prep is None:
+                raise InvalidPreparedStatement(f'prepared statement "{name}" does not exist')
+            self.send(wire.parameter_description([t.pg.oid for t in prep.param_types]))
+            fields = await self.describe_fields(prep)
+            self.send(wire.row_description(fields, []) if fields is not None else wire.no_data())
+            return
+        portal = self.session.portals.get(name)
+        if portal is None:
+            raise InvalidCursorName(f'portal "{name}" does not exist')
+        await self.materialise(portal)
+        if portal.fields is not None:
+            self.send(wire.row_description(portal.fields, portal.result_formats))
+        else:
+            self.send(wire.no_data())
+
+    async def describe_fields(self, prep: Prepared) -> list[Field] | None:
+        assert self.executor is not None
+        stmts = parse_statements(prep.sql)
+        if not stmts:
+            return None
+        stmt = stmts[0][0]
+        return await self.executor.describe(stmt, len(prep.param_types))
+
+    async def materialise(self, portal: Portal) -> None:
+        """Run the portal's statement once; Execute then streams its rows."""
+        if portal.tag is not None:
+            return
+        assert self.executor is not None
+        stmts = parse_statements(portal.stmt.sql)
+        if not stmts:
+            portal.tag = ""
+            return
+        stmt = stmts[0][0]
+        if isinstance(stmt, A.CopyStmt):
+            raise FeatureNotSupported("COPY in the extended query protocol is not supported")
+        self.session.cancelled = False  # type: ignore[union-attr]
+        result = await self.executor.execute(stmt, portal.params)
+        for n in result.notices:
+            self.send(wire.notice_response(n))
+        portal.fields = result.fields
+        portal.rows = result.rows
+        portal.tag = result.tag
+
+    async def on_execute(self, r: wire.Reader) -> None:
+        assert self.session is not None
+        name = r.cstr()
+        max_rows = r.int32()
+        portal = self.session.portals.get(name)
+        if portal is None:
+            raise InvalidCursorName(f'portal "{name}" does not exist')
+        await self.materialise(portal)
+        if portal.tag == "":
+            self.send(wire.empty_query())
+            return
+        if portal.fields is not None:
+            rows = portal.rows or []
+            end = len(rows) if max_rows <= 0 else min(len(rows), portal.pos + max_rows)
+            self.send_rows(portal.fields, rows[portal.pos : end], portal.result_formats)
+            portal.pos = end
+            if end < len(rows):
+                self.send(wire.portal_suspended())
+                return
+        tag = portal.tag or ""
+        if portal.fields is not None and tag.startswith("SELECT"):
+            tag = f"SELECT {len(portal.rows or [])}"
+        self.send(wire.command_complete(tag))
+        self._report_epoch()
+
+    def on_close(self, r: wire.Reader) -> None:
+        assert self.session is not None
+        kind = r.byte()
+        name = r.cstr()
+        if kind == "S":
+            self.session.prepared.pop(name, None)
+        else:
+            self.session.portals.pop(name, None)
+        self.send(wire.close_complete())
+
+    # -- cancellation ---------------------------------------------------------------
+    def cancel(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        s.cancelled = True
+        for cur in (s.write.cur if s.write else None, s._read_cur):
+            if cur is not None:
+                try:
+                    cur.interrupt()
+                except Exception:
+                    pass
+
+
+__all__ = ["Connection", "QueryCanceled"]

@@ -1,0 +1,56 @@
+"""The listening socket: accepts connections and routes cancel requests."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from headwater.server.instance import Config, Instance
+from headwater.server.protocol import Connection
+
+log = logging.getLogger("headwater.server")
+
+
+class Server:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.instance = Instance(config)
+        self.sessions: dict[int, Connection] = {}
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        await self.instance.open()
+        self._server = await asyncio.start_server(
+            self._accept, self.config.host, self.config.port, limit=1 << 20, backlog=512
+        )
+        log.info("listening on %s:%d", self.config.host, self.config.port)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(self, reader, writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await conn.run()
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+
+    def cancel(self, pid: int, secret: int) -> None:
+        conn = self.sessions.get(pid)
+        if conn is not None and conn.session is not None and conn.session.secret == secret:
+            conn.cancel()
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await self.instance.close()

@@ -1,0 +1,85 @@
+"""A client session and its transaction state.
+
+Transaction states follow ReadyForQuery: 'I' idle, 'T' in a transaction block,
+'E' in a failed block (every statement gets 25P02 until ROLLBACK).
+
+A transaction that writes holds the instance's write lock from its first write
+until it ends (writers are serialised; readers never wait). Its DuckDB connection
+runs one DuckDB transaction; rows it writes are stamped with its epoch, or with
+PENDING inside an explicit block until COMMIT picks the epoch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from headwater.catalog.catalog import Catalog
+from headwater.server.instance import Instance
+from headwater.server.settings import Settings
+
+_pids = itertools.count(1000)
+
+
+@dataclass
+class WriteTxn:
+    cur: duckdb.DuckDBPyConnection
+    explicit: bool
+    stamp: int  # epoch (autocommit) or PENDING (explicit block)
+    epoch: int | None  # epoch joined with the committer, if any
+    catalog: Catalog  # this transaction's copy; becomes current at COMMIT
+    changes: dict[int, list[pa.Table]] = field(default_factory=lambda: defaultdict(list))
+    touched: set[int] = field(default_factory=set)
+    dropped_logs: list[bytes] = field(default_factory=list)
+
+
+@dataclass
+class Portal:
+    name: str
+    stmt: Any  # the prepared statement
+    params: list[Any]
+    result_formats: list[int]
+    rows: list[tuple[Any, ...]] | None = None  # materialised result, consumed by Execute
+    fields: list[Any] | None = None
+    tag: str | None = None
+    pos: int = 0
+
+
+class Session:
+    def __init__(self, instance: Instance, user: str, database: str) -> None:
+        self.instance = instance
+        self.user = user
+        self.database = database
+        self.pid = next(_pids)
+        self.secret = 0
+        self.settings = Settings()
+        self.settings.values["session_authorization"] = user
+        self.status = "I"
+        self.write: WriteTxn | None = None
+        self.last_write_epoch = 0  # freshness token of this session's newest commit
+        self._read_cur: duckdb.DuckDBPyConnection | None = None
+        self.prepared: dict[str, Any] = {}
+        self.portals: dict[str, Portal] = {}
+        self.cancelled = False
+
+    def read_cursor(self) -> duckdb.DuckDBPyConnection:
+        if self._read_cur is None:
+            self._read_cur = self.instance.replica.cursor()
+        return self._read_cur
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.write.catalog if self.write else self.instance.catalog
+
+    def search_path(self) -> tuple[str, ...]:
+        return self.settings.search_path()
+
+    def close(self) -> None:
+        if self._read_cur is not None:
+            self._read_cur.close()
+            self._read_cur = None

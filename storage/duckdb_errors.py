@@ -1,0 +1,122 @@
+"""Translate DuckDB exceptions into PostgreSQL errors (SQLSTATE and wording).
+
+Queries are bound by Headwater first (relations, views), so what reaches DuckDB
+and fails is mostly column binding, casts and arithmetic; the messages below are
+PostgreSQL's for those cases. Anything unrecognised keeps DuckDB's text under a
+PostgreSQL class that fits the DuckDB exception type.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+
+from headwater.errors import (
+    AmbiguousColumn,
+    CardinalityViolation,
+    DatatypeMismatch,
+    DivisionByZero,
+    FeatureNotSupported,
+    GroupingError,
+    InternalError,
+    InvalidTextRepresentation,
+    NumericOutOfRange,
+    SerializationFailure,
+    SQLError,
+    SyntaxErr,
+    UndefinedColumn,
+    UndefinedFunction,
+)
+
+_DUCK_TO_PG_TYPE = {
+    "INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
+    "INTEGER": "integer", "BIGINT": "bigint", "SMALLINT": "smallint", "DOUBLE": "double precision",
+    "FLOAT": "real", "BOOL": "boolean", "BOOLEAN": "boolean", "DATE": "date",
+    "TIMESTAMP": "timestamp without time zone", "INTERVAL": "interval",
+    "TIMESTAMP WITH TIME ZONE": "timestamp with time zone", "UUID": "uuid",
+}
+
+
+def _first_line(text: str) -> str:
+    text = re.sub(r"^[A-Za-z ]+ Error: ", "", text.strip())
+    return text.split("\n")[0].strip()
+
+
+def translate(exc: Exception) -> SQLError:
+    if isinstance(exc, SQLError):
+        return exc
+    text = str(exc)
+    msg = _first_line(text)
+
+    m = re.search(r'Referenced column "([^"]+)" not found', text)
+    if m:
+        return UndefinedColumn(f'column "{m.group(1)}" does not exist')
+    m = re.search(r'Column "([^"]+)" referenced that exists in the SELECT clause', text)
+    if m:
+        return UndefinedColumn(f'column "{m.group(1)}" does not exist')
+    m = re.search(r'Referenced table "([^"]+)" not found', text)
+    if m:
+        return SQLError(f'missing FROM-clause entry for table "{m.group(1)}"', "42P01")
+    m = re.search(r'Values list "([^"]+)" does not have a column named "([^"]+)"', text)
+    if m:
+        return UndefinedColumn(f'column {m.group(1)}.{m.group(2)} does not exist')
+    m = re.search(r'column "([^"]+)" must appear in the GROUP BY clause', text)
+    if m:
+        return GroupingError(
+            f'column "{m.group(1)}" must appear in the GROUP BY clause '
+            "or be used in an aggregate function"
+        )
+    m = re.search(r'Ambiguous reference to column name "([^"]+)"', text)
+    if m:
+        return AmbiguousColumn(f'column reference "{m.group(1)}" is ambiguous')
+    m = re.search(r"Could not convert string '(.*)' to (\w+)", text)
+    if m:
+        pg = _DUCK_TO_PG_TYPE.get(m.group(2).upper(), m.group(2).lower())
+        return InvalidTextRepresentation(f'invalid input syntax for type {pg}: "{m.group(1)}"')
+    if "Division by zero" in text:
+        return DivisionByZero("division by zero")
+    if isinstance(exc, duckdb.OutOfRangeException) or "out of range" in text.lower():
+        if "DECIMAL" in text:
+            return NumericOutOfRange("numeric field overflow")
+        m = re.search(r"of (INT\d+|INTEGER|BIGINT|SMALLINT)", text)
+        kind = _DUCK_TO_PG_TYPE.get(m.group(1), "integer") if m else "integer"
+        return NumericOutOfRange(f"{kind} out of range")
+    if "More than one row returned by a subquery" in text:
+        return CardinalityViolation("more than one row returned by a subquery used as an expression")
+    m = re.search(r"(?:Scalar|Aggregate|Table) Function with name (\w+) does not exist", text)
+    if m:
+        return UndefinedFunction(
+            f"function {m.group(1)} does not exist",
+            hint="No function matches the given name and argument types. "
+            "You might need to add explicit type casts.",
+        )
+    m = re.search(r"No function matches the given name and argument types '([^']+)'", text)
+    if m:
+        return UndefinedFunction(
+            f"function {m.group(1)} does not exist",
+            hint="You might need to add explicit type casts.",
+        )
+    if "Conflict on" in text or "TransactionContext Error: Catalog write-write conflict" in text:
+        return SerializationFailure("could not serialize access due to concurrent update")
+    if isinstance(exc, duckdb.ParserException):
+        return SyntaxErr(msg)
+    if isinstance(exc, duckdb.ConversionException):
+        return InvalidTextRepresentation(msg)
+    if isinstance(exc, duckdb.BinderException):
+        if "Cannot compare values of type" in text or "Cannot mix values of type" in text or (
+            "implicit cast" in text.lower()
+        ):
+            return SQLError(msg, "42883")
+        return SQLError(msg, "42601" if "syntax" in text.lower() else "42703")
+    if isinstance(exc, duckdb.CatalogException):
+        return SQLError(msg, "42704")
+    if isinstance(exc, duckdb.NotImplementedException):
+        return FeatureNotSupported(msg)
+    if isinstance(exc, duckdb.InvalidInputException):
+        return SQLError(msg, "22023")
+    if isinstance(exc, duckdb.TypeMismatchException):
+        return DatatypeMismatch(msg)
+    if isinstance(exc, duckdb.InterruptException):
+        return SQLError("canceling statement due to user request", "57014")
+    return InternalError(msg)

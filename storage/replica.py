@@ -1,0 +1,196 @@
+"""The DuckDB serving replica: every table with its recent versions.
+
+Each user table is stored as `hw.t{oid}` with three hidden columns:
+
+    _hw_rid   row id, stable across UPDATEs (the change log's key)
+    _hw_from  epoch the version became visible
+    _hw_to    epoch it stopped being visible (LIVE while current)
+
+A read at epoch E sees `_hw_from <= E < _hw_to`, so any retained epoch can be read
+and rows of an epoch that is not yet durable stay invisible. A transaction with
+explicit BEGIN stamps its rows PENDING and restamps them with its epoch at COMMIT.
+The replica is rebuilt from the change log at start (see `rebuild_table`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterable
+
+import duckdb
+import pyarrow as pa
+
+from headwater.catalog.objects import Table
+from headwater.storage.changelog import RID, WEIGHT
+
+LIVE = 2**63 - 1
+PENDING = 2**63 - 2
+FROM = "_hw_from"
+TO = "_hw_to"
+HIDDEN = (RID, FROM, TO)
+
+_names = itertools.count()
+
+
+def quote(ident: str) -> str:
+    return '"' + ident.replace('"', '""') + '"'
+
+
+def physical(oid: int) -> str:
+    return f"hw.t{oid}"
+
+
+def column_list(table: Table) -> str:
+    return ", ".join(quote(c.name) for c in table.columns)
+
+
+def visible_at(epoch: int) -> str:
+    return f"{FROM} <= {epoch} AND {TO} > {epoch}"
+
+
+CURRENT = f"{TO} = {LIVE}"
+
+
+class Replica:
+    def __init__(self, memory_limit: str | None = None) -> None:
+        self._db = duckdb.connect(":memory:")
+        if memory_limit:
+            self._db.execute("SET memory_limit = ?", [memory_limit])
+        self._db.execute("CREATE SCHEMA hw")
+        self._lock = threading.Lock()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection of its own (thread-safe to use from one thread at a time)."""
+        with self._lock:
+            cur = self._db.cursor()
+        # PostgreSQL semantics where DuckDB differs by default.
+        cur.execute("SET integer_division = true")
+        return cur
+
+    # -- DDL ------------------------------------------------------------------------
+    @staticmethod
+    def create_table(cur: duckdb.DuckDBPyConnection, table: Table) -> None:
+        cols = ", ".join(f"{quote(c.name)} {c.type.duckdb()}" for c in table.columns)
+        sep = ", " if cols else ""
+        cur.execute(
+            f"CREATE TABLE {physical(table.oid)} ({RID} BIGINT, {FROM} BIGINT, {TO} BIGINT{sep}{cols})"
+        )
+
+    @staticmethod
+    def drop_table(cur: duckdb.DuckDBPyConnection, oid: int) -> None:
+        cur.execute(f"DROP TABLE IF EXISTS {physical(oid)}")
+
+    # -- reads ----------------------------------------------------------------------
+    @staticmethod
+    def scan(table: Table, predicate: str) -> str:
+        """A subquery yielding the table's user columns under `predicate`."""
+        cols = column_list(table)
+        return f"(SELECT {cols} FROM {physical(table.oid)} WHERE {predicate})"
+
+    @staticmethod
+    def scan_with_rid(table: Table) -> str:
+        """The writer's current rows of a table, with their row ids."""
+        cols = column_list(table)
+        sep = ", " if cols else ""
+        return f"(SELECT {RID}{sep}{cols} FROM {physical(table.oid)} WHERE {CURRENT})"
+
+    # -- writes ---------------------------------------------------------------------
+    @staticmethod
+    def insert_versions(
+        cur: duckdb.DuckDBPyConnection, table: Table, rows: pa.Table, stamp: int
+    ) -> None:
+        """Add `rows` (_hw_rid + user columns) as versions starting at `stamp`."""
+        if rows.num_rows == 0:
+            return
+        name = f"_hw_in{next(_names)}"
+        cur.register(name, rows)
+        try:
+            cols = column_list(table)
+            sep = ", " if cols else ""
+            cur.execute(
+                f"INSERT INTO {physical(table.oid)} ({RID}, {FROM}, {TO}{sep}{cols}) "
+                f"SELECT {RID}, {stamp}, {LIVE}{sep}{cols} FROM {name}"
+            )
+        finally:
+            cur.unregister(name)
+
+    @staticmethod
+    def retire_versions(
+        cur: duckdb.DuckDBPyConnection, table: Table, rids: pa.Array, stamp: int
+    ) -> None:
+        """End the live versions of `rids` at `stamp` (drop them if born at `stamp`)."""
+        if len(rids) == 0:
+            return
+        name = f"_hw_rids{next(_names)}"
+        cur.register(name, pa.table({RID: rids}))
+        try:
+            t = physical(table.oid)
+            match = f"{CURRENT} AND {RID} IN (SELECT {RID} FROM {name})"
+            cur.execute(f"DELETE FROM {t} WHERE {FROM} = {stamp} AND {match}")
+            cur.execute(f"UPDATE {t} SET {TO} = {stamp} WHERE {match}")
+        finally:
+            cur.unregister(name)
+
+    @staticmethod
+    def restamp(cur: duckdb.DuckDBPyConnection, oids: Iterable[int], epoch: int) -> None:
+        """At COMMIT: a transaction's PENDING versions take its epoch."""
+        for oid in oids:
+            t = physical(oid)
+            cur.execute(f"UPDATE {t} SET {FROM} = {epoch} WHERE {FROM} = {PENDING}")
+            cur.execute(f"UPDATE {t} SET {TO} = {epoch} WHERE {TO} = {PENDING}")
+
+    def undo_epochs(self, oids: Iterable[int], first_epoch: int) -> None:
+        """Forget every version written by epochs >= first_epoch (they never became durable)."""
+        cur = self.cursor()
+        try:
+            for oid in oids:
+                t = physical(oid)
+                cur.execute(f"DELETE FROM {t} WHERE {FROM} >= {first_epoch} AND {FROM} < {PENDING}")
+                cur.execute(
+                    f"UPDATE {t} SET {TO} = {LIVE} WHERE {TO} >= {first_epoch} AND {TO} < {PENDING}"
+                )
+        finally:
+            cur.close()
+
+    # -- recovery -------------------------------------------------------------------
+    def rebuild_table(self, table: Table, log: list[tuple[int, pa.Table]]) -> int:
+        """Rebuild a table's versions from its change log; returns live rows."""
+        cur = self.cursor()
+        try:
+            self.create_table(cur, table)
+            if not log:
+                return 0
+            events = pa.concat_tables(
+                [t.append_column("_hw_epoch", pa.array([e] * t.num_rows, pa.int64())) for e, t in log],
+                promote_options="permissive",
+            )
+            cur.register("_hw_events", events)
+            cols = column_list(table)
+            sep = ", " if cols else ""
+            pcols = ", ".join(f"p.{quote(c.name)}" for c in table.columns)
+            # A +1 event opens a version; the next -1 event of the same row id closes it.
+            cur.execute(
+                f"""INSERT INTO {physical(table.oid)} ({RID}, {FROM}, {TO}{sep}{cols})
+                SELECT p.{RID}, p._hw_epoch,
+                       coalesce((SELECT min(m._hw_epoch) FROM _hw_events m
+                                 WHERE m.{RID} = p.{RID} AND m.{WEIGHT} < 0
+                                   AND m._hw_epoch > p._hw_epoch), {LIVE}){sep}{pcols}
+                FROM _hw_events p WHERE p.{WEIGHT} > 0"""
+            )
+            cur.unregister("_hw_events")
+            row = cur.execute(
+                f"SELECT count(*) FROM {physical(table.oid)} WHERE {CURRENT}"
+            ).fetchone()
+            return int(row[0]) if row else 0
+        finally:
+            cur.close()
+
+    def vacuum(self, oids: Iterable[int], horizon: int) -> None:
+        """Drop versions no read at or after `horizon` can see."""
+        cur = self.cursor()
+        try:
+            for oid in oids:
+                cur.execute(f"DELETE FROM {physical(oid)} WHERE {TO} <= {horizon}")
+        finally:
+            cur.close()

@@ -1,0 +1,32 @@
+"""Fixtures: one Headwater server (one process) for the whole test session."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.hwserver import HeadwaterServer, start_temp_server
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def hw_server() -> Iterator[HeadwaterServer]:
+    server = start_temp_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def conn(hw_server: HeadwaterServer) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(hw_server.dsn, autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture
+def table_name() -> str:
+    """A table name no other test uses (tests share one server)."""
+    return f"t_{next(_names)}"

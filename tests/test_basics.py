@@ -1,0 +1,120 @@
+"""End to end through psycopg: DDL, DML, transactions, errors."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import psycopg
+import pytest
+from psycopg import errors
+
+
+def test_create_insert_select(conn: psycopg.Connection, table_name: str) -> None:
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, name text NOT NULL, amount numeric(10,2))")
+    cur = conn.execute(f"INSERT INTO {t} VALUES (1, 'a', 1.5), (2, 'b', NULL)")
+    assert cur.statusmessage == "INSERT 0 2"
+    rows = conn.execute(f"SELECT id, name, amount FROM {t} ORDER BY id").fetchall()
+    assert rows == [(1, "a", Decimal("1.50")), (2, "b", None)]
+
+
+def test_update_delete_returning(conn: psycopg.Connection, table_name: str) -> None:
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, v int)")
+    conn.execute(f"INSERT INTO {t} SELECT x, x * 10 FROM generate_series(1, 5) AS g(x)")
+    cur = conn.execute(f"UPDATE {t} SET v = v + 1 WHERE id <= 2 RETURNING id, v")
+    assert sorted(cur.fetchall()) == [(1, 11), (2, 21)]
+    assert cur.statusmessage == "UPDATE 2"
+    cur = conn.execute(f"DELETE FROM {t} WHERE id > 3")
+    assert cur.statusmessage == "DELETE 2"
+    assert conn.execute(f"SELECT sum(v) FROM {t}").fetchone() == (62,)
+
+
+def test_errors_keep_connection(conn: psycopg.Connection, table_name: str) -> None:
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, name text NOT NULL)")
+    conn.execute(f"INSERT INTO {t} VALUES (1, 'a')")
+    with pytest.raises(errors.UniqueViolation):
+        conn.execute(f"INSERT INTO {t} VALUES (1, 'b')")
+    with pytest.raises(errors.NotNullViolation):
+        conn.execute(f"INSERT INTO {t} VALUES (2, NULL)")
+    with pytest.raises(errors.UndefinedTable):
+        conn.execute("SELECT * FROM no_such_table")
+    with pytest.raises(errors.UndefinedColumn):
+        conn.execute(f"SELECT no_such_column FROM {t}")
+    with pytest.raises(errors.DivisionByZero):
+        conn.execute("SELECT 1/0")
+    with pytest.raises(errors.InvalidTextRepresentation):
+        conn.execute(f"INSERT INTO {t} VALUES ('abc', 'x')")
+    assert conn.execute(f"SELECT count(*) FROM {t}").fetchone() == (1,)
+
+
+def test_transaction_rollback_and_failed_block(hw_server, table_name: str) -> None:
+    t = table_name
+    with psycopg.connect(hw_server.dsn) as c:  # psycopg opens a transaction block itself
+        c.execute(f"CREATE TABLE {t} (id int)")
+        c.commit()
+        c.execute(f"INSERT INTO {t} VALUES (1)")
+        assert c.execute(f"SELECT count(*) FROM {t}").fetchone() == (1,)
+        c.rollback()
+        assert c.execute(f"SELECT count(*) FROM {t}").fetchone() == (0,)
+        c.execute(f"INSERT INTO {t} VALUES (2)")
+        with pytest.raises(errors.DivisionByZero):
+            c.execute("SELECT 1/0")
+        with pytest.raises(errors.InFailedSqlTransaction):
+            c.execute("SELECT 1")
+        c.rollback()
+        c.execute(f"INSERT INTO {t} VALUES (3)")
+        c.commit()
+        assert c.execute(f"SELECT id FROM {t}").fetchall() == [(3,)]
+
+
+def test_other_session_sees_commit_only_after_commit(hw_server, table_name: str) -> None:
+    t = table_name
+    with psycopg.connect(hw_server.dsn, autocommit=True) as a, psycopg.connect(hw_server.dsn, autocommit=True) as b:
+        a.execute(f"CREATE TABLE {t} (id int)")
+        a.execute("BEGIN")
+        a.execute(f"INSERT INTO {t} VALUES (1)")
+        assert b.execute(f"SELECT count(*) FROM {t}").fetchone() == (0,)
+        a.execute("COMMIT")
+        assert b.execute(f"SELECT count(*) FROM {t}").fetchone() == (1,)
+
+
+def test_views(conn: psycopg.Connection, table_name: str) -> None:
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (id int, g text)")
+    conn.execute(f"INSERT INTO {t} VALUES (1, 'x'), (2, 'x'), (3, 'y')")
+    conn.execute(f"CREATE VIEW {t}_v AS SELECT g, count(*) AS n FROM {t} GROUP BY g")
+    conn.execute(f"CREATE VIEW {t}_vv AS SELECT * FROM {t}_v WHERE n > 1")
+    assert conn.execute(f"SELECT g, n FROM {t}_vv").fetchall() == [("x", 2)]
+    with pytest.raises(errors.DependentObjectsStillExist):
+        conn.execute(f"DROP TABLE {t}")
+    conn.execute(f"DROP TABLE {t} CASCADE")
+    with pytest.raises(errors.UndefinedTable):
+        conn.execute(f"SELECT * FROM {t}_vv")
+
+
+def test_on_conflict(conn: psycopg.Connection, table_name: str) -> None:
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (k int PRIMARY KEY, v text)")
+    conn.execute(f"INSERT INTO {t} VALUES (1, 'a')")
+    cur = conn.execute(f"INSERT INTO {t} VALUES (1, 'b'), (2, 'c') ON CONFLICT DO NOTHING")
+    assert cur.statusmessage == "INSERT 0 1"
+    conn.execute(f"INSERT INTO {t} VALUES (1, 'z') ON CONFLICT (k) DO UPDATE SET v = excluded.v || {t}.v")
+    assert conn.execute(f"SELECT k, v FROM {t} ORDER BY k").fetchall() == [(1, "za"), (2, "c")]
+
+
+def test_copy_in_and_out(conn: psycopg.Connection, table_name: str) -> None:
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (id int, name text, d date)")
+    with conn.cursor().copy(f"COPY {t} FROM STDIN") as cp:
+        cp.write("1\ta\\tb\t2024-01-02\n2\t\\N\t\\N\n")
+    with conn.cursor().copy(f"COPY {t} (id, name) FROM STDIN WITH (FORMAT csv)") as cp:
+        cp.write('3,"x,y"\n4,""\n5,\n')
+    rows = conn.execute(f"SELECT id, name FROM {t} ORDER BY id").fetchall()
+    assert rows == [(1, "a\tb"), (2, None), (3, "x,y"), (4, ""), (5, None)]
+    out = bytearray()
+    with conn.cursor().copy(f"COPY (SELECT id, name, d FROM {t} WHERE id <= 2 ORDER BY id) TO STDOUT") as cp:
+        for chunk in cp:
+            out += chunk
+    assert bytes(out) == b"1\ta\\tb\t2024-01-02\n2\t\\N\t\\N\n"
