@@ -40,7 +40,9 @@ from headwater.errors import (
 from headwater.planner import ddl, dml
 from headwater.planner.naming import name_targets
 from headwater.planner.relations import Binder, deparse
+from headwater.server.batcher import fast_rows
 from headwater.server.session import Session, WriteTxn
+from headwater.server.values import SessionFormat
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, PENDING, Replica, quote, visible_at
@@ -167,6 +169,10 @@ class Executor:
         if isinstance(stmt, A.DiscardStmt):
             return Result("DISCARD ALL")
         raise FeatureNotSupported(f"statement {type(stmt).__name__} is not supported")
+
+    def format(self) -> SessionFormat:
+        v = self.s.settings.values
+        return SessionFormat(timezone=v["TimeZone"], extra_float_digits=int(v["extra_float_digits"]))
 
     # -- transactions ---------------------------------------------------------------
     async def transaction(self, stmt: A.TransactionStmt) -> Result:
@@ -410,6 +416,13 @@ class Executor:
     # -- writes ---------------------------------------------------------------------
     async def write(self, stmt: Any, params: list[Any]) -> Result:
         s = self.s
+        if s.status == "I" and s.write is None and isinstance(stmt, A.InsertStmt):
+            rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+            if isinstance(rel, Table):
+                rows = fast_rows(stmt, rel, params, self.format())
+                if rows is not None:
+                    s.last_write_epoch = await self.instance.batcher.insert(rel, rows)
+                    return Result(f"INSERT 0 {len(rows)}")
         w = await self._begin_write()
         try:
             result = await asyncio.to_thread(self._write_blocking, w, stmt, params)
@@ -629,9 +642,6 @@ class Executor:
                 lengths = pc.utf8_length(arr)
                 if pc.any(pc.greater(lengths, n)).as_py():
                     raise StringTooLong(f"value too long for type {col.type.sql()}")
-                if col.type.pg is BPCHAR:
-                    padded = pc.utf8_rpad(arr, width=n, padding=" ")
-                    new = new.set_column(new.schema.get_field_index(col.name), col.name, padded)
         for key in table.keys:
             self._check_unique(table, key, new, cur)
         return new

@@ -58,6 +58,9 @@ class Instance:
         last = self._last_epoch
         self.committer = Committer(self.changelog, last, self.meta, self._undo)
         self.committer.start()
+        from headwater.server.batcher import InsertBatcher
+
+        self.batcher = InsertBatcher(self)
 
     def _recover(self) -> None:
         t0 = time.time()
