@@ -42,12 +42,22 @@ class Binder:
     tables: set[int] = field(default_factory=set)  # oids of tables read
     depends: set[int] = field(default_factory=set)  # oids of tables and views named
     _view_depth: int = 0
+    _undo: list[tuple[Any, str, Any]] = field(default_factory=list)
 
     # -- public ---------------------------------------------------------------------
     def to_sql(self, node: Any) -> str:
-        """Bind `node` (statement or expression) and return DuckDB SQL for it."""
-        self.bind(node, frozenset())
-        return self.expand(deparse(node))
+        """Bind `node` (statement or expression) and return DuckDB SQL for it.
+
+        The tree is restored afterwards, so a prepared statement is parsed once.
+        """
+        mark = len(self._undo)
+        try:
+            self.bind(node, frozenset())
+            return self.expand(deparse(node))
+        finally:
+            while len(self._undo) > mark:
+                parent, attr, old = self._undo.pop()
+                setattr(parent, attr, old)
 
     def expand(self, sql: str) -> str:
         # Substitutions may nest (views inside views), so repeat until none is left.
@@ -72,8 +82,10 @@ class Binder:
         for name in node:
             child = getattr(node, name)
             if isinstance(child, A.RangeVar):
+                self._undo.append((node, name, child))
                 setattr(node, name, self.bind_range_var(child, ctes))
             elif isinstance(child, tuple) and any(isinstance(c, A.RangeVar) for c in child):
+                self._undo.append((node, name, child))
                 setattr(
                     node,
                     name,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import decimal
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -198,12 +199,25 @@ class _Pending:
 
 
 class InsertBatcher:
+    """Fast-path INSERTs: checked against in-memory key sets, applied to DuckDB per epoch.
+
+    A batch takes the write lock only for Python work (key checks, row ids, joining
+    the epoch). Its rows reach DuckDB in `flush()`, which the committer runs while
+    the epoch's SlateDB write is in flight (so before the epoch becomes visible) and
+    which a general writer runs before it reads the current state.
+    """
+
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
         self._queue: list[_Pending] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._cur: duckdb.DuckDBPyConnection | None = None
+        self._unapplied: list[tuple[int, Table, pa.Table]] = []  # (epoch, table, rows)
+        self._staged_lock = threading.Lock()  # guards _unapplied only (held for microseconds)
+        self._apply_lock = threading.Lock()  # one DuckDB apply at a time, in staging order
+        # (table oid, key name) -> live key values; built on first use from DuckDB
+        self._keys: dict[tuple[int, str], set[tuple[Any, ...]]] = {}
 
     async def insert(self, table: Table, rows: list[tuple[Any, ...]]) -> int:
         """Insert `rows`; returns the epoch once it is durable."""
@@ -224,15 +238,18 @@ class InsertBatcher:
                 continue
             async with committer.write_lock:
                 batch, self._queue = self._queue, []
-                epoch = committer.begin_stamp()
+                tables = {p.table.oid for p in batch if p.table.keys}
+                missing = [oid for oid in tables if not self._has_keys(oid)]
                 try:
-                    changes, failures = await asyncio.to_thread(self._apply, batch, epoch)
-                except Exception as e:  # the whole batch failed: nothing was applied
-                    committer.end_stamp(epoch, None)
+                    if missing:
+                        await asyncio.to_thread(self._load_keys, missing)
+                except Exception as e:
                     err = translate(e)
                     for p in batch:
                         p.done.set_exception(err)
                     continue
+                epoch = committer.begin_stamp()
+                changes, failures = self._stage(batch, epoch)
                 durable = committer.end_stamp(epoch, changes) if changes else committer.end_stamp(epoch, None)
             for p in batch:
                 if id(p) in failures:
@@ -252,90 +269,137 @@ class InsertBatcher:
         for p in batch:
             p.done.set_result(epoch)
 
-    def _cursor(self) -> duckdb.DuckDBPyConnection:
-        if self._cur is None:
-            self._cur = self.instance.replica.cursor()
-        return self._cur
+    # -- key sets ---------------------------------------------------------------------
+    def _has_keys(self, oid: int) -> bool:
+        table = self.instance.table(oid)
+        return table is not None and all((oid, k.name) in self._keys for k in table.keys)
 
-    def _apply(self, batch: list[_Pending], epoch: int) -> tuple[dict[int, pa.Table], dict[int, SQLError]]:
+    def _load_keys(self, oids: list[int]) -> None:
+        self.flush()
         cur = self._cursor()
+        for oid in oids:
+            table = self.instance.table(oid)
+            if table is None:
+                continue
+            for key in table.keys:
+                cols = ", ".join(quote(c) for c in key.columns)
+                rows = cur.execute(f"SELECT {cols} FROM {Replica.scan(table, CURRENT)} AS t").fetchall()
+                self._keys[(oid, key.name)] = {tuple(r) for r in rows if None not in r}
+
+    def observe(self, changes: dict[int, pa.Table]) -> None:
+        """Keep key sets in step with a general transaction's committed changes."""
+        for oid, rows in changes.items():
+            table = self.instance.table(oid)
+            if table is None:
+                continue
+            for key in table.keys:
+                keys = self._keys.get((oid, key.name))
+                if keys is None:
+                    continue
+                cols = [rows.column(c).to_pylist() for c in key.columns]
+                weights = rows.column(WEIGHT).to_pylist()
+                for i, w in enumerate(weights):  # retractions first: an UPDATE may keep its key
+                    if w < 0:
+                        keys.discard(tuple(c[i] for c in cols))
+                for i, w in enumerate(weights):
+                    if w > 0:
+                        k = tuple(c[i] for c in cols)
+                        if None not in k:
+                            keys.add(k)
+
+    def forget(self, oids: set[int] | None = None) -> None:
+        """Drop key sets (of dropped tables, or all after a storage failure)."""
+        if oids is None:
+            self._keys.clear()
+            return
+        for k in [k for k in self._keys if k[0] in oids]:
+            del self._keys[k]
+
+    # -- staging and applying -------------------------------------------------------------
+    def _stage(self, batch: list[_Pending], epoch: int) -> tuple[dict[int, pa.Table], dict[int, SQLError]]:
         failures: dict[int, SQLError] = {}
         changes: dict[int, pa.Table] = {}
         by_table: dict[int, list[_Pending]] = defaultdict(list)
         for p in batch:
             by_table[p.table.oid].append(p)
-        cur.execute("BEGIN TRANSACTION")
-        try:
-            for oid, pendings in by_table.items():
-                table = self.instance.table(oid)
-                if table is None or table != pendings[0].table:
-                    for p in pendings:  # dropped or altered since the statement was planned
-                        failures[id(p)] = SQLError(f'relation "{p.table.name}" changed during the statement; retry', "40001")
-                    continue
-                pendings = self._check_keys(cur, table, pendings, failures)
-                rows = [r for p in pendings for r in p.rows]
-                if not rows:
-                    continue
-                first = self.instance.allocate_rids(len(rows))
-                arrays = [pa.array(range(first, first + len(rows)), pa.int64())]
-                for i, col in enumerate(table.columns):
-                    arrays.append(pa.array([r[i] for r in rows], arrow_type(col.type)))
-                new = pa.table(arrays, names=[RID] + [c.name for c in table.columns])
-                Replica.insert_versions(cur, table, new, epoch)
-                changes[oid] = new.append_column(WEIGHT, pa.array([1] * len(rows), pa.int64()))
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
+        for oid, pendings in by_table.items():
+            table = self.instance.table(oid)
+            if table is None or table != pendings[0].table:
+                for p in pendings:  # dropped or altered since the statement was planned
+                    failures[id(p)] = SQLError(f'relation "{p.table.name}" changed during the statement; retry', "40001")
+                continue
+            pendings = self._check_keys(table, pendings, failures)
+            rows = [r for p in pendings for r in p.rows]
+            if not rows:
+                continue
+            first = self.instance.allocate_rids(len(rows))
+            arrays = [pa.array(range(first, first + len(rows)), pa.int64())]
+            for i, col in enumerate(table.columns):
+                arrays.append(pa.array([r[i] for r in rows], arrow_type(col.type)))
+            new = pa.table(arrays, names=[RID] + [c.name for c in table.columns])
+            with self._staged_lock:
+                self._unapplied.append((epoch, table, new))
+            changes[oid] = new.append_column(WEIGHT, pa.array([1] * len(rows), pa.int64()))
         return changes, failures
 
-    @staticmethod
-    def _check_keys(
-        cur: duckdb.DuckDBPyConnection, table: Table, pendings: list[_Pending], failures: dict[int, SQLError]
-    ) -> list[_Pending]:
-        """Drop statements whose rows collide with the table or an earlier statement."""
+    def _check_keys(self, table: Table, pendings: list[_Pending], failures: dict[int, SQLError]) -> list[_Pending]:
+        """Keep the statements whose keys collide neither with the table nor each other."""
         if not table.keys:
             return pendings
         index = {c.name: i for i, c in enumerate(table.columns)}
-        for key in table.keys:
-            idx = [index[c] for c in key.columns]
-            seen: set[tuple[Any, ...]] = set()
-            kept = []
-            for p in pendings:
-                keys = [tuple(r[i] for i in idx) for r in p.rows]
-                keys = [k for k in keys if None not in k]
-                dup = next((k for k in keys if k in seen), None)
+        sets = [(key, self._keys[(table.oid, key.name)], [index[c] for c in key.columns]) for key in table.keys]
+        kept = []
+        for p in pendings:
+            added: list[tuple[set[tuple[Any, ...]], tuple[Any, ...]]] = []
+            for key, live, idx in sets:
+                keys = [k for k in (tuple(r[i] for i in idx) for r in p.rows) if None not in k]
+                dup = next((k for k in keys if k in live), None)
                 if dup is None and len(set(keys)) != len(keys):
                     dup = next(k for k in keys if keys.count(k) > 1)
                 if dup is not None:
                     failures[id(p)] = _unique_error(key, dup)
-                    continue
-                seen.update(keys)
+                    for s_, k in added:  # undo what the statement's other keys claimed
+                        s_.discard(k)
+                    break
+                live.update(keys)
+                added.extend((live, k) for k in keys)
+            else:
                 kept.append(p)
-            pendings = kept
-            if not seen:
-                continue
-            probe = pa.table({c: pa.array([k[j] for k in seen], arrow_type(table.columns[idx[j]].type))
-                              for j, c in enumerate(key.columns)})
-            on = " AND ".join(f"t.{quote(c)} = n.{quote(c)}" for c in key.columns)
-            cols = ", ".join(f"n.{quote(c)}" for c in key.columns)
-            hits = {
-                tuple(r)
-                for r in cur.execute(
-                    f"SELECT {cols} FROM probe n JOIN {Replica.scan(table, CURRENT)} t ON {on}"
-                ).fetchall()
-            }
-            del probe
-            if hits:
-                kept = []
-                for p in pendings:
-                    hit = next((tuple(r[i] for i in idx) for r in p.rows if tuple(r[i] for i in idx) in hits), None)
-                    if hit is not None:
-                        failures[id(p)] = _unique_error(key, hit)
-                    else:
-                        kept.append(p)
-                pendings = kept
-        return pendings
+        return kept
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        if self._cur is None:
+            self._cur = self.instance.replica.cursor()
+        return self._cur
+
+    def flush(self) -> None:
+        """Apply every staged row to DuckDB (blocking; safe from any thread)."""
+        with self._apply_lock:
+            with self._staged_lock:
+                work, self._unapplied = self._unapplied, []
+            if not work:
+                return
+            cur = self._cursor()
+            grouped: dict[tuple[int, int], list[pa.Table]] = defaultdict(list)
+            tables: dict[int, Table] = {}
+            for epoch, table, rows in work:
+                grouped[(table.oid, epoch)].append(rows)
+                tables[table.oid] = table
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                for (oid, epoch), parts in grouped.items():
+                    if self.instance.table(oid) is None:
+                        continue  # dropped meanwhile
+                    rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+                    Replica.insert_versions(cur, tables[oid], rows, epoch)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    def discard_unapplied(self) -> None:
+        with self._staged_lock:
+            self._unapplied = []
 
 
 def _unique_error(key: Any, values: tuple[Any, ...]) -> SQLError:

@@ -225,6 +225,7 @@ class Executor:
         explicit = s.status == "T"
         epoch = None if explicit else committer.begin_stamp()
         try:
+            await asyncio.to_thread(self.instance.batcher.flush)  # fast-path rows first
             cur = await asyncio.to_thread(self._new_write_cursor)
         except BaseException:
             if epoch is not None:
@@ -261,8 +262,12 @@ class Executor:
             epoch, changes, w.catalog.changes if has_catalog else None, w.dropped_logs
         ) if (changes or has_catalog) else committer.end_stamp(epoch, None)
         if has_catalog:
+            dropped = {oid for oid, obj in w.catalog.changes.items() if obj is None}
             self.instance.catalog = w.catalog
             w.catalog.changes = {}
+            self.instance.batcher.forget(dropped)
+        if changes:
+            self.instance.batcher.observe(changes)
         s.write = None
         committer.write_lock.release()
         await asyncio.to_thread(w.cur.close)
@@ -310,10 +315,22 @@ class Executor:
         s = self.s
         if s.write is not None:
             return Binder(s.catalog, s.search_path(), lambda t: Replica.scan(t, CURRENT))
-        epoch = self.instance.durable_epoch
+        epoch = self.instance.visible_epoch
         return Binder(s.catalog, s.search_path(), lambda t: Replica.scan(t, visible_at(epoch)))
 
+    async def await_own_writes(self) -> None:
+        """Read-your-writes: the session's last acknowledged write must be visible."""
+        committer = self.instance.committer
+        assert committer is not None
+        if self.s.write is None and committer.visible_epoch < self.s.last_write_epoch:
+            if not await committer.wait_visible(self.s.last_write_epoch, timeout=30):
+                raise SQLError(
+                    f"timed out waiting for epoch {self.s.last_write_epoch} to become readable",
+                    "57014",
+                )
+
     async def select(self, stmt: A.SelectStmt, params: list[Any]) -> Result:
+        await self.await_own_writes()
         binder = self._binder()
         name_targets(stmt)
         sql = binder.to_sql(stmt)
@@ -322,6 +339,7 @@ class Executor:
         return Result(f"SELECT {table.num_rows}", arrow_fields(table.schema, types), rows_of(table))
 
     async def describe_select(self, stmt: A.SelectStmt, nparams: int) -> list[Field]:
+        await self.await_own_writes()
         binder = self._binder()
         name_targets(stmt)
         sql = f"SELECT * FROM ({binder.to_sql(stmt)}) AS _hw_d LIMIT 0"

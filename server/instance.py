@@ -16,6 +16,7 @@ from typing import Any
 
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Table
+from headwater.server.batcher import InsertBatcher
 from headwater.storage.changelog import ChangeLog
 from headwater.storage.commit import Committer
 from headwater.storage.replica import Replica
@@ -56,11 +57,12 @@ class Instance:
     async def open(self) -> None:
         await asyncio.to_thread(self._recover)
         last = self._last_epoch
-        self.committer = Committer(self.changelog, last, self.meta, self._undo)
-        self.committer.start()
-        from headwater.server.batcher import InsertBatcher
-
         self.batcher = InsertBatcher(self)
+        self.committer = Committer(
+            self.changelog, last, self.meta, self._undo,
+            prepare=lambda epoch: asyncio.to_thread(self.batcher.flush),
+        )
+        self.committer.start()
 
     def _recover(self) -> None:
         t0 = time.time()
@@ -80,6 +82,8 @@ class Instance:
         )
 
     def _undo(self, first_epoch: int) -> None:
+        self.batcher.discard_unapplied()
+        self.batcher.forget()
         self.replica.undo_epochs([t.oid for t in self.catalog.tables()], first_epoch)
 
     async def close(self) -> None:
@@ -88,9 +92,9 @@ class Instance:
         await asyncio.to_thread(self.store.close_sync)
 
     @property
-    def durable_epoch(self) -> int:
+    def visible_epoch(self) -> int:
         assert self.committer is not None
-        return self.committer.durable_epoch
+        return self.committer.visible_epoch
 
     def table(self, oid: int) -> Table | None:
         rel = self.catalog.by_oid(oid)

@@ -46,7 +46,9 @@ class Prepared:
     name: str
     sql: str
     param_types: list[ColumnType]
-    stmt_kind: type
+    stmt: Any  # the parsed statement (None if empty); passes restore it after use
+    text_decoders: list[Any]
+    binary_decoders: list[Any]
 
 
 def parse_statements(sql: str) -> list[tuple[Any, str]]:
@@ -72,13 +74,24 @@ class Connection:
         self.writer = writer
         self.session: Session | None = None
         self.executor: Executor | None = None
-        self._running: asyncio.Task[Any] | None = None
+        self._out: list[bytes] = []
+        self._out_size = 0
 
     # -- plumbing -------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        self.writer.write(data)
+        """Queue a message; one socket write per flush point, not per message."""
+        self._out.append(data)
+        self._out_size += len(data)
+        if self._out_size > 1 << 16:
+            self.writer.write(b"".join(self._out))
+            self._out.clear()
+            self._out_size = 0
 
     async def flush(self) -> None:
+        if self._out:
+            self.writer.write(b"".join(self._out))
+            self._out.clear()
+            self._out_size = 0
         await self.writer.drain()
 
     def send_error(self, err: SQLError) -> None:
@@ -370,7 +383,10 @@ class Connection:
                 types.append(inferred[i] or ColumnType(TEXT))
         if name and name in self.session.prepared:
             raise SQLError(f'prepared statement "{name}" already exists', "42P05")
-        self.session.prepared[name] = Prepared(name, sql, types, type(stmt) if stmt is not None else type(None))
+        self.session.prepared[name] = Prepared(
+            name, sql, types, stmt,
+            [text_decoder(t) for t in types], [binary_decoder(t) for t in types],
+        )
         self.send(wire.parse_complete())
 
     def on_bind(self, r: wire.Reader) -> None:
@@ -396,11 +412,10 @@ class Connection:
                 continue
             raw = r.bytes_(length)
             fmt = pformats[i] if i < len(pformats) else (pformats[0] if len(pformats) == 1 else 0)
-            ct = prep.param_types[i]
             if fmt == 1:
-                values.append(binary_decoder(ct)(raw))
+                values.append(prep.binary_decoders[i](raw))
             else:
-                values.append(text_decoder(ct)(raw.decode("utf-8")))
+                values.append(prep.text_decoders[i](raw.decode("utf-8")))
         nres = r.int16()
         rformats = [r.int16() for _ in range(nres)]
         self.session.portals[portal_name] = Portal(portal_name, prep, values, rformats)
@@ -429,22 +444,19 @@ class Connection:
 
     async def describe_fields(self, prep: Prepared) -> list[Field] | None:
         assert self.executor is not None
-        stmts = parse_statements(prep.sql)
-        if not stmts:
+        if prep.stmt is None:
             return None
-        stmt = stmts[0][0]
-        return await self.executor.describe(stmt, len(prep.param_types))
+        return await self.executor.describe(prep.stmt, len(prep.param_types))
 
     async def materialise(self, portal: Portal) -> None:
         """Run the portal's statement once; Execute then streams its rows."""
         if portal.tag is not None:
             return
         assert self.executor is not None
-        stmts = parse_statements(portal.stmt.sql)
-        if not stmts:
+        stmt = portal.stmt.stmt
+        if stmt is None:
             portal.tag = ""
             return
-        stmt = stmts[0][0]
         if isinstance(stmt, A.CopyStmt):
             raise FeatureNotSupported("COPY in the extended query protocol is not supported")
         self.session.cancelled = False  # type: ignore[union-attr]

@@ -76,9 +76,9 @@ _INT32_MAX, _INT32_MIN = 2**31 - 1, -(2**31)
 _INT64_MAX, _INT64_MIN = 2**63 - 1, -(2**63)
 # PostgreSQL's ranges: dates from Julian day 0 (4714-11-24 BC) to 5874897-12-31;
 # timestamps to 294276-12-31 23:59:59.999999 (in days/us since 1970).
-_MIN_DAYS = -2_440_588
-_MAX_DATE_DAYS = 2_145_031_948
-_MAX_TS_US = 9_223_371_331_200_000_000 - _UNIX_TO_PG_US  # exclusive
+_MIN_DAYS = -2_440_588  # Julian day 0
+_END_DATE_DAYS = 2_145_042_906  # 5874898-01-01, exclusive
+_END_TS_US = 9_223_371_331_200_000_000 + _UNIX_TO_PG_US  # 294277-01-01, exclusive
 _MIN_TS_US = _MIN_DAYS * _US_PER_DAY
 _PY_MIN_DAYS = 1 - _ORD_1970  # 0001-01-01
 _PY_MAX_DAYS = 3_652_059 - _ORD_1970  # 9999-12-31
@@ -235,6 +235,21 @@ def _ts_us(v: Any) -> int:
     return us
 
 
+_CYCLE_US = 146_097 * _US_PER_DAY  # 400 Gregorian years: a whole number of weeks
+
+
+def _in_py_range(us: int) -> int:
+    """An instant Python's datetime can hold that a time zone treats like `us`: before
+    year 2 the zone's first offset (its LMT) applies; after year 9998 its rules repeat
+    every 400 years, as PostgreSQL extrapolates them."""
+    if us < (_PY_MIN_DAYS + 2) * _US_PER_DAY:
+        return (_PY_MIN_DAYS + 2) * _US_PER_DAY
+    limit = (_PY_MAX_DAYS - 2) * _US_PER_DAY
+    if us > limit:
+        us -= -(-(us - limit) // _CYCLE_US) * _CYCLE_US
+    return us
+
+
 def _date_from_days(days: int) -> Any:
     if _PY_MIN_DAYS <= days <= _PY_MAX_DAYS:
         return _dt.date.fromordinal(days + _ORD_1970)
@@ -350,10 +365,34 @@ def _float8_shortest(v: float) -> bytes:
     if a == math.inf or v != v:
         return _float_special(v)
     digits, exp = _shortest_digits(repr(a))
+    if a >= 9007199254740992.0:  # 2**53: only here can repr land exactly on a bound
+        digits, exp = _strict_shortest(a, digits, exp)
     return _fmt_shortest(v < 0, digits, exp, 15).encode()
 
 
+def _strictly_inside(r: str, a: float) -> bool:
+    """Whether decimal r is strictly nearer to a than to either neighbouring double."""
+    d, fa = Decimal(r), Decimal(a)
+    if d == fa:
+        return True
+    nb = Decimal(math.nextafter(a, math.inf if d > fa else 0.0))
+    return 2 * abs(_CTX.subtract(d, fa)) < abs(_CTX.subtract(nb, fa))
+
+
+def _strict_shortest(a: float, digits: str, exp: int) -> tuple[str, int]:
+    """PostgreSQL's Ryu never picks a decimal exactly halfway to the next double (Python's
+    repr may, when the tie would round back to even): then one more digit is needed."""
+    r = f"{digits[0]}.{digits[1:] or '0'}e{exp}"
+    n = len(digits)
+    while not _strictly_inside(r, a) and n < 17:
+        r = f"%.{n}e" % a
+        n += 1
+    mant, _, e = r.partition("e")
+    return mant.replace(".", "").rstrip("0") or "0", int(e)
+
+
 _F32 = struct.Struct("f")
+_U32N = struct.Struct("I")
 _F32_FORMATS = tuple(f"%.{n}e" for n in range(9))
 
 
@@ -366,12 +405,25 @@ def _float4_shortest(v: float) -> bytes:
         return _float_special(v)
     if v == 0.0:
         return b"-0" if math.copysign(1.0, v) < 0 else b"0"
-    a = abs(v)
-    f = _to_f32(a)
-    # The shortest decimal that reads back as the same float32 (at most 9 digits).
+    f = _to_f32(abs(v))
+    # The shortest decimal strictly inside f's rounding interval (at most 9 digits); like
+    # PostgreSQL's Ryu it never takes a decimal exactly halfway to a neighbour. Halfway
+    # points are doubles, and only from 2**23 on can one be short enough to be tried.
+    lo_mid = hi_mid = -1.0
+    if f >= 8388608.0:
+        b = _U32N.unpack(_F32.pack(f))[0]
+        lo_mid = (f + _F32.unpack(_U32N.pack(b - 1))[0]) / 2
+        hi_mid = (f + _F32.unpack(_U32N.pack(b + 1))[0]) / 2 if b < 0x7F7FFFFF else math.inf
     for fmt in _F32_FORMATS:
-        r = fmt % a
-        if _to_f32(float(r)) == f:
+        r = fmt % f
+        x = float(r)
+        if x == lo_mid:
+            ok = Decimal(r) > Decimal(lo_mid)
+        elif x == hi_mid:
+            ok = Decimal(r) < Decimal(hi_mid)
+        else:
+            ok = _to_f32(x) == f
+        if ok:
             break
     mant, _, exp = r.partition("e")
     digits = mant.replace(".", "").rstrip("0") or "0"
@@ -490,7 +542,8 @@ def _time_text(v: Any) -> bytes:
 
 
 def _ts_int_text(us: int) -> str:
-    if us >= TIMESTAMP_INFINITY:
+    # == and not >=: PostgreSQL's range reaches past DuckDB's infinity (its epoch is 2000)
+    if us == TIMESTAMP_INFINITY:
         return "infinity"
     if us <= TIMESTAMP_NEG_INFINITY:
         return "-infinity"
@@ -508,15 +561,11 @@ def _timestamp_text(v: Any) -> bytes:
 
 def _timestamptz_text(session: SessionFormat) -> Encoder:
     tz = session.tzinfo
-    earliest = _dt.datetime(1, 1, 2, tzinfo=_UTC).astimezone(tz).utcoffset()
-    latest = _dt.datetime(9999, 12, 30, tzinfo=_UTC).astimezone(tz).utcoffset()
 
     def from_int(us: int) -> bytes:
-        if us >= TIMESTAMP_INFINITY or us <= TIMESTAMP_NEG_INFINITY:
+        if us == TIMESTAMP_INFINITY or us <= TIMESTAMP_NEG_INFINITY:
             return _ts_int_text(us).encode()
-        off = earliest if us < 0 else latest  # outside Python's range: nearest rule
-        if (_PY_MIN_DAYS + 1) * _US_PER_DAY < us < _PY_MAX_DAYS * _US_PER_DAY:
-            off = _ts_from_us(us, True).astimezone(tz).utcoffset()
+        off = _ts_from_us(_in_py_range(us), True).astimezone(tz).utcoffset()
         assert off is not None
         secs = off.days * 86400 + off.seconds
         return _fmt_ts_us(us + secs * 1_000_000, _fmt_offset(secs)).encode()
@@ -767,7 +816,7 @@ def _date_bin(v: Any) -> bytes:
 
 
 def _ts_int_bin(us: int) -> bytes:
-    if us >= TIMESTAMP_INFINITY:
+    if us == TIMESTAMP_INFINITY:
         return _I64.pack(_INT64_MAX)
     if us <= TIMESTAMP_NEG_INFINITY:
         return _I64.pack(_INT64_MIN)
@@ -1325,6 +1374,8 @@ def _decode_datetime(s: str, order: str) -> _Fields:
                 zone = _TZ_ABBREVS.get(tok)
                 f.zone = zone if zone is not None else _zone(tok)
                 if f.zone is None:
+                    if "/" in tok:
+                        raise InvalidParameterValue(f'time zone "{tok}" not recognized')
                     raise _BadSyntax
             else:
                 raise _BadSyntax
@@ -1367,9 +1418,7 @@ def _local_offset(zone: int | _dt.tzinfo, local_us: int) -> int:
     the smaller of the two candidate offsets."""
     if isinstance(zone, int):
         return zone
-    days = local_us // _US_PER_DAY
-    clamped = min(max(days, _PY_MIN_DAYS + 1), _PY_MAX_DAYS - 1)
-    naive = _ts_from_us(clamped * _US_PER_DAY + local_us % _US_PER_DAY, False)
+    naive = _ts_from_us(_in_py_range(local_us), False)
     offs = []
     for fold in (0, 1):
         off = zone.utcoffset(naive.replace(fold=fold))
@@ -1406,7 +1455,7 @@ def _date_in(session: SessionFormat) -> Decoder:
         except _BadField:
             raise DatetimeFieldOverflow(f'date/time field value out of range: "{s}"') from None
         days = _days_from_civil(f.y, f.m, f.d)
-        if not _MIN_DAYS <= days <= _MAX_DATE_DAYS:
+        if not _MIN_DAYS <= days < _END_DATE_DAYS:
             raise DatetimeFieldOverflow(f'date out of range: "{s}"')
         return _date_from_days(days)
 
@@ -1461,7 +1510,7 @@ def _timestamp_in(session: SessionFormat, with_tz: bool) -> Decoder:
         us = _days_from_civil(f.y, f.m, f.d) * _US_PER_DAY + (f.us or 0)
         if with_tz:  # a timestamp without time zone ignores any zone given
             us -= _local_offset(session.tzinfo if f.zone is None else f.zone, us) * 1_000_000
-        if not _MIN_TS_US <= us < _MAX_TS_US:
+        if not _MIN_TS_US <= us < _END_TS_US:
             raise DatetimeFieldOverflow(f'timestamp out of range: "{s}"')
         return _ts_from_us(us, with_tz)
 
@@ -1584,13 +1633,12 @@ def _parse_interval(s: str) -> Interval:
         pos = 0
         while pos < len(text):
             m = _IV_TOKEN.match(text, pos)
-            if m is None or ago:
+            if m is None:
                 raise _BadSyntax
             pos = m.end()
             kind, tok = m.lastgroup, m.group()
             if kind == "sep":
                 continue
-            seen = True
             if kind == "word":
                 unit = _UNITS.get(tok)
                 if tok == "ago" and pending is None:
@@ -1600,7 +1648,9 @@ def _parse_interval(s: str) -> Interval:
                 else:
                     acc.add(*_split_number(pending), unit)
                     pending = None
+                    seen = True
                 continue
+            seen = True
             if pending is not None:
                 if kind != "time" or "." in pending:
                     raise _BadSyntax
@@ -1785,7 +1835,7 @@ def _ts_recv(with_tz: bool) -> Decoder:
         if us == _INT64_MIN:
             return TIMESTAMP_NEG_INFINITY
         us += _UNIX_TO_PG_US
-        if not _MIN_TS_US <= us < _MAX_TS_US:
+        if not _MIN_TS_US <= us < _END_TS_US:
             raise DatetimeFieldOverflow("timestamp out of range")
         return _ts_from_us(us, with_tz)
 

@@ -111,6 +111,11 @@ class ChangeLog:
         puts, deletes = self._batch(rec)
         await self.store.write_durable(puts, deletes)
 
+    async def submit_epoch(self, rec: EpochRecord) -> Any:
+        """Write the epoch's batch; await `store.await_durable(handle)` for durability."""
+        puts, deletes = self._batch(rec)
+        return await self.store.submit(puts, deletes)
+
     # -- recovery -----------------------------------------------------------------
     def load_catalog(self) -> tuple[list[CatalogObject], dict[str, Any]]:
         objs = [from_json(json.loads(v)) for _, v in self.store.scan_prefix_sync(b"c/")]

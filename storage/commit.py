@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,8 @@ from headwater.storage.changelog import ChangeLog, EpochRecord
 
 log = logging.getLogger("headwater.commit")
 
+MAX_IN_FLIGHT = 4  # epochs submitted to SlateDB and not yet durable
+
 
 @dataclass
 class _OpenEpoch:
@@ -37,6 +39,7 @@ class _OpenEpoch:
     writers: int = 0  # transactions currently stamping rows with this epoch
     committed: int = 0  # transactions that joined it
     durable: asyncio.Future[None] | None = None
+    visible: asyncio.Future[None] | None = None
 
     @property
     def empty(self) -> bool:
@@ -50,13 +53,16 @@ class Committer:
         last_epoch: int,
         meta: Callable[[], dict[str, Any]],
         on_undo: Callable[[int], None],
+        prepare: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self.changelog = changelog
         self.write_lock = asyncio.Lock()
-        self.durable_epoch = last_epoch  # newest epoch readers may see
+        self.durable_epoch = last_epoch  # newest epoch whose writes are acknowledged
+        self.visible_epoch = last_epoch  # newest epoch readers may see (durable and applied)
         self.closed_at: dict[int, float] = {}
         self._meta = meta
         self._on_undo = on_undo
+        self._prepare = prepare  # readies the replica for the epoch while it is written
         self._open = self._new_epoch(last_epoch + 1)
         self._sealing: _OpenEpoch | None = None
         self._wake = asyncio.Event()
@@ -64,10 +70,12 @@ class Committer:
         self._durable_changed = asyncio.Condition()
         self._listeners: list[Callable[[int], None]] = []
         self._task: asyncio.Task[None] | None = None
+        self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.failed: SQLError | None = None  # set when storage refused an epoch
 
     def _new_epoch(self, epoch: int) -> _OpenEpoch:
-        return _OpenEpoch(epoch, durable=asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        return _OpenEpoch(epoch, durable=loop.create_future(), visible=loop.create_future())
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="epoch-closer")
@@ -123,10 +131,16 @@ class Committer:
 
     # -- the closer ------------------------------------------------------------------
     async def _run(self) -> None:
+        """Seal epochs in order and submit each one's batch as soon as it is sealed.
+
+        Up to MAX_IN_FLIGHT epochs await durability at once; they are marked durable
+        strictly in order, so `durable_epoch` never skips a gap.
+        """
+        previous: tuple[asyncio.Future[None], asyncio.Future[None]] | None = None
         while True:
             await self._wake.wait()
             self._wake.clear()
-            if self._open.empty:
+            if self._open.empty or self.failed is not None:
                 continue
             ep = self._open
             self._sealing = ep
@@ -135,13 +149,21 @@ class Committer:
                 self._idle.clear()
                 await self._idle.wait()
             self._sealing = None
-            await self._persist(ep)
+            await self._in_flight.acquire()
+            rec = self._record(ep)
+            try:
+                handle = await self.changelog.submit_epoch(rec)
+                error: BaseException | None = None
+            except Exception as exc:
+                handle, error = None, exc
+            asyncio.get_running_loop().create_task(self._finish(ep, rec, handle, error, previous))
+            assert ep.durable is not None and ep.visible is not None
+            previous = (ep.durable, ep.visible)
             if not self._open.empty:
                 self._wake.set()
 
-    async def _persist(self, ep: _OpenEpoch) -> None:
-        assert ep.durable is not None
-        rec = EpochRecord(
+    def _record(self, ep: _OpenEpoch) -> EpochRecord:
+        return EpochRecord(
             epoch=ep.epoch,
             changes={
                 oid: pa.concat_tables(parts) if len(parts) > 1 else parts[0]
@@ -152,32 +174,72 @@ class Committer:
             meta=self._meta(),
             closed_at=time.time(),
         )
-        try:
-            await self.changelog.write_epoch(rec)
-        except Exception as exc:  # storage refused: undo this epoch and everything after
-            err = _storage_error(exc)
-            log.error("epoch %d could not be made durable: %s", ep.epoch, err)
-            self._on_undo(ep.epoch)
-            ep.durable.set_exception(err)
-            ep.durable.exception()  # mark retrieved; the waiters re-raise it
-            later = self._open
-            self._open = self._new_epoch(later.epoch + 1)
-            if not later.empty and later.durable is not None:
-                later.durable.set_exception(err)
-                later.durable.exception()
-            return
-        self.closed_at[ep.epoch] = rec.closed_at
-        self.durable_epoch = ep.epoch
-        ep.durable.set_result(None)
-        for fn in self._listeners:
-            fn(ep.epoch)
-        async with self._durable_changed:
-            self._durable_changed.notify_all()
 
-    async def wait_durable(self, epoch: int, timeout: float | None = None) -> bool:
+    async def _finish(
+        self, ep: _OpenEpoch, rec: EpochRecord, handle: Any, error: BaseException | None,
+        previous: tuple[asyncio.Future[None], asyncio.Future[None]] | None,
+    ) -> None:
+        """Acknowledge `ep` once it and its predecessor are durable; then make it visible.
+
+        Durability and visibility each advance in epoch order, but an epoch's
+        acknowledgement never waits for an earlier epoch's replica work.
+        """
+        assert ep.durable is not None
+        prepared = asyncio.ensure_future(self._prepare(ep.epoch)) if self._prepare is not None else None
+        try:
+            if error is None:
+                try:
+                    await self.changelog.store.await_durable(handle)
+                except Exception as exc:
+                    error = exc
+            if previous is not None:
+                try:
+                    await asyncio.shield(previous[0])
+                except Exception as exc:
+                    error = error or exc
+            if error is not None or self.failed is not None:
+                if prepared is not None:
+                    await asyncio.gather(prepared, return_exceptions=True)
+                self._fail(ep, error)
+                return
+            self.closed_at[ep.epoch] = rec.closed_at
+            self.durable_epoch = ep.epoch
+            ep.durable.set_result(None)  # acknowledge the writers
+            if prepared is not None:
+                await prepared
+            if previous is not None:
+                await asyncio.gather(asyncio.shield(previous[1]), return_exceptions=True)
+            self.visible_epoch = ep.epoch
+            for fn in self._listeners:
+                fn(ep.epoch)
+            async with self._durable_changed:
+                self._durable_changed.notify_all()
+        finally:
+            assert ep.visible is not None
+            if not ep.visible.done():
+                ep.visible.set_result(None)
+            self._in_flight.release()
+
+    def _fail(self, ep: _OpenEpoch, error: BaseException | None) -> None:
+        """Storage refused an epoch: it and every later one are undone, writers told."""
+        assert ep.durable is not None
+        if self.failed is None:
+            self.failed = _storage_error(error) if isinstance(error, Exception) else IOError_(
+                "an earlier epoch could not be made durable"
+            )
+            log.error("epoch %d could not be made durable: %s", ep.epoch, self.failed)
+            self._on_undo(ep.epoch)
+        ep.durable.set_exception(self.failed)
+        ep.durable.exception()  # retrieved: each waiter re-raises it
+
+    async def wait_visible(self, epoch: int, timeout: float | None = None) -> bool:
+        """Wait until readers can see `epoch` (read-your-writes)."""
+        if self.visible_epoch >= epoch:
+            return True
+
         async def _wait() -> None:
             async with self._durable_changed:
-                await self._durable_changed.wait_for(lambda: self.durable_epoch >= epoch)
+                await self._durable_changed.wait_for(lambda: self.visible_epoch >= epoch)
 
         try:
             await asyncio.wait_for(_wait(), timeout)

@@ -106,14 +106,28 @@ class SlateStore:
         self._thread.join(timeout=5)
 
     # -- writes -------------------------------------------------------------------
-    async def _write(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]) -> None:
+    async def _submit_batch(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]) -> Any:
         batch = sdb.WriteBatch()
         for key, value in puts:
             batch.put(key, value)
         for key in deletes:
             batch.delete(key)
-        handle = await self._db.write(batch)
+        return await self._db.write(batch)
+
+    async def _write(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]) -> None:
+        handle = await self._submit_batch(puts, deletes)
         await handle.await_durable()
+
+    async def submit(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()) -> Any:
+        """Apply one atomic batch (not yet durable); returns its write handle.
+
+        Batches become durable in submission order (one WAL), so awaiting a later
+        batch's durability implies the earlier ones are durable too.
+        """
+        return await self.run(self._submit_batch(list(puts), list(deletes)))
+
+    async def await_durable(self, handle: Any) -> None:
+        await self.run(handle.await_durable())
 
     async def write_durable(
         self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
