@@ -1358,7 +1358,8 @@ def _decode_datetime(s: str, order: str) -> _Fields:
             else:
                 nums.append(tok)
         elif kind == "offset":
-            if f.us is None or f.zone is not None:
+            # PostgreSQL accepts a zone after a bare date too ('2024-02-29 +00', as pgjdbc sends dates)
+            if (f.us is None and not f.has_date) or f.zone is not None:
                 raise _BadSyntax
             f.zone = _parse_offset(tok)
         else:

@@ -1,0 +1,411 @@
+"""Shared helpers for Headwater benchmarks.
+
+Every benchmark prints its figures side by side for a PostgreSQL 15 server and a
+Headwater server on the same data. By default it starts both servers itself, one
+after the other, in temporary directories on free loopback ports:
+
+* PostgreSQL: ``initdb`` + ``pg_ctl start`` (as the ``postgres`` OS user through
+  ``runuser`` when running as root), default settings (fsync on, synchronous_commit on),
+  listening on 127.0.0.1 only;
+* Headwater: ``.venv/bin/headwater start --data-dir TMP --host 127.0.0.1 --port P``.
+
+Either side can instead target a running server with a DSN (``--pg-dsn``/``--hw-dsn``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import pwd
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+REPO = Path(__file__).resolve().parent.parent
+PG_SIDE = "PostgreSQL"
+ServerFactory = Callable[[], contextlib.AbstractContextManager[str]]
+HW_SIDE = "Headwater"
+
+
+def log(msg: str) -> None:
+    """Progress line on stderr (stdout carries the results)."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def asyncpg_kwargs(dsn: str) -> dict[str, Any]:
+    """Connection keyword arguments for asyncpg from a libpq DSN (URI or key=value)."""
+    params = conninfo_to_dict(dsn)
+    out: dict[str, Any] = {}
+    for src, dst in (
+        ("host", "host"),
+        ("user", "user"),
+        ("password", "password"),
+        ("dbname", "database"),
+    ):
+        if params.get(src):
+            out[dst] = str(params[src])
+    if params.get("port"):
+        out["port"] = int(str(params["port"]))
+    return out
+
+
+def server_version(dsn: str) -> str:
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+            return str(row[0]) if row else "?"
+    except psycopg.Error as exc:
+        return f"? ({exc.__class__.__name__})"
+
+
+def wait_ready(
+    dsn: str,
+    timeout: float,
+    alive: Callable[[], bool] = lambda: True,
+    describe: Callable[[], str] = lambda: "",
+) -> None:
+    """Wait until `dsn` accepts a connection and answers SELECT 1."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if not alive():
+            raise RuntimeError(f"server exited before accepting connections\n{describe()}")
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+                conn.execute("SELECT 1").fetchall()
+                return
+        except (psycopg.Error, OSError) as exc:
+            last = exc
+        time.sleep(0.25)
+    raise TimeoutError(f"{dsn} not ready after {timeout:.0f}s: {last}\n{describe()}")
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(f"    {line}" for line in text[-lines:])
+
+
+# --- PostgreSQL -----------------------------------------------------------------------
+
+
+def find_pg_bin(explicit: str | None = None) -> Path:
+    """Directory holding PostgreSQL 15's initdb/pg_ctl/postgres."""
+    candidates = [explicit, os.environ.get("PG_BIN"), "/usr/lib/postgresql/15/bin"]
+    which = shutil.which("pg_ctl")
+    if which:
+        candidates.append(str(Path(which).resolve().parent))
+    for cand in candidates:
+        if cand and (Path(cand) / "pg_ctl").exists() and (Path(cand) / "initdb").exists():
+            return Path(cand)
+    raise FileNotFoundError(
+        "PostgreSQL 15 binaries not found (run scripts/setup.sh, or pass --pg-bin/PG_BIN)"
+    )
+
+
+@contextlib.contextmanager
+def postgres_server(
+    pg_bin: str | None = None, keep: bool = False, timeout: float = 60.0
+) -> Iterator[str]:
+    """Start a throwaway PostgreSQL 15 on 127.0.0.1 with default settings; yield its DSN."""
+    bindir = find_pg_bin(pg_bin)
+    tmp = Path(tempfile.mkdtemp(prefix="hw-bench-pg-"))
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("postgres")
+        os.chown(tmp, pw.pw_uid, pw.pw_gid)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    data = tmp / "data"
+    logfile = tmp / "postgres.log"
+    port = free_port()
+    opts = (
+        f"-c listen_addresses=127.0.0.1 -c port={port} "
+        f"-c unix_socket_directories={shlex.quote(str(tmp))}"
+    )
+    started = False
+    try:
+        log(f"initdb {data}")
+        subprocess.run(
+            [
+                *prefix,
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        log(f"starting PostgreSQL on 127.0.0.1:{port}")
+        subprocess.run(
+            [
+                *prefix,
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(logfile),
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "-o",
+                opts,
+                "start",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        started = True
+        dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        wait_ready(dsn, timeout, describe=lambda: tail(logfile))
+        yield dsn
+    except subprocess.CalledProcessError as exc:
+        err = exc.stderr.decode(errors="replace") if exc.stderr else ""
+        raise RuntimeError(f"PostgreSQL failed to start: {exc}\n{err}\n{tail(logfile)}") from exc
+    finally:
+        if started:
+            log("stopping PostgreSQL")
+            subprocess.run(
+                [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+                check=False,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        if keep:
+            log(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- Headwater ------------------------------------------------------------------------
+
+
+def find_headwater(explicit: str | None = None) -> str:
+    for cand in (explicit, str(REPO / ".venv" / "bin" / "headwater"), shutil.which("headwater")):
+        if cand and Path(cand).exists():
+            return cand
+    raise FileNotFoundError("headwater console script not found (run scripts/setup.sh)")
+
+
+def _stop_process_group(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM the process group we started (its leader is `proc`), then SIGKILL."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            log("headwater did not stop after SIGTERM: SIGKILL")
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # children left behind, if any
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def headwater_server(
+    hw_bin: str | None = None, keep: bool = False, timeout: float = 180.0
+) -> Iterator[str]:
+    """Start `headwater start` on a fresh data dir and free port; yield its DSN."""
+    exe = find_headwater(hw_bin)
+    tmp = Path(tempfile.mkdtemp(prefix="hw-bench-hw-"))
+    data = tmp / "data"
+    logfile = tmp / "headwater.log"
+    port = free_port()
+    cmd = [exe, "start", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
+    log(f"starting Headwater: {shlex.join(cmd)} (log {logfile})")
+    with open(logfile, "wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        dsn = f"postgresql://headwater@127.0.0.1:{port}/headwater"
+        t0 = time.monotonic()
+        wait_ready(dsn, timeout, alive=lambda: proc.poll() is None, describe=lambda: tail(logfile))
+        log(f"Headwater accepts connections after {time.monotonic() - t0:.1f}s")
+        yield dsn
+    finally:
+        log("stopping Headwater")
+        _stop_process_group(proc)
+        if keep:
+            log(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def external_server(dsn: str, timeout: float = 30.0) -> Iterator[str]:
+    wait_ready(dsn, timeout)
+    yield dsn
+
+
+def add_server_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("servers")
+    g.add_argument("--pg-dsn", help="use this running PostgreSQL instead of starting one")
+    g.add_argument("--hw-dsn", help="use this running Headwater instead of starting one")
+    g.add_argument("--skip-pg", action="store_true", help="do not benchmark PostgreSQL")
+    g.add_argument("--skip-hw", action="store_true", help="do not benchmark Headwater")
+    g.add_argument("--pg-bin", help="PostgreSQL bin directory (default: 15's)")
+    g.add_argument("--hw-bin", help="headwater executable (default: .venv/bin/headwater)")
+    g.add_argument(
+        "--server-timeout",
+        type=float,
+        default=180.0,
+        help="seconds to wait for a started server to accept connections",
+    )
+    g.add_argument("--keep", action="store_true", help="keep the servers' temp dirs")
+    g.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+
+
+def sides(args: argparse.Namespace) -> list[tuple[str, ServerFactory]]:
+    """(side name, server context factory) for each side to run, PostgreSQL first."""
+    out: list[tuple[str, ServerFactory]] = []
+    if not args.skip_pg:
+        if args.pg_dsn:
+            out.append((PG_SIDE, lambda: external_server(args.pg_dsn)))
+        else:
+            out.append(
+                (PG_SIDE, lambda: postgres_server(args.pg_bin, args.keep, args.server_timeout))
+            )
+    if not args.skip_hw:
+        if args.hw_dsn:
+            out.append((HW_SIDE, lambda: external_server(args.hw_dsn)))
+        else:
+            out.append(
+                (HW_SIDE, lambda: headwater_server(args.hw_bin, args.keep, args.server_timeout))
+            )
+    return out
+
+
+# --- results --------------------------------------------------------------------------
+
+
+@dataclass
+class Metric:
+    name: str
+    unit: str
+    higher_is_better: bool = True
+    values: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    title: str
+    params: dict[str, Any] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
+    servers: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def metric(self, name: str, unit: str, higher_is_better: bool = True) -> Metric:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        m = Metric(name, unit, higher_is_better)
+        self.metrics.append(m)
+        return m
+
+    @property
+    def failed(self) -> bool:
+        return any(m.errors for m in self.metrics)
+
+
+def fmt_value(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:,.1f}"
+    return f"{v:,.2f}"
+
+
+def print_report(report: Report, labels: Sequence[str] = (PG_SIDE, HW_SIDE)) -> None:
+    header = ["metric", *labels, "ratio (HW/PG)"]
+    rows: list[list[str]] = []
+    shown = [m for m in report.metrics if m.values or m.errors]
+    for m in shown:
+        cells = [f"{m.name} ({m.unit})"]
+        for side in labels:
+            cells.append("error" if side in m.errors else fmt_value(m.values.get(side)))
+        pg, hw = m.values.get(PG_SIDE), m.values.get(HW_SIDE)
+        if pg and hw is not None:
+            ratio = hw / pg
+            better = ratio >= 1 if m.higher_is_better else ratio <= 1
+            cells.append(f"{ratio:.2f}x" + ("" if better else " (worse)"))
+        else:
+            cells.append("-")
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
+        return " | ".join([first, *rest])
+
+    print()
+    print(report.title)
+    print("  " + ", ".join(f"{k}={v}" for k, v in report.params.items()))
+    for side, version in report.servers.items():
+        print(f"  {side}: {version}")
+    print(
+        f"  machine: {os.cpu_count()} cpus, {platform.platform()}, "
+        f"Python {platform.python_version()}"
+    )
+    print()
+    print(line(header))
+    print("-+-".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+    for m in shown:
+        for side, err in m.errors.items():
+            print(f"  ! {m.name} on {side}: {err}")
+    for note in report.notes:
+        print(f"  note: {note}")
+    print(flush=True)
+
+
+def write_json(report: Report, path: str) -> None:
+    payload = asdict(report)
+    payload["machine"] = {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    payload["time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    Path(path).write_text(json.dumps(payload, indent=2) + "\n")
+    log(f"wrote {path}")

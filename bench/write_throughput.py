@@ -1,0 +1,311 @@
+"""Write throughput, Headwater vs PostgreSQL 15, on the same data.
+
+(a) COPY FROM STDIN (text format, psycopg) of N rows of
+    (id bigint, name text, amount numeric(12,2), ts timestamp), generated in Python
+    before the clock starts; rows/s from the start of COPY to its acknowledgement.
+(b) Single-row INSERT transactions with C concurrent clients (autocommit, one row per
+    statement, parameters bound), for D seconds after a short warm-up; acknowledged
+    INSERTs per second, plus per-statement latency.
+
+Both results are checked with SELECT count(*) afterwards.
+
+    .venv/bin/python bench/write_throughput.py               # starts both servers
+    .venv/bin/python bench/write_throughput.py --quick
+    .venv/bin/python bench/write_throughput.py --repeat 3 --json /tmp/write.json
+    .venv/bin/python bench/write_throughput.py --hw-dsn postgresql://headwater@127.0.0.1:6544/headwater
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+
+try:
+    from bench import common
+except ImportError:  # run as a script: bench/ is sys.path[0]
+    import common  # type: ignore[no-redef]
+
+COLUMNS = "id bigint, name text, amount numeric(12,2), ts timestamp"
+TS_BASE = dt.datetime(2024, 1, 1)
+
+
+# --- data -----------------------------------------------------------------------------
+
+
+def copy_chunks(rows: int, chunk_bytes: int = 1 << 20, seed: int = 42) -> list[bytes]:
+    """COPY text-format rows, pre-encoded in ~chunk_bytes pieces."""
+    rng = random.Random(seed)
+    names = [f"customer_{rng.randrange(1 << 40):x}" for _ in range(1024)]
+    chunks: list[bytes] = []
+    buf: list[str] = []
+    size = 0
+    for i in range(1, rows + 1):
+        cents = rng.randrange(100_000_000_000)
+        ts = TS_BASE + dt.timedelta(
+            seconds=rng.randrange(86400 * 365), microseconds=rng.randrange(1_000_000)
+        )
+        line = f"{i}\t{names[i & 1023]}\t{cents // 100}.{cents % 100:02d}\t{ts.isoformat(' ')}\n"
+        buf.append(line)
+        size += len(line)
+        if size >= chunk_bytes:
+            chunks.append("".join(buf).encode())
+            buf, size = [], 0
+    if buf:
+        chunks.append("".join(buf).encode())
+    return chunks
+
+
+def table_name(kind: str) -> str:
+    return f"bench_{kind}_{os.getpid()}_{int(time.time()) % 100000}"
+
+
+def count_rows(dsn: str, table: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(row[0]) if row else -1
+
+
+def create_table(dsn: str, table: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
+
+
+def drop_table(dsn: str, table: str) -> None:
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE {table}")
+    except psycopg.Error as exc:
+        common.log(f"drop {table} failed: {exc}")
+
+
+# --- (a) COPY -------------------------------------------------------------------------
+
+
+def bench_copy(dsn: str, chunks: list[bytes], rows: int) -> float:
+    table = table_name("copy")
+    create_table(dsn, table)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+            t0 = time.perf_counter()
+            with cur.copy(f"COPY {table} (id, name, amount, ts) FROM STDIN") as copy:
+                for chunk in chunks:
+                    copy.write(chunk)
+            elapsed = time.perf_counter() - t0
+        n = count_rows(dsn, table)
+        if n != rows:
+            raise AssertionError(f"COPY sent {rows} rows but count(*) = {n}")
+        return rows / elapsed
+    finally:
+        drop_table(dsn, table)
+
+
+# --- (b) concurrent single-row INSERTs -------------------------------------------------
+
+Insert = Callable[[int, str, Decimal, dt.datetime], Awaitable[Any]]
+
+
+async def _connect_asyncpg(dsn: str, table: str) -> tuple[Insert, Callable[[], Awaitable[None]]]:
+    import asyncpg
+
+    conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn))
+    sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
+
+    async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
+        return await conn.execute(sql, i, name, amount, ts)
+
+    return insert, conn.close
+
+
+async def _connect_psycopg(dsn: str, table: str) -> tuple[Insert, Callable[[], Awaitable[None]]]:
+    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES (%s, %s, %s, %s)"
+
+    async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
+        return await conn.execute(sql, (i, name, amount, ts))
+
+    return insert, conn.close
+
+
+async def _insert_run(
+    dsn: str, table: str, clients: int, duration: float, warmup: float, driver: str
+) -> tuple[int, int, list[float]]:
+    """Returns (acks inside the measured window, all acks, window latencies in s)."""
+    connect = _connect_asyncpg if driver == "asyncpg" else _connect_psycopg
+    conns = await asyncio.gather(*(connect(dsn, table) for _ in range(clients)))
+    t_start = time.perf_counter() + 0.05
+    t_measure = t_start + warmup
+    t_end = t_measure + duration
+
+    async def worker(cid: int, insert: Insert) -> tuple[int, int, list[float]]:
+        rng = random.Random(cid)
+        in_window = total = 0
+        lat: list[float] = []
+        seq = 0
+        await asyncio.sleep(max(0.0, t_start - time.perf_counter()))
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= t_end:
+                break
+            seq += 1
+            await insert(
+                cid * 1_000_000_000 + seq,
+                f"client_{cid}",
+                Decimal(rng.randrange(100_000_000)) / 100,
+                TS_BASE + dt.timedelta(microseconds=rng.randrange(10**12)),
+            )
+            t1 = time.perf_counter()
+            total += 1
+            if t0 >= t_measure and t1 <= t_end:
+                in_window += 1
+                lat.append(t1 - t0)
+        return in_window, total, lat
+
+    try:
+        results = await asyncio.gather(*(worker(i, ins) for i, (ins, _) in enumerate(conns)))
+    finally:
+        await asyncio.gather(*(close() for _, close in conns), return_exceptions=True)
+    lat_all = sorted(x for r in results for x in r[2])
+    return sum(r[0] for r in results), sum(r[1] for r in results), lat_all
+
+
+def bench_insert(
+    dsn: str, clients: int, duration: float, warmup: float, driver: str
+) -> tuple[float, float, float]:
+    """Returns (acknowledged INSERT tps, p50 ms, p99 ms)."""
+    table = table_name("insert")
+    create_table(dsn, table)
+    try:
+        in_window, total, lat = asyncio.run(
+            _insert_run(dsn, table, clients, duration, warmup, driver)
+        )
+        n = count_rows(dsn, table)
+        if n != total:
+            raise AssertionError(f"{total} INSERTs acknowledged but count(*) = {n}")
+        if not lat:
+            raise AssertionError("no INSERT completed inside the measured window")
+        p50 = lat[len(lat) // 2] * 1000
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+        return in_window / duration, p50, p99
+    finally:
+        drop_table(dsn, table)
+
+
+# --- main -----------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--rows", type=int, default=None, help="COPY rows (default 1,000,000)")
+    p.add_argument(
+        "--duration", type=float, default=None, help="seconds of measured INSERTs (default 10)"
+    )
+    p.add_argument("--warmup", type=float, default=None, help="INSERT warm-up seconds (1)")
+    p.add_argument("--clients", type=int, default=16, help="concurrent INSERT clients (16)")
+    p.add_argument(
+        "--driver",
+        choices=["asyncpg", "psycopg"],
+        default="asyncpg",
+        help="client library for the INSERT test (asyncpg)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="100,000 rows, 3 s of INSERTs (defaults for a fast check)",
+    )
+    p.add_argument("--only", choices=["copy", "insert"], help="run one of the two tests")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs of each test per server; the median is reported (1)",
+    )
+    common.add_server_args(p)
+    args = p.parse_args(argv)
+    rows = args.rows if args.rows is not None else (100_000 if args.quick else 1_000_000)
+    duration = args.duration if args.duration is not None else (3.0 if args.quick else 10.0)
+    warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
+
+    report = common.Report(
+        title="Write throughput",
+        params={
+            "copy_rows": f"{rows:,}",
+            "insert_clients": args.clients,
+            "insert_seconds": duration,
+            "driver": args.driver,
+            "repeat": args.repeat,
+        },
+    )
+    report.notes.append("client and server share this machine's CPUs")
+    m_copy = report.metric("COPY FROM STDIN", "rows/s")
+    m_tps = report.metric(f"INSERT x{args.clients} clients", "tx/s")
+    m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
+    m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)
+
+    chunks: list[bytes] = []
+    if args.only != "insert":
+        t0 = time.perf_counter()
+        chunks = copy_chunks(rows)
+        common.log(
+            f"generated {rows:,} rows ({sum(map(len, chunks)) / 1e6:.1f} MB) in "
+            f"{time.perf_counter() - t0:.1f}s"
+        )
+
+    for side, server in common.sides(args):
+        try:
+            with server() as dsn:
+                report.servers[side] = f"{common.server_version(dsn)} at {dsn}"
+                if args.only != "insert":
+                    try:
+                        runs = []
+                        for k in range(args.repeat):
+                            common.log(f"{side}: COPY {rows:,} rows (run {k + 1})")
+                            runs.append(bench_copy(dsn, chunks, rows))
+                            common.log(f"{side}: COPY {runs[-1]:,.0f} rows/s")
+                        m_copy.values[side] = statistics.median(runs)
+                    except Exception as exc:  # report and go on with the next test
+                        m_copy.errors[side] = f"{type(exc).__name__}: {exc}"
+                if args.only != "copy":
+                    try:
+                        results = []
+                        for k in range(args.repeat):
+                            common.log(
+                                f"{side}: INSERT, {args.clients} clients, "
+                                f"{duration:g}s (run {k + 1})"
+                            )
+                            results.append(
+                                bench_insert(dsn, args.clients, duration, warmup, args.driver)
+                            )
+                            common.log(f"{side}: INSERT {results[-1][0]:,.0f} tx/s")
+                        tps, p50, p99 = (
+                            statistics.median(col) for col in zip(*results, strict=True)
+                        )
+                        m_tps.values[side], m_p50.values[side], m_p99.values[side] = (tps, p50, p99)
+                    except Exception as exc:
+                        m_tps.errors[side] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # the server itself failed
+            report.servers[side] = "failed to start"
+            for m in (m_copy, m_tps):
+                m.errors.setdefault(side, f"{type(exc).__name__}: {exc}")
+
+    common.print_report(report)
+    if args.json:
+        common.write_json(report, args.json)
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
