@@ -87,7 +87,17 @@ class View(Relation):
     kind: str = field(default="view", init=False)
 
 
-CatalogObject = Schema | Table | View
+@dataclass(frozen=True)
+class Index(Relation):
+    """CREATE INDEX: a catalog entry (DuckDB scans need no index); UNIQUE ones are enforced."""
+
+    table_oid: int = 0
+    keys: tuple[str, ...] = ()
+    unique: bool = False
+    kind: str = field(default="index", init=False)
+
+
+CatalogObject = Schema | Table | View | Index
 
 
 def to_json(obj: CatalogObject) -> dict[str, Any]:
@@ -99,6 +109,8 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d["keys"] = [asdict(k) for k in obj.keys]
     if isinstance(obj, View):
         d["definition"] = obj.definition
+    if isinstance(obj, Index):
+        d.update(table_oid=obj.table_oid, keys=list(obj.keys), unique=obj.unique)
     return d
 
 
@@ -112,7 +124,9 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
         return Table(d["oid"], d["schema"], d["name"], cols, keys)
     if kind == "view":
         return View(d["oid"], d["schema"], d["name"], cols, d["definition"])
+    if kind == "index":
+        return Index(d["oid"], d["schema"], d["name"], cols, d["table_oid"], tuple(d["keys"]), d["unique"])
     raise ValueError(f"unknown catalog object kind {kind!r}")
 
 
-__all__ = ["Column", "Key", "Schema", "Relation", "Table", "View", "to_json", "from_json", "replace"]
+__all__ = ["Column", "Index", "Key", "Schema", "Relation", "Table", "View", "to_json", "from_json", "replace"]

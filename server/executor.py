@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pglast.enums import ObjectType, OnConflictAction, TransactionStmtKind, VariableSetKind
 
-from headwater.catalog.objects import Column, Relation, Table, View
+from headwater.catalog.objects import Column, Index, Key, Relation, Table, View, replace
 from headwater.catalog.types import BPCHAR, NUMERIC, TEXT, VARCHAR, ColumnType, from_duckdb
 from headwater.errors import (
     ActiveTransaction,
@@ -156,7 +156,7 @@ class Executor:
             return await self.select(stmt, params)
         if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
             return await self.write(stmt, params)
-        if isinstance(stmt, A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.TruncateStmt):
+        if isinstance(stmt, A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.TruncateStmt | A.IndexStmt):
             return await self.write(stmt, params)
         if isinstance(stmt, A.VariableSetStmt):
             return self.set_var(stmt)
@@ -709,6 +709,8 @@ class Executor:
             return Result("CREATE SCHEMA")
         if isinstance(stmt, A.DropStmt):
             return self._drop(w, stmt)
+        if isinstance(stmt, A.IndexStmt):
+            return self._create_index(w, stmt)
         raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
 
     def _create_view(self, w: WriteTxn, stmt: A.ViewStmt) -> Result:
@@ -747,6 +749,39 @@ class Executor:
         self._view_deps[view.oid] = set(binder.depends)
         return Result("CREATE VIEW")
 
+    def _create_index(self, w: WriteTxn, stmt: A.IndexStmt) -> Result:
+        cat = w.catalog
+        table = self._target(w, stmt.relation)
+        if stmt.whereClause is not None or any(e.expr is not None for e in stmt.indexParams):
+            raise FeatureNotSupported("partial and expression indexes are not supported")
+        cols = tuple(e.name for e in stmt.indexParams)
+        for c in cols:
+            if table.column(c) is None:
+                raise SQLError(f'column "{c}" does not exist', "42703")
+        name = stmt.idxname or f"{table.name}_{'_'.join(cols)}_idx"
+        if cat.resolve(table.schema, name, ()) is not None:
+            if stmt.if_not_exists:
+                return Result("CREATE INDEX", notices=[f'relation "{name}" already exists, skipping'])
+            raise SQLError(f'relation "{name}" already exists', "42P07")
+        if stmt.unique:
+            qcols = ", ".join(quote(c) for c in cols)
+            notnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in cols)
+            dup, _ = _fetch(
+                w.cur,
+                f"SELECT {qcols} FROM {Replica.scan(table, CURRENT)} AS t WHERE {notnull} "
+                f"GROUP BY {qcols} HAVING count(*) > 1 LIMIT 1",
+            )
+            if dup.num_rows:
+                shown = ", ".join(str(v) for v in dup.to_pylist()[0].values())
+                raise UniqueViolation(
+                    f'could not create unique index "{name}"',
+                    detail=f"Key ({', '.join(cols)})=({shown}) is duplicated.",
+                )
+            table = replace(table, keys=table.keys + (Key(name, cols, False),))
+            cat.replace_relation(table)
+        cat.add_relation(Index(cat.allocate_oid(), table.schema, name, (), table.oid, cols, bool(stmt.unique)))
+        return Result("CREATE INDEX")
+
     @property
     def _view_deps(self) -> dict[int, set[int]]:
         deps = getattr(self.instance, "view_deps", None)
@@ -775,6 +810,7 @@ class Executor:
         kinds = {
             ObjectType.OBJECT_TABLE: ("table", Table, "DROP TABLE"),
             ObjectType.OBJECT_VIEW: ("view", View, "DROP VIEW"),
+            ObjectType.OBJECT_INDEX: ("index", Index, "DROP INDEX"),
         }
         if stmt.removeType == ObjectType.OBJECT_SCHEMA:
             for obj in stmt.objects:
@@ -831,6 +867,13 @@ class Executor:
             )
         for d in deps:
             self._drop_relation(w, d, cascade=True)
+        if isinstance(rel, Table):  # its indexes go with it
+            for ix in [r for r in cat.relations.values() if isinstance(r, Index) and r.table_oid == rel.oid]:
+                cat.drop_relation(ix)
+        if isinstance(rel, Index):
+            table = cat.by_oid(rel.table_oid)
+            if isinstance(table, Table) and any(k.name == rel.name for k in table.keys):
+                cat.replace_relation(replace(table, keys=tuple(k for k in table.keys if k.name != rel.name)))
         cat.drop_relation(rel)
         self._view_deps.pop(rel.oid, None)
         if isinstance(rel, Table):

@@ -34,7 +34,7 @@ import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal
-from functools import cache, cached_property
+from functools import cache, cached_property, lru_cache
 from typing import Any, NamedTuple
 
 from headwater.catalog.types import ColumnType
@@ -761,6 +761,7 @@ _TEXT_FACTORIES: dict[str, _TextFactory] = {
 }
 
 
+@lru_cache(maxsize=4096)  # callers may ask per value; ColumnType/SessionFormat are frozen
 def text_encoder(ct: ColumnType, *, session: SessionFormat = DEFAULT_SESSION) -> Encoder:
     """A function turning a non-NULL value of `ct` into PostgreSQL's text output."""
     factory = _TEXT_FACTORIES.get(ct.pg.name)
@@ -892,6 +893,7 @@ _BIN_FACTORIES: dict[str, _BinFactory] = {
 }
 
 
+@lru_cache(maxsize=4096)
 def binary_encoder(ct: ColumnType, *, session: SessionFormat = DEFAULT_SESSION) -> Encoder:
     """A function turning a non-NULL value of `ct` into PostgreSQL's binary (send) format."""
     factory = _BIN_FACTORIES.get(ct.pg.name)
@@ -1233,14 +1235,25 @@ _DT_TOKEN = re.compile(
     r"|(?P<date>\d+[-/.][a-z]+[-/.]\d+|[a-z]+[-/.]\d+[-/.]\d+|\d+[-/.]\d+[-/.]\d+)"
     r"|(?P<num>\d+(?:\.\d*)?)"
     r"|(?P<offset>[+-]\d+(?::\d+(?::\d+)?)?)"
+    r"|(?P<posix>[a-z]+[+-]\d+(?::\d+(?::\d+)?)?)"  # UTC+3: a POSIX zone, hours west
     r"|(?P<word>[a-z][a-z0-9_]*(?:/[a-z0-9_+-]+)*)"
     r"|(?P<sep>[\s,]+)"
 )
 _T_SEP = re.compile(r"(?<=\d)t(?=\d)")
 
 
+def _split_t(text: str) -> str:
+    """ISO 8601's 'T' between date and time, only after an all-numeric date (as
+    PostgreSQL: in 'jan-08-1999t12:00' the T is part of a bad date)."""
+    def repl(m: re.Match[str]) -> str:
+        word = text[: m.start()].rsplit(None, 1)[-1]
+        return "t" if any(c.isalpha() for c in word) else " "
+
+    return _T_SEP.sub(repl, text) if "t" in text else text
+
+
 class _Fields:
-    __slots__ = ("y", "m", "d", "us", "zone", "bc", "special", "has_date")
+    __slots__ = ("y", "m", "d", "us", "zone", "bc", "special", "has_date", "y2")
 
     def __init__(self) -> None:
         self.y = self.m = self.d = 0
@@ -1249,6 +1262,7 @@ class _Fields:
         self.bc = False
         self.special: str | None = None
         self.has_date = False
+        self.y2 = False  # the year had one or two digits: 1970..2069 unless BC
 
 
 class _BadSyntax(Exception):
@@ -1259,11 +1273,9 @@ class _BadField(Exception):
     pass
 
 
-def _year(text: str) -> int:
-    y = int(text)
-    if len(text) == 2:  # two-digit years mean 1970..2069
-        y += 2000 if y < 70 else 1900
-    return y
+def _year(f: _Fields, text: str) -> int:
+    f.y2 = len(text) <= 2
+    return int(text)
 
 
 def _set_ymd(f: _Fields, parts: list[str], order: str) -> None:
@@ -1281,13 +1293,13 @@ def _set_ymd(f: _Fields, parts: list[str], order: str) -> None:
             y, d = rest
         else:  # DD-Mon-YYYY
             d, y = rest
-        f.d, f.y = int(d), _year(y)
+        f.d, f.y = int(d), _year(f, y)
     elif len(parts[0]) >= 3 or order == "YMD":
-        f.y, f.m, f.d = _year(parts[0]), int(parts[1]), int(parts[2])
+        f.y, f.m, f.d = _year(f, parts[0]), int(parts[1]), int(parts[2])
     elif order == "DMY":
-        f.d, f.m, f.y = int(parts[0]), int(parts[1]), _year(parts[2])
+        f.d, f.m, f.y = int(parts[0]), int(parts[1]), _year(f, parts[2])
     else:
-        f.m, f.d, f.y = int(parts[0]), int(parts[1]), _year(parts[2])
+        f.m, f.d, f.y = int(parts[0]), int(parts[1]), _year(f, parts[2])
     f.has_date = True
 
 
@@ -1323,10 +1335,10 @@ def _parse_offset(tok: str) -> int:
     return sign * (h * 3600 + m * 60 + s)
 
 
-def _decode_datetime(s: str, order: str) -> _Fields:
+def _decode_datetime(s: str, order: str, time_only: bool = False) -> _Fields:
     """Split date/time input into fields, much like PostgreSQL's DecodeDateTime."""
     f = _Fields()
-    text = _T_SEP.sub(" ", s.strip(_WS).lower())
+    text = _split_t(s.strip(_WS).lower())
     if text in ("infinity", "+infinity", "-infinity", "epoch", "now", "today", "tomorrow",
                 "yesterday", "allballs"):
         f.special = text.lstrip("+")
@@ -1351,17 +1363,33 @@ def _decode_datetime(s: str, order: str) -> _Fields:
                 raise _BadSyntax
             _set_ymd(f, re.split(r"[-/.]", tok), order)
         elif kind == "num":
-            if f.us is None and len(tok) >= 6 and tok.isdigit() and not f.has_date and not nums:
+            ip = tok.partition(".")[0]
+            date_done = f.has_date or time_only or (f.m and len(nums) >= 2)
+            if f.us is None and date_done and len(ip) in (4, 6):
+                # hhmm / hhmmss[.f] run together, after the date (DecodeNumberField)
+                secs = int(ip[4:6] or 0)
+                if int(ip[:2]) > 24 or int(ip[2:4]) > 59 or secs > 60:
+                    raise _BadField
+                f.us = (int(ip[:2]) * 3600 + int(ip[2:4]) * 60 + secs) * 1_000_000
+                if "." in tok:
+                    f.us += round(float("0" + tok[len(ip):]) * 1_000_000)
+            elif f.us is None and len(tok) >= 6 and tok.isdigit() and not f.has_date and not nums:
                 # YYYYMMDD (or YYMMDD) run together
-                f.y, f.m, f.d = _year(tok[:-4]), int(tok[-4:-2]), int(tok[-2:])
+                f.y, f.m, f.d = _year(f, tok[:-4]), int(tok[-4:-2]), int(tok[-2:])
                 f.has_date = True
             else:
                 nums.append(tok)
         elif kind == "offset":
-            # PostgreSQL accepts a zone after a bare date too ('2024-02-29 +00', as pgjdbc sends dates)
+            # a zone may follow a bare date too ('2024-02-29 +00': pgjdbc sends dates so)
             if (f.us is None and not f.has_date) or f.zone is not None:
                 raise _BadSyntax
             f.zone = _parse_offset(tok)
+        elif kind == "posix":
+            if f.zone is not None:
+                raise _BadSyntax
+            off = re.search(r"[+-]", tok)
+            assert off is not None
+            f.zone = -_parse_offset(tok[off.start():])
         else:
             if tok in _MONTHS and not f.has_date and f.m == 0:
                 f.m = _MONTHS[tok]
@@ -1385,9 +1413,9 @@ def _decode_datetime(s: str, order: str) -> _Fields:
             raise _BadSyntax
         a, b = nums
         if len(a) >= 3 or (a.isdigit() and int(a) > 31):
-            f.y, f.d = _year(a), int(b)
+            f.y, f.d = _year(f, a), int(b)
         else:
-            f.d, f.y = int(a), _year(b)
+            f.d, f.y = int(a), _year(f, b)
         f.has_date = True
     elif nums:
         raise _BadSyntax
@@ -1400,6 +1428,8 @@ def _decode_datetime(s: str, order: str) -> _Fields:
         elif ampm == "pm" and h != 12:
             f.us += 12 * 3_600_000_000
     if f.has_date:
+        if f.y2 and not f.bc:
+            f.y += 2000 if f.y < 70 else 1900
         if f.y == 0 or not 1 <= f.m <= 12:
             raise _BadField
         if f.bc:
@@ -1466,7 +1496,7 @@ def _date_in(session: SessionFormat) -> Decoder:
 def _time_in(v: Any) -> Any:
     s = _as_str(v)
     try:
-        f = _decode_datetime(s, "MDY")
+        f = _decode_datetime(s, "MDY", time_only=True)
         if f.special == "allballs":
             return _dt.time(0)
         if f.special == "now":
@@ -1519,179 +1549,378 @@ def _timestamp_in(session: SessionFormat, with_tz: bool) -> Decoder:
 
 
 # -- intervals --------------------------------------------------------------
+# A port of PostgreSQL 15's ParseDateTime + DecodeInterval / DecodeISO8601Interval:
+# fields are read right to left so that a unit applies to the number before it, each
+# unit may appear once (field masks), and years, months, days and microseconds are
+# accumulated separately with PostgreSQL's int32/int64 limits and float rounding.
 
-_UNITS: dict[str, str] = {}
+_YEAR, _MONTH, _DAY, _HOUR, _MINUTE, _SECOND, _MS, _US, _WEEK, _DECADE, _CENTURY, \
+    _MILLENNIUM = (1 << i for i in range(12))
+_ALL_SECS = _SECOND | _MS | _US
+_TIME_M = _HOUR | _MINUTE | _ALL_SECS
+
+_UNITS: dict[str, int] = {}
 for _names, _unit in (
-    ("microsecond microseconds us usec usecs useconds", "us"),
-    ("millisecond milliseconds ms msec msecs mseconds", "ms"),
-    ("second seconds s sec secs", "s"),
-    ("minute minutes m min mins", "min"),
-    ("hour hours h hr hrs", "h"),
-    ("day days d", "d"),
-    ("week weeks w", "w"),
-    ("month months mon mons", "mon"),
-    ("year years y yr yrs", "y"),
-    ("decade decades dec decs", "dec"),
-    ("century centuries c cent", "c"),
-    ("millennium millennia mil mils", "mil"),
+    ("microsecond microseconds us usec usecs useconds", _US),
+    ("millisecond milliseconds ms msec msecs mseconds", _MS),
+    ("second seconds s sec secs", _SECOND),
+    ("minute minutes m min mins", _MINUTE),
+    ("hour hours h hr hrs", _HOUR),
+    ("day days d", _DAY),
+    ("week weeks w", _WEEK),
+    ("month months mon mons", _MONTH),
+    ("year years y yr yrs", _YEAR),
+    ("decade decades dec decs", _DECADE),
+    ("century centuries c cent", _CENTURY),
+    ("millennium millennia mil mils", _MILLENNIUM),
 ):
     for _n in _names.split():
-        _UNITS[_n] = _unit
-_US_UNITS = {"us": 1, "ms": 1000, "s": 1_000_000, "min": 60_000_000, "h": 3_600_000_000}
-_YEAR_UNITS = {"y": 1, "dec": 10, "c": 100, "mil": 1000}
-
-_IV_TOKEN = re.compile(
-    r"(?P<time>[+-]?\d+:\d+(?::\d+)?(?:\.\d*)?)"
-    r"|(?P<ym>[+-]?\d+-\d+)"
-    r"|(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"|(?P<word>[a-z]+)"
-    r"|(?P<sep>[\s,]+)"
-)
+        _UNITS[_n[:10]] = _unit  # PostgreSQL compares at most TOKMAXLEN (10) characters
+_AGO, _IGNORE = -1, -2
+_US_SCALE = {_US: 1, _MS: 1000, _SECOND: 1_000_000, _MINUTE: 60_000_000,
+             _HOUR: 3_600_000_000}
+_YEAR_SCALE = {_YEAR: 1, _DECADE: 10, _CENTURY: 100, _MILLENNIUM: 1000}
+_PUNCT = frozenset("!\"#$%&'()*,/:;<=>?@[\\]^_`{|}~")
 
 
-class _IvAcc:
-    """PostgreSQL's pg_itm_in: months, days and microseconds accumulated by unit."""
+def _pg_fields(s: str) -> list[tuple[str, str]]:
+    """PostgreSQL's ParseDateTime, for interval input: (kind, text) fields, kinds
+    'time', 'date', 'number', 'tz' (signed), 'string'."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c in _WS:
+            i += 1
+        elif c.isdigit() and c.isascii():
+            j = i
+            while j < n and s[j] in "0123456789":
+                j += 1
+            if j < n and s[j] == ":":
+                j += 1
+                while j < n and s[j] in "0123456789:.":
+                    j += 1
+                out.append(("time", s[i:j]))
+            elif j < n and s[j] in "-/.":
+                delim = s[j]
+                j += 1
+                if j < n and s[j] in "0123456789":
+                    kind = "number" if delim == "." else "date"
+                    while j < n and s[j] in "0123456789":
+                        j += 1
+                    if j < n and s[j] == delim:
+                        kind = "date"
+                        while j < n and (s[j] in "0123456789" or s[j] == delim):
+                            j += 1
+                    out.append((kind, s[i:j]))
+                else:
+                    while j < n and (s[j].isalnum() or s[j] == delim):
+                        j += 1
+                    out.append(("date", s[i:j].lower()))
+            else:
+                out.append(("number", s[i:j]))
+            i = j
+        elif c == ".":
+            j = i + 1
+            while j < n and s[j] in "0123456789":
+                j += 1
+            out.append(("number", s[i:j]))
+            i = j
+        elif c.isalpha() and c.isascii():
+            j = i
+            while j < n and s[j].isascii() and s[j].isalpha():
+                j += 1
+            if j < n and s[j] in "-/.+0123456789":
+                raise _BadSyntax  # a date or zone name glued on: never an interval
+            out.append(("string", s[i:j].lower()))
+            i = j
+        elif c in "+-":
+            j = i + 1
+            while j < n and s[j] in _WS:
+                j += 1
+            if j < n and s[j] in "0123456789":
+                k = j
+                while k < n and s[k] in "0123456789:.-":
+                    k += 1
+                out.append(("tz", c + s[j:k]))
+                i = k
+            else:
+                raise _BadSyntax
+        elif c in _PUNCT:
+            i += 1  # other punctuation only separates fields
+        else:
+            raise _BadSyntax
+    return out
 
-    __slots__ = ("months", "days", "us")
+
+class _Itm:
+    """PostgreSQL's pg_itm_in, with its overflow checks (_BadField = field overflow)."""
+
+    __slots__ = ("year", "mon", "mday", "usec")
 
     def __init__(self) -> None:
-        self.months = self.days = self.us = 0
+        self.year = self.mon = self.mday = self.usec = 0
 
-    def add_fract_us(self, frac: float, scale: int) -> None:
+    def add_usec(self, us: int) -> None:
+        self.usec += us
+        if not _INT64_MIN <= self.usec <= _INT64_MAX:
+            raise _BadField
+
+    def fract_usec(self, frac: float, scale: int) -> None:
         if frac:
             frac *= scale
             us = int(frac)
-            self.us += us + round(frac - us)
+            self.add_usec(us + round(frac - us))
 
-    def add_fract_days(self, frac: float, scale: int) -> None:
+    def fract_days(self, frac: float, scale: int) -> None:
         if frac:
             frac *= scale
             extra = int(frac)
-            self.days += extra
-            self.add_fract_us(frac - extra, _US_PER_DAY)
+            self.mday = _i32(self.mday + extra)
+            self.fract_usec(frac - extra, _US_PER_DAY)
 
-    def add(self, val: int, fval: float, unit: str) -> None:
-        if unit in _US_UNITS:
-            self.us += val * _US_UNITS[unit]
-            self.add_fract_us(fval, _US_UNITS[unit])
-        elif unit == "d":
-            self.days += val
-            self.add_fract_us(fval, _US_PER_DAY)
-        elif unit == "w":
-            self.days += val * 7
-            self.add_fract_days(fval, 7)
-        elif unit == "mon":
-            self.months += val
-            self.add_fract_days(fval, 30)
+    def add(self, val: int, fval: float, unit: int) -> None:
+        scale = _US_SCALE.get(unit)
+        if scale is not None:
+            self.add_usec(_i64(val * scale))
+            self.fract_usec(fval, scale)
+        elif unit == _DAY:
+            self.mday = _i32(self.mday + _i32(val))
+            self.fract_usec(fval, _US_PER_DAY)
+        elif unit == _WEEK:
+            self.mday = _i32(self.mday + _i32(_i32(val) * 7))
+            self.fract_days(fval, 7)
+        elif unit == _MONTH:
+            self.mon = _i32(self.mon + _i32(val))
+            self.fract_days(fval, 30)
         else:
-            scale = _YEAR_UNITS[unit]
-            self.months += val * 12 * scale + round(fval * scale * 12)
+            scale = _YEAR_SCALE[unit]
+            self.year = _i32(self.year + _i32(_i32(val) * scale))
+            self.mon = _i32(self.mon + int(round(fval * scale * 12)))
 
 
-def _split_number(tok: str) -> tuple[int, float]:
-    """(integer part, fraction with the same sign), as PostgreSQL's ParseFraction."""
-    ip, _, fp = tok.partition(".")
-    val = int(ip) if ip.strip("+-") else 0
-    fval = float("0." + fp) if fp else 0.0
-    return val, (-fval if tok.startswith("-") else fval)
-
-
-_ISO_IV = re.compile(r"p(?:(?P<date>(?:[+-]?[\d.]+[ymwd])*)|(?P<alt>\d{4}-\d{2}-\d{2}))"
-                     r"(?:t(?:(?P<time>(?:[+-]?[\d.]+[hms])*)|(?P<alttime>\d{2}:\d{2}:\d{2}"
-                     r"(?:\.\d*)?)))?")
-
-
-def _parse_iso_interval(text: str, acc: _IvAcc) -> None:
-    m = _ISO_IV.fullmatch(text)
-    if m is None or text in ("p", "pt") or text.endswith("t"):
-        raise _BadSyntax
-    if m.group("alt"):
-        y, mo, d = (int(p) for p in m.group("alt").split("-"))
-        acc.months += y * 12 + mo
-        acc.days += d
-    for part in re.findall(r"([+-]?[\d.]+)([ymwd])", m.group("date") or ""):
-        f = float(part[0])
-        val = int(f)
-        acc.add(val, f - val, {"y": "y", "m": "mon", "w": "w", "d": "d"}[part[1]])
-    if m.group("alttime"):
-        acc.us += _parse_time_token(m.group("alttime"))
-    for part in re.findall(r"([+-]?[\d.]+)([hms])", m.group("time") or ""):
-        f = float(part[0])
-        val = int(f)
-        acc.add(val, f - val, {"h": "h", "m": "min", "s": "s"}[part[1]])
-
-
-def _parse_interval(s: str) -> Interval:
-    text = s.strip(_WS).lower()
-    acc = _IvAcc()
-    if text.startswith("p"):
-        _parse_iso_interval(text, acc)
-    else:
-        if text.startswith("@"):
-            text = text[1:]
-        pending: str | None = None
-        ago = seen = False
-        pos = 0
-        while pos < len(text):
-            m = _IV_TOKEN.match(text, pos)
-            if m is None:
-                raise _BadSyntax
-            pos = m.end()
-            kind, tok = m.lastgroup, m.group()
-            if kind == "sep":
-                continue
-            if kind == "word":
-                unit = _UNITS.get(tok)
-                if tok == "ago" and pending is None:
-                    ago = True
-                elif unit is None or pending is None:
-                    raise _BadSyntax
-                else:
-                    acc.add(*_split_number(pending), unit)
-                    pending = None
-                    seen = True
-                continue
-            seen = True
-            if pending is not None:
-                if kind != "time" or "." in pending:
-                    raise _BadSyntax
-                acc.days += int(pending)  # SQL standard 'D H:M:S'
-                pending = None
-            if kind == "num":
-                pending = tok
-            elif kind == "ym":
-                y, mo = tok.lstrip("+-").split("-")
-                sign = -1 if tok[0] == "-" else 1
-                if int(mo) > 11:
-                    raise _BadField
-                acc.months += sign * (int(y) * 12 + int(mo))
-            else:
-                us = _interval_time(tok.lstrip("+-"))
-                acc.us += -us if tok[0] == "-" else us
-        if pending is not None:
-            acc.add(*_split_number(pending), "s")  # a bare number counts seconds
-        if not seen:
-            raise _BadSyntax
-        if ago:
-            acc.months, acc.days, acc.us = -acc.months, -acc.days, -acc.us
-    if not (_INT32_MIN <= acc.months <= _INT32_MAX and _INT32_MIN <= acc.days <= _INT32_MAX
-            and _INT64_MIN <= acc.us <= _INT64_MAX):
+def _i32(v: int) -> int:
+    if not _INT32_MIN <= v <= _INT32_MAX:
         raise _BadField
-    return Interval(acc.months, acc.days, acc.us)
+    return v
+
+
+def _i64(v: int) -> int:
+    if not _INT64_MIN <= v <= _INT64_MAX:
+        raise _BadField
+    return v
+
+
+_LEAD_INT = re.compile(r"[+-]?[0-9]*")
 
 
 def _interval_time(tok: str) -> int:
-    """An interval's h:m[:s[.f]] (or m:s.f) field; hours are unbounded (100:00:00)."""
-    main, _, frac = tok.partition(".")
-    parts = [int(p) for p in main.split(":")]
-    if len(parts) == 2 and "." in tok:
-        h, mi, sec = 0, parts[0], parts[1]
-    else:
-        h, mi, sec = (parts + [0])[:3]
-    if mi > 59 or sec > 59:
+    """DecodeTimeForInterval: h:m[:s[.f]] or m:s.f, hours unbounded."""
+    m = re.fullmatch(r"([0-9]+):([0-9]*)(?:(\.[0-9.]*)|:([0-9]*)(\.[0-9.]*)?)?", tok)
+    if m is None:
+        raise _BadSyntax
+    hour, mins = _i64(int(m.group(1))), int(m.group(2) or 0)
+    sec, frac = 0, m.group(3) or m.group(5)
+    if m.group(3):  # mm:ss.fff
+        hour, mins, sec = 0, hour, mins
+    elif m.group(4) is not None:
+        sec = int(m.group(4) or 0)
+    fsec = 0
+    if frac:
+        try:
+            fsec = round(float(frac) * 1_000_000)
+        except ValueError:
+            raise _BadSyntax from None
+    if mins > 59 or sec > 60 or fsec > 1_000_000:
         raise _BadField
-    fus = round(float("0." + frac) * 1_000_000) if frac else 0
-    return ((h * 60 + mi) * 60 + sec) * 1_000_000 + fus
+    return _i64(hour * 3_600_000_000 + mins * 60_000_000 + sec * 1_000_000 + fsec)
+
+
+def _decode_interval(fields: list[tuple[str, str]]) -> _Itm:
+    itm = _Itm()
+    fmask = 0
+    unit = 0  # the unit named to the right of the current field; 0: none yet
+    is_before = False
+    for kind, tok in reversed(fields):
+        tmask = 0
+        if kind == "time" or (kind == "tz" and ":" in tok[1:] and _time_ok(tok[1:])):
+            us = _interval_time(tok.lstrip("+-"))
+            itm.usec = -us if tok[0] == "-" else us  # replaces, as in PostgreSQL
+            tmask, unit = _TIME_M, _DAY
+        elif kind in ("tz", "date", "number"):
+            if unit == 0:
+                unit = _SECOND
+            m = _LEAD_INT.match(tok)
+            assert m is not None
+            digits = m.group()
+            if digits.lstrip("+-") == "":
+                val = 0
+            else:
+                val = int(digits)
+                if not _INT64_MIN <= val <= _INT64_MAX:
+                    raise _BadField
+            rest = tok[m.end():]
+            fval = 0.0
+            if rest.startswith("-"):  # SQL year-month: 1-2
+                m2 = re.fullmatch(r"-([0-9]*)(.*)", rest)
+                assert m2 is not None
+                val2 = int(m2.group(1) or 0)
+                if val2 >= 12:
+                    raise _BadField
+                if m2.group(2):
+                    raise _BadSyntax
+                unit = _MONTH
+                val = _i64(val * 12 + (-val2 if tok[0] == "-" else val2))
+            elif rest.startswith("."):
+                if len(rest) > 1:
+                    try:
+                        fval = float(rest)
+                    except ValueError:
+                        raise _BadSyntax from None
+                if tok[0] == "-":
+                    fval = -fval
+            elif rest:
+                raise _BadSyntax
+            if unit < 0:  # "ago" right after a plain number
+                raise _BadSyntax
+            itm.add(val, fval, unit)
+            tmask = {_SECOND: _SECOND if fval == 0 else _ALL_SECS}.get(unit, unit)
+            if unit == _HOUR:
+                unit = _DAY
+        else:
+            u = _UNITS.get(tok[:10], _AGO if tok == "ago" else _IGNORE if tok == "@" else 0)
+            if u == 0:
+                raise _BadSyntax
+            if u == _AGO:
+                is_before = True
+                unit = -3  # a number left of "ago" without its own unit is an error
+            elif u != _IGNORE:
+                unit = u
+            continue
+        if tmask & fmask:
+            raise _BadSyntax
+        fmask |= tmask
+    if fmask == 0:
+        raise _BadSyntax
+    if is_before:
+        itm.year, itm.mon, itm.mday = _i32(-itm.year), _i32(-itm.mon), _i32(-itm.mday)
+        itm.usec = _i64(-itm.usec)
+    return itm
+
+
+def _time_ok(tok: str) -> bool:
+    try:
+        _interval_time(tok)
+        return True
+    except (_BadSyntax, _BadField):
+        return False
+
+
+_ISO_NUM = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _iso_number(s: str, pos: int) -> tuple[int, float, int, int]:
+    """ParseISO8601Number: (integer part, fraction, digits in the integer, end)."""
+    m = _ISO_NUM.match(s, pos)
+    if m is None:
+        raise _BadSyntax
+    v = float(m.group())
+    if not -1e15 <= v <= 1e15:
+        raise _BadField
+    ipart = math.floor(v) if v >= 0 else -math.floor(-v)
+    width = len(re.match(r"-?([0-9]*)", s[pos:]).group(1))  # type: ignore[union-attr]
+    return ipart, v - ipart, width, m.end()
+
+
+def _decode_iso_interval(s: str) -> _Itm:
+    """DecodeISO8601Interval: P1Y2M3DT4H5M6S, P1W, P0001-02-03T04:05:06, P00010203T..."""
+    if len(s) < 2 or s[0] != "P":
+        raise _BadSyntax
+    itm = _Itm()
+    datepart, havefield = True, False
+    pos, n = 1, len(s)
+    while pos < n:
+        if s[pos] == "T":
+            datepart, havefield = False, False
+            pos += 1
+            continue
+        val, fval, width, pos = _iso_number(s, pos)
+        unit = s[pos] if pos < n else ""
+        pos += 1
+        if datepart:
+            if unit in ("Y", "M", "W", "D"):
+                itm.add(val, fval, {"Y": _YEAR, "M": _MONTH, "W": _WEEK, "D": _DAY}[unit])
+            elif unit in ("T", "") and width == 8 and not havefield:
+                itm.year = _i32(itm.year + val // 10000)
+                itm.mon = _i32(itm.mon + val // 100 % 100)
+                itm.mday = _i32(itm.mday + val % 100)
+                itm.fract_usec(fval, _US_PER_DAY)
+                if unit == "":
+                    return itm
+                datepart = havefield = False
+                continue
+            elif unit in ("T", "", "-"):
+                if havefield:
+                    raise _BadSyntax
+                itm.add(val, fval, _YEAR)
+                if unit == "":
+                    return itm
+                if unit == "T":
+                    datepart = havefield = False
+                    continue
+                for u in (_MONTH, _DAY):
+                    val, fval, _, pos = _iso_number(s, pos)
+                    itm.add(val, fval, u)
+                    if pos == n:
+                        return itm
+                    if s[pos] == "T":
+                        break
+                    if s[pos] != "-" or u == _DAY:
+                        raise _BadSyntax
+                    pos += 1
+                datepart = havefield = False
+                pos += 1
+                continue
+            else:
+                raise _BadSyntax
+        else:
+            if unit in ("H", "M", "S"):
+                itm.add(val, fval, {"H": _HOUR, "M": _MINUTE, "S": _SECOND}[unit])
+            elif unit == "" and width == 6 and not havefield:
+                itm.add(val // 10000, 0.0, _HOUR)
+                itm.add(val // 100 % 100, 0.0, _MINUTE)
+                itm.add(val % 100, 0.0, _SECOND)
+                itm.fract_usec(fval, 1)
+                return itm
+            elif unit in ("", ":"):
+                if havefield:
+                    raise _BadSyntax
+                itm.add(val, fval, _HOUR)
+                if unit == "":
+                    return itm
+                for u in (_MINUTE, _SECOND):
+                    val, fval, _, pos = _iso_number(s, pos)
+                    itm.add(val, fval, u)
+                    if pos == n:
+                        return itm
+                    if s[pos] != ":" or u == _SECOND:
+                        raise _BadSyntax
+                    pos += 1
+            else:
+                raise _BadSyntax
+        havefield = True
+    return itm
+
+
+def _parse_interval(s: str) -> Interval:
+    try:
+        itm = _decode_interval(_pg_fields(s))
+    except _BadSyntax:
+        itm = _decode_iso_interval(s)  # PostgreSQL tries ISO 8601 only after this fails
+    months = itm.year * 12 + itm.mon
+    if not _INT32_MIN <= months <= _INT32_MAX:
+        raise DatetimeFieldOverflow("interval out of range")
+    return Interval(months, itm.mday, itm.usec)
 
 
 def _interval_in(v: Any) -> Interval:
@@ -1732,6 +1961,7 @@ _TEXT_DECODERS: dict[str, _DecFactory] = {
 }
 
 
+@lru_cache(maxsize=4096)
 def text_decoder(ct: ColumnType, *, session: SessionFormat = DEFAULT_SESSION) -> Decoder:
     """A function parsing a parameter in text format (str or UTF-8 bytes) into the
     Python representation, raising PostgreSQL's errors for bad input. `session`
@@ -1904,6 +2134,7 @@ _BIN_DECODERS: dict[str, _DecFactory] = {
 }
 
 
+@lru_cache(maxsize=4096)
 def binary_decoder(ct: ColumnType, *, session: SessionFormat = DEFAULT_SESSION) -> Decoder:
     """A function parsing a parameter in binary format (bytes) into the Python
     representation, validating it like PostgreSQL's receive functions."""

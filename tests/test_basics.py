@@ -118,3 +118,19 @@ def test_copy_in_and_out(conn: psycopg.Connection, table_name: str) -> None:
         for chunk in cp:
             out += chunk
     assert bytes(out) == b"1\ta\\tb\t2024-01-02\n2\t\\N\t\\N\n"
+
+
+def test_indexes(conn: psycopg.Connection, table_name: str) -> None:
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (a int, b text)")
+    conn.execute(f"INSERT INTO {t} VALUES (1, 'x'), (2, 'x')")
+    conn.execute(f"CREATE INDEX {t}_b ON {t} (b)")
+    with pytest.raises(errors.UniqueViolation):
+        conn.execute(f"CREATE UNIQUE INDEX {t}_bu ON {t} (b)")
+    conn.execute(f"CREATE UNIQUE INDEX {t}_au ON {t} (a)")
+    with pytest.raises(errors.UniqueViolation):
+        conn.execute(f"INSERT INTO {t} VALUES (1, 'y')")
+    conn.execute(f"DROP INDEX {t}_au")
+    conn.execute(f"INSERT INTO {t} VALUES (1, 'y')")
+    conn.execute(f"DROP INDEX {t}_b")
+    assert conn.execute(f"SELECT count(*) FROM {t}").fetchone() == (3,)
