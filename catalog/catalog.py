@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from headwater.catalog.objects import CatalogObject, Relation, Schema, Table, View
+
 from headwater.errors import (
     DuplicateSchema,
     DuplicateTable,
@@ -51,9 +52,7 @@ class Catalog:
                 return rel
         return None
 
-    def get_relation(
-        self, schema: str | None, name: str, search_path: tuple[str, ...]
-    ) -> Relation:
+    def get_relation(self, schema: str | None, name: str, search_path: tuple[str, ...]) -> Relation:
         rel = self.resolve(schema, name, search_path)
         if rel is None:
             if schema is not None and schema not in self.schemas:

@@ -125,8 +125,21 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
     if kind == "view":
         return View(d["oid"], d["schema"], d["name"], cols, d["definition"])
     if kind == "index":
-        return Index(d["oid"], d["schema"], d["name"], cols, d["table_oid"], tuple(d["keys"]), d["unique"])
+        return Index(
+            d["oid"], d["schema"], d["name"], cols, d["table_oid"], tuple(d["keys"]), d["unique"]
+        )
     raise ValueError(f"unknown catalog object kind {kind!r}")
 
 
-__all__ = ["Column", "Index", "Key", "Schema", "Relation", "Table", "View", "to_json", "from_json", "replace"]
+__all__ = [
+    "Column",
+    "Index",
+    "Key",
+    "Schema",
+    "Relation",
+    "Table",
+    "View",
+    "to_json",
+    "from_json",
+    "replace",
+]

@@ -60,8 +60,29 @@ UUID = _t("uuid", 2950, 16, 2951, "uuid", "U")
 JSONB = _t("jsonb", 3802, -1, 3807, "jsonb", "U")
 
 ALL_TYPES: tuple[PgType, ...] = (
-    BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID, JSON, FLOAT4, FLOAT8, UNKNOWN,
-    BPCHAR, VARCHAR, DATE, TIME, TIMESTAMP, TIMESTAMPTZ, INTERVAL, NUMERIC, UUID, JSONB,
+    BOOL,
+    BYTEA,
+    CHAR,
+    NAME,
+    INT8,
+    INT2,
+    INT4,
+    TEXT,
+    OID,
+    JSON,
+    FLOAT4,
+    FLOAT8,
+    UNKNOWN,
+    BPCHAR,
+    VARCHAR,
+    DATE,
+    TIME,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+    INTERVAL,
+    NUMERIC,
+    UUID,
+    JSONB,
 )
 BY_OID: dict[int, PgType] = {t.oid: t for t in ALL_TYPES}
 BY_NAME: dict[str, PgType] = {t.name: t for t in ALL_TYPES}
@@ -70,11 +91,23 @@ BY_NAME: dict[str, PgType] = {t.name: t for t in ALL_TYPES}
 # after the grammar's normalisation, e.g. "integer" arrives as int4).
 _ALIASES: dict[str, PgType] = {
     **BY_NAME,
-    "integer": INT4, "int": INT4, "smallint": INT2, "bigint": INT8,
-    "boolean": BOOL, "real": FLOAT4, "float": FLOAT8, "double precision": FLOAT8,
-    "decimal": NUMERIC, "character varying": VARCHAR, "character": BPCHAR,
-    "string": TEXT, "serial": INT4, "bigserial": INT8, "smallserial": INT2,
-    "timestamp without time zone": TIMESTAMP, "timestamp with time zone": TIMESTAMPTZ,
+    "integer": INT4,
+    "int": INT4,
+    "smallint": INT2,
+    "bigint": INT8,
+    "boolean": BOOL,
+    "real": FLOAT4,
+    "float": FLOAT8,
+    "double precision": FLOAT8,
+    "decimal": NUMERIC,
+    "character varying": VARCHAR,
+    "character": BPCHAR,
+    "string": TEXT,
+    "serial": INT4,
+    "bigserial": INT8,
+    "smallserial": INT2,
+    "timestamp without time zone": TIMESTAMP,
+    "timestamp with time zone": TIMESTAMPTZ,
     "time without time zone": TIME,
 }
 
@@ -126,12 +159,28 @@ def numeric_typmod(precision: int, scale: int) -> int:
 
 
 _DUCKDB_SIMPLE: dict[str, str] = {
-    "bool": "BOOLEAN", "int2": "SMALLINT", "int4": "INTEGER", "int8": "BIGINT",
-    "float4": "REAL", "float8": "DOUBLE", "text": "VARCHAR", "varchar": "VARCHAR",
-    "bpchar": "VARCHAR", "name": "VARCHAR", "char": "VARCHAR", "bytea": "BLOB",
-    "date": "DATE", "time": "TIME", "timestamp": "TIMESTAMP",
-    "timestamptz": "TIMESTAMPTZ", "interval": "INTERVAL", "uuid": "UUID",
-    "json": "JSON", "jsonb": "JSON", "oid": "UINTEGER", "unknown": "VARCHAR",
+    "bool": "BOOLEAN",
+    "int2": "SMALLINT",
+    "int4": "INTEGER",
+    "int8": "BIGINT",
+    "float4": "REAL",
+    "float8": "DOUBLE",
+    "text": "VARCHAR",
+    "varchar": "VARCHAR",
+    "bpchar": "VARCHAR",
+    "name": "VARCHAR",
+    "char": "VARCHAR",
+    "bytea": "BLOB",
+    "date": "DATE",
+    "time": "TIME",
+    "timestamp": "TIMESTAMP",
+    "timestamptz": "TIMESTAMPTZ",
+    "interval": "INTERVAL",
+    "uuid": "UUID",
+    "json": "JSON",
+    "jsonb": "JSON",
+    "oid": "UINTEGER",
+    "unknown": "VARCHAR",
 }
 
 
@@ -169,9 +218,7 @@ def resolve_type_name(names: list[str], mods: list[int], array_bounds: int = 0) 
         precision = mods[0]
         scale = mods[1] if len(mods) > 1 else 0
         if not 1 <= precision <= 1000:
-            raise FeatureNotSupported(
-                f"NUMERIC precision {precision} must be between 1 and 1000"
-            )
+            raise FeatureNotSupported(f"NUMERIC precision {precision} must be between 1 and 1000")
         if precision > DUCKDB_MAX_PRECISION:
             raise FeatureNotSupported(
                 f"numeric({precision},{scale}): precision above {DUCKDB_MAX_PRECISION} "
@@ -197,14 +244,34 @@ def from_duckdb(dtype: str) -> ColumnType:
         return ColumnType(NUMERIC, numeric_typmod(p, s))
     base = d.split("(")[0]
     mapping = {
-        "BOOLEAN": BOOL, "TINYINT": INT2, "SMALLINT": INT2, "INTEGER": INT4,
-        "BIGINT": INT8, "HUGEINT": NUMERIC, "UTINYINT": INT2, "USMALLINT": INT4,
-        "UINTEGER": INT8, "UBIGINT": NUMERIC, "UHUGEINT": NUMERIC,
-        "FLOAT": FLOAT4, "REAL": FLOAT4, "DOUBLE": FLOAT8,
-        "VARCHAR": TEXT, "BLOB": BYTEA, "DATE": DATE, "TIME": TIME,
-        "TIMESTAMP": TIMESTAMP, "TIMESTAMP WITH TIME ZONE": TIMESTAMPTZ,
-        "TIMESTAMP_S": TIMESTAMP, "TIMESTAMP_MS": TIMESTAMP, "TIMESTAMP_NS": TIMESTAMP,
-        "INTERVAL": INTERVAL, "UUID": UUID, "JSON": JSONB, '"NULL"': TEXT, "NULL": TEXT,
+        "BOOLEAN": BOOL,
+        "TINYINT": INT2,
+        "SMALLINT": INT2,
+        "INTEGER": INT4,
+        "BIGINT": INT8,
+        "HUGEINT": NUMERIC,
+        "UTINYINT": INT2,
+        "USMALLINT": INT4,
+        "UINTEGER": INT8,
+        "UBIGINT": NUMERIC,
+        "UHUGEINT": NUMERIC,
+        "FLOAT": FLOAT4,
+        "REAL": FLOAT4,
+        "DOUBLE": FLOAT8,
+        "VARCHAR": TEXT,
+        "BLOB": BYTEA,
+        "DATE": DATE,
+        "TIME": TIME,
+        "TIMESTAMP": TIMESTAMP,
+        "TIMESTAMP WITH TIME ZONE": TIMESTAMPTZ,
+        "TIMESTAMP_S": TIMESTAMP,
+        "TIMESTAMP_MS": TIMESTAMP,
+        "TIMESTAMP_NS": TIMESTAMP,
+        "INTERVAL": INTERVAL,
+        "UUID": UUID,
+        "JSON": JSONB,
+        '"NULL"': TEXT,
+        "NULL": TEXT,
     }
     pg = mapping.get(base)
     if pg is None:

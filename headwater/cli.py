@@ -21,7 +21,9 @@ Connect with any PostgreSQL client once the server is up, for example:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="headwater", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="headwater",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"headwater {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -31,10 +33,17 @@ def main(argv: list[str] | None = None) -> int:
         description="Start a Headwater server in the foreground (Ctrl-C stops it). "
         "Data is kept in --data-dir: tables survive restarts and crashes.",
     )
-    start.add_argument("--data-dir", type=Path, default=Path("data"),
-                       help="directory for the SlateDB store (default: ./data)")
-    start.add_argument("--host", default="127.0.0.1",
-                       help="address to listen on (default: 127.0.0.1, loopback only)")
+    start.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("data"),
+        help="directory for the SlateDB store (default: ./data)",
+    )
+    start.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, loopback only)",
+    )
     start.add_argument("--port", type=int, default=6544, help="TCP port (default: 6544)")
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
@@ -46,7 +55,6 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     from headwater.server.instance import Config
-    from headwater.server.server import Server
 
     config = Config(data_dir=args.data_dir, host=args.host, port=args.port)
     return asyncio.run(_serve(config))
@@ -59,11 +67,16 @@ async def _serve(config: object) -> int:
     try:
         await server.start()
     except OSError as e:
-        print(f"headwater: cannot listen on {config.host}:{config.port}: {e.strerror}. "  # type: ignore[attr-defined]
-              "Is another server running? Choose another --port.", file=sys.stderr)
+        print(
+            f"headwater: cannot listen on {config.host}:{config.port}: {e.strerror}. "  # type: ignore[attr-defined]
+            "Is another server running? Choose another --port.",
+            file=sys.stderr,
+        )
         return 1
-    print(f"headwater {__version__} ready: psql -h {config.host} -p {config.port} -U headwater",  # type: ignore[attr-defined]
-          flush=True)
+    print(
+        f"headwater {__version__} ready: psql -h {config.host} -p {config.port} -U headwater",  # type: ignore[attr-defined]
+        flush=True,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pglast.ast as A
-from pglast.enums import ConstrType
-
 from headwater.catalog.objects import Column, Key, Table
 from headwater.catalog.types import ColumnType, resolve_type_name
+from headwater.planner.relations import deparse
+from headwater.storage.replica import HIDDEN
+from pglast.enums import ConstrType
+
 from headwater.errors import (
     DuplicateColumn,
     DuplicateObject,
@@ -16,8 +18,6 @@ from headwater.errors import (
     InvalidColumnReference,
     UndefinedColumn,
 )
-from headwater.planner.relations import deparse
-from headwater.storage.replica import HIDDEN
 
 _IGNORED_CONSTRAINTS = {ConstrType.CONSTR_NULL}
 
@@ -41,7 +41,9 @@ def _key_name(table: str, cols: list[str], primary: bool) -> str:
 def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
     name = stmt.relation.relname
     if stmt.inhRelations or stmt.partspec or stmt.ofTypename:
-        raise FeatureNotSupported("table inheritance, partitioning and typed tables are not supported")
+        raise FeatureNotSupported(
+            "table inheritance, partitioning and typed tables are not supported"
+        )
     if stmt.relation.relpersistence == "t":
         raise FeatureNotSupported("temporary tables are not supported")
     columns: list[Column] = []
@@ -83,14 +85,18 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
                 elif kind in _IGNORED_CONSTRAINTS:
                     pass
                 else:
-                    raise FeatureNotSupported(f"{_constraint_word(kind)} constraints are not supported")
+                    raise FeatureNotSupported(
+                        f"{_constraint_word(kind)} constraints are not supported"
+                    )
             columns.append(Column(cname, ctype, nn, default))
         elif isinstance(elt, A.Constraint):
             cols = [k.sval for k in elt.keys or ()]
             if elt.contype in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE):
                 add_key(cols, elt.contype == ConstrType.CONSTR_PRIMARY, elt.conname)
             else:
-                raise FeatureNotSupported(f"{_constraint_word(elt.contype)} constraints are not supported")
+                raise FeatureNotSupported(
+                    f"{_constraint_word(elt.contype)} constraints are not supported"
+                )
         else:
             raise FeatureNotSupported(f"{type(elt).__name__} in CREATE TABLE is not supported")
     names = {c.name for c in columns}
@@ -99,15 +105,15 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
             if c not in names:
                 raise UndefinedColumn(f'column "{c}" named in key does not exist')
         if len(set(k.columns)) != len(k.columns):
-            raise InvalidColumnReference(f"column appears twice in {'primary key' if k.primary else 'unique'} constraint")
+            raise InvalidColumnReference(
+                f"column appears twice in {'primary key' if k.primary else 'unique'} constraint"
+            )
     seen: set[str] = set()
     for k in keys:
         if k.name in seen:
             raise DuplicateObject(f'relation "{k.name}" already exists')
         seen.add(k.name)
-    columns = [
-        Column(c.name, c.type, c.not_null or c.name in not_null, c.default) for c in columns
-    ]
+    columns = [Column(c.name, c.type, c.not_null or c.name in not_null, c.default) for c in columns]
     return Table(oid, schema, name, tuple(columns), tuple(keys))
 
 

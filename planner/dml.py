@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pglast.ast as A
-from pglast import parse_sql
-
 from headwater.catalog.objects import Column, Table
-from headwater.errors import FeatureNotSupported, SQLError, UndefinedColumn
 from headwater.planner.relations import Binder
 from headwater.storage.changelog import RID
 from headwater.storage.replica import CURRENT, physical, quote
+from pglast import parse_sql
+
+from headwater.errors import FeatureNotSupported, SQLError, UndefinedColumn
 
 
 def _col_name(i: int) -> str:
@@ -44,7 +44,9 @@ def target_columns(table: Table, cols: Any) -> list[Column]:
     out: list[Column] = []
     for rt in cols:
         if rt.indirection:
-            raise FeatureNotSupported("assigning to a field or subscript of a column is not supported")
+            raise FeatureNotSupported(
+                "assigning to a field or subscript of a column is not supported"
+            )
         c = table.column(rt.name)
         if c is None:
             raise UndefinedColumn(f'column "{rt.name}" of relation "{table.name}" does not exist')
@@ -75,7 +77,11 @@ def insert_rows_sql(stmt: A.InsertStmt, table: Table, binder: Binder) -> InsertP
                 raise SQLError("INSERT has more expressions than target columns", "42601")
             if len(row) < len(targets):
                 raise SQLError("INSERT has more target columns than expressions", "42601")
-            rows.append("(" + ", ".join(cast_sql(v, c, binder) for v, c in zip(row, targets, strict=True)) + ")")
+            rows.append(
+                "("
+                + ", ".join(cast_sql(v, c, binder) for v, c in zip(row, targets, strict=True))
+                + ")"
+            )
         names = ", ".join(_col_name(i) for i in range(len(targets)))
         source = f"(VALUES {', '.join(rows)}) AS _hw_src({names})"
         by_name = {c.name: f"_hw_src.{_col_name(i)}" for i, c in enumerate(targets)}
@@ -108,9 +114,7 @@ class Selection:
     alias: str
 
 
-def _from_and_where(
-    table: Table, alias: str, extra_from: Any, where: Any, binder: Binder
-) -> str:
+def _from_and_where(table: Table, alias: str, extra_from: Any, where: Any, binder: Binder) -> str:
     parts = [target_scan(table, alias)]
     for item in extra_from or ():
         parts.append(binder.to_sql(item))
@@ -128,7 +132,9 @@ def update_sql(stmt: A.UpdateStmt, table: Table, binder: Binder) -> Selection:
         if col is None:
             raise UndefinedColumn(f'column "{rt.name}" of relation "{table.name}" does not exist')
         if rt.indirection:
-            raise FeatureNotSupported("assigning to a field or subscript of a column is not supported")
+            raise FeatureNotSupported(
+                "assigning to a field or subscript of a column is not supported"
+            )
         val = rt.val
         if isinstance(val, A.MultiAssignRef):
             if not isinstance(val.source, A.RowExpr):

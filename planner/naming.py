@@ -13,10 +13,23 @@ from typing import Any
 import pglast.ast as A
 
 _TYPE_NAMES = {
-    "int4": "int4", "int8": "int8", "int2": "int2", "float8": "float8", "float4": "float4",
-    "bool": "bool", "varchar": "varchar", "bpchar": "bpchar", "numeric": "numeric",
-    "text": "text", "date": "date", "timestamp": "timestamp", "timestamptz": "timestamptz",
-    "interval": "interval", "bytea": "bytea", "jsonb": "jsonb", "json": "json",
+    "int4": "int4",
+    "int8": "int8",
+    "int2": "int2",
+    "float8": "float8",
+    "float4": "float4",
+    "bool": "bool",
+    "varchar": "varchar",
+    "bpchar": "bpchar",
+    "numeric": "numeric",
+    "text": "text",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamptz": "timestamptz",
+    "interval": "interval",
+    "bytea": "bytea",
+    "jsonb": "jsonb",
+    "json": "json",
 }
 
 
@@ -59,7 +72,9 @@ def pg_column_name(node: Any) -> str:
     if isinstance(node, A.RowExpr):
         return "row"
     if isinstance(node, A.SQLValueFunction):
-        return {0: "current_date", 1: "current_time", 3: "current_timestamp"}.get(node.op, "?column?")
+        return {0: "current_date", 1: "current_time", 3: "current_timestamp"}.get(
+            node.op, "?column?"
+        )
     return "?column?"
 
 

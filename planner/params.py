@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import pglast.ast as A
-
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Relation
 from headwater.catalog.types import INT8, TEXT, ColumnType
-from headwater.errors import SQLError
 from headwater.planner.ddl import type_of
+
+from headwater.errors import SQLError
 
 
 def _param(node: Any) -> int | None:

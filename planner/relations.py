@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pglast.ast as A
+from headwater.catalog.catalog import Catalog
+from headwater.catalog.objects import Relation, Table, View
+from headwater.storage.replica import quote
 from pglast import parse_sql
 from pglast.stream import RawStream
 
-from headwater.catalog.catalog import Catalog
-from headwater.catalog.objects import Relation, Table, View
 from headwater.errors import FeatureNotSupported, SQLError, UndefinedTable
-from headwater.storage.replica import quote
 
 SYSTEM_SCHEMA_HINT = "system catalogs are not queryable yet"
 
@@ -133,7 +133,9 @@ class Binder:
 
     def view_sql(self, view: View) -> str:
         if self._view_depth > 32:
-            raise SQLError(f'infinite recursion detected in rules for relation "{view.name}"', "42P17")
+            raise SQLError(
+                f'infinite recursion detected in rules for relation "{view.name}"', "42P17"
+            )
         stmt = parse_sql(view.definition)[0].stmt
         self._view_depth += 1
         try:

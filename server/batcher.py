@@ -22,22 +22,42 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pglast.ast as A
 import pyarrow as pa
-
+from headwater.catalog.constraints import not_null_violation, unique_violation
 from headwater.catalog.objects import Column, Table
 from headwater.catalog.types import (
-    BOOL, BYTEA, DATE, FLOAT4, FLOAT8, INT2, INT4, INT8, INTERVAL, NUMERIC, TIMESTAMP,
-    TIMESTAMPTZ, ColumnType,
+    BOOL,
+    BYTEA,
+    DATE,
+    FLOAT4,
+    FLOAT8,
+    INT2,
+    INT4,
+    INT8,
+    INTERVAL,
+    NUMERIC,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+    ColumnType,
 )
-from headwater.errors import NotNullViolation, NumericOutOfRange, SQLError, StringTooLong, UniqueViolation
 from headwater.server.values import SessionFormat, text_decoder
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, Replica, quote
 
+from headwater.errors import (
+    NumericOutOfRange,
+    SQLError,
+    StringTooLong,
+)
+
 if TYPE_CHECKING:
     from headwater.server.instance import Instance
 
-_INT_RANGES = {INT2: (-(2**15), 2**15 - 1), INT4: (-(2**31), 2**31 - 1), INT8: (-(2**63), 2**63 - 1)}
+_INT_RANGES = {
+    INT2: (-(2**15), 2**15 - 1),
+    INT4: (-(2**31), 2**31 - 1),
+    INT8: (-(2**63), 2**63 - 1),
+}
 _INT_NAMES = {INT2: "smallint", INT4: "integer", INT8: "bigint"}
 
 
@@ -47,10 +67,17 @@ def arrow_type(ct: ColumnType) -> pa.DataType:
         p, s = ct.precision_scale or (38, 16)
         return pa.decimal128(p, s)
     return {
-        BOOL: pa.bool_(), INT2: pa.int16(), INT4: pa.int32(), INT8: pa.int64(),
-        FLOAT4: pa.float32(), FLOAT8: pa.float64(), DATE: pa.date32(),
-        TIMESTAMP: pa.timestamp("us"), TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
-        INTERVAL: pa.month_day_nano_interval(), BYTEA: pa.binary(),
+        BOOL: pa.bool_(),
+        INT2: pa.int16(),
+        INT4: pa.int32(),
+        INT8: pa.int64(),
+        FLOAT4: pa.float32(),
+        FLOAT8: pa.float64(),
+        DATE: pa.date32(),
+        TIMESTAMP: pa.timestamp("us"),
+        TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+        INTERVAL: pa.month_day_nano_interval(),
+        BYTEA: pa.binary(),
     }.get(pg, pa.string())
 
 
@@ -69,7 +96,11 @@ def _coerce(value: Any, col: Column, fmt: SessionFormat) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
             raise _NotFast
         if not isinstance(value, int):
-            value = int(decimal.Decimal(value).to_integral_value(decimal.ROUND_HALF_EVEN if isinstance(value, float) else decimal.ROUND_HALF_UP))
+            value = int(
+                decimal.Decimal(value).to_integral_value(
+                    decimal.ROUND_HALF_EVEN if isinstance(value, float) else decimal.ROUND_HALF_UP
+                )
+            )
         lo, hi = _INT_RANGES[pg]
         if not lo <= value <= hi:
             raise NumericOutOfRange(f"{_INT_NAMES[pg]} out of range")
@@ -147,12 +178,18 @@ def _constant(node: Any, params: list[Any]) -> Any:
     raise _NotFast
 
 
-def fast_rows(stmt: A.InsertStmt, table: Table, params: list[Any], fmt: SessionFormat) -> list[tuple[Any, ...]] | None:
+def fast_rows(
+    stmt: A.InsertStmt, table: Table, params: list[Any], fmt: SessionFormat
+) -> list[tuple[Any, ...]] | None:
     """The rows an INSERT ... VALUES adds, if all of them are constants; else None."""
     src = stmt.selectStmt
     if (
-        stmt.onConflictClause is not None or stmt.returningClause is not None or stmt.withClause is not None
-        or not isinstance(src, A.SelectStmt) or not src.valuesLists or src.withClause is not None
+        stmt.onConflictClause is not None
+        or stmt.returningClause is not None
+        or stmt.withClause is not None
+        or not isinstance(src, A.SelectStmt)
+        or not src.valuesLists
+        or src.withClause is not None
     ):
         return None
     if stmt.cols:
@@ -180,11 +217,7 @@ def fast_rows(stmt: A.InsertStmt, table: Table, params: list[Any], fmt: SessionF
                 row[position[col.name]] = _coerce(_constant(node, params), col, fmt)
             for i, col in enumerate(table.columns):
                 if col.not_null and row[i] is None:
-                    raise NotNullViolation(
-                        f'null value in column "{col.name}" of relation "{table.name}" violates not-null constraint',
-                        detail="Failing row contains ("
-                        + ", ".join("null" if v is None else str(v) for v in row) + ").",
-                    )
+                    raise not_null_violation(table, col.name, row)
             rows.append(tuple(row))
     except (_NotFast, IndexError):
         return None
@@ -195,7 +228,9 @@ def fast_rows(stmt: A.InsertStmt, table: Table, params: list[Any], fmt: SessionF
 class _Pending:
     table: Table
     rows: list[tuple[Any, ...]]
-    done: asyncio.Future[int] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    done: asyncio.Future[int] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 class InsertBatcher:
@@ -250,7 +285,11 @@ class InsertBatcher:
                     continue
                 epoch = committer.begin_stamp()
                 changes, failures = self._stage(batch, epoch)
-                durable = committer.end_stamp(epoch, changes) if changes else committer.end_stamp(epoch, None)
+                durable = (
+                    committer.end_stamp(epoch, changes)
+                    if changes
+                    else committer.end_stamp(epoch, None)
+                )
             for p in batch:
                 if id(p) in failures:
                     p.done.set_exception(failures[id(p)])
@@ -259,7 +298,9 @@ class InsertBatcher:
                 asyncio.get_running_loop().create_task(self._acknowledge(ok, durable, epoch))
 
     @staticmethod
-    async def _acknowledge(batch: list[_Pending], durable: asyncio.Future[None], epoch: int) -> None:
+    async def _acknowledge(
+        batch: list[_Pending], durable: asyncio.Future[None], epoch: int
+    ) -> None:
         try:
             await durable
         except Exception as e:
@@ -283,7 +324,9 @@ class InsertBatcher:
                 continue
             for key in table.keys:
                 cols = ", ".join(quote(c) for c in key.columns)
-                rows = cur.execute(f"SELECT {cols} FROM {Replica.scan(table, CURRENT)} AS t").fetchall()
+                rows = cur.execute(
+                    f"SELECT {cols} FROM {Replica.scan(table, CURRENT)} AS t"
+                ).fetchall()
                 self._keys[(oid, key.name)] = {tuple(r) for r in rows if None not in r}
 
     def observe(self, changes: dict[int, pa.Table]) -> None:
@@ -316,7 +359,9 @@ class InsertBatcher:
             del self._keys[k]
 
     # -- staging and applying -------------------------------------------------------------
-    def _stage(self, batch: list[_Pending], epoch: int) -> tuple[dict[int, pa.Table], dict[int, SQLError]]:
+    def _stage(
+        self, batch: list[_Pending], epoch: int
+    ) -> tuple[dict[int, pa.Table], dict[int, SQLError]]:
         failures: dict[int, SQLError] = {}
         changes: dict[int, pa.Table] = {}
         by_table: dict[int, list[_Pending]] = defaultdict(list)
@@ -326,7 +371,9 @@ class InsertBatcher:
             table = self.instance.table(oid)
             if table is None or table != pendings[0].table:
                 for p in pendings:  # dropped or altered since the statement was planned
-                    failures[id(p)] = SQLError(f'relation "{p.table.name}" changed during the statement; retry', "40001")
+                    failures[id(p)] = SQLError(
+                        f'relation "{p.table.name}" changed during the statement; retry', "40001"
+                    )
                 continue
             pendings = self._check_keys(table, pendings, failures)
             rows = [r for p in pendings for r in p.rows]
@@ -342,12 +389,17 @@ class InsertBatcher:
             changes[oid] = new.append_column(WEIGHT, pa.array([1] * len(rows), pa.int64()))
         return changes, failures
 
-    def _check_keys(self, table: Table, pendings: list[_Pending], failures: dict[int, SQLError]) -> list[_Pending]:
+    def _check_keys(
+        self, table: Table, pendings: list[_Pending], failures: dict[int, SQLError]
+    ) -> list[_Pending]:
         """Keep the statements whose keys collide neither with the table nor each other."""
         if not table.keys:
             return pendings
         index = {c.name: i for i, c in enumerate(table.columns)}
-        sets = [(key, self._keys[(table.oid, key.name)], [index[c] for c in key.columns]) for key in table.keys]
+        sets = [
+            (key, self._keys[(table.oid, key.name)], [index[c] for c in key.columns])
+            for key in table.keys
+        ]
         kept = []
         for p in pendings:
             added: list[tuple[set[tuple[Any, ...]], tuple[Any, ...]]] = []
@@ -357,7 +409,7 @@ class InsertBatcher:
                 if dup is None and len(set(keys)) != len(keys):
                     dup = next(k for k in keys if keys.count(k) > 1)
                 if dup is not None:
-                    failures[id(p)] = _unique_error(key, dup)
+                    failures[id(p)] = unique_violation(key, dup)
                     for s_, k in added:  # undo what the statement's other keys claimed
                         s_.discard(k)
                     break
@@ -400,10 +452,3 @@ class InsertBatcher:
     def discard_unapplied(self) -> None:
         with self._staged_lock:
             self._unapplied = []
-
-
-def _unique_error(key: Any, values: tuple[Any, ...]) -> SQLError:
-    return UniqueViolation(
-        f'duplicate key value violates unique constraint "{key.name}"',
-        detail=f"Key ({', '.join(key.columns)})=({', '.join(str(v) for v in values)}) already exists.",
-    )

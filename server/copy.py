@@ -38,9 +38,17 @@ def copy_options(stmt: A.CopyStmt) -> CopyOptions:
     explicit_delim = explicit_null = False
     for o in stmt.options or ():
         name = o.defname.lower()
-        val = o.arg.sval if isinstance(o.arg, A.String) else (
-            str(o.arg.ival) if isinstance(o.arg, A.Integer) else (
-                ("true" if o.arg.boolval else "false") if isinstance(o.arg, A.Boolean) else None))
+        val = (
+            o.arg.sval
+            if isinstance(o.arg, A.String)
+            else (
+                str(o.arg.ival)
+                if isinstance(o.arg, A.Integer)
+                else (
+                    ("true" if o.arg.boolval else "false") if isinstance(o.arg, A.Boolean) else None
+                )
+            )
+        )
         if name == "format":
             if val not in ("text", "csv"):
                 raise FeatureNotSupported(f'COPY format "{val}" is not supported')
@@ -88,44 +96,58 @@ def parse_copy(data: bytes, ncols: int, names: list[str], opts: CopyOptions) -> 
     if not data.strip():
         return pa.table({n: pa.array([], pa.string()) for n in names})
     if opts.csv:
-        parse = pacsv.ParseOptions(delimiter=opts.delimiter, quote_char=opts.quote,
-                                   double_quote=opts.escape == opts.quote,
-                                   escape_char=False if opts.escape == opts.quote else opts.escape,
-                                   newlines_in_values=True)
+        parse = pacsv.ParseOptions(
+            delimiter=opts.delimiter,
+            quote_char=opts.quote,
+            double_quote=opts.escape == opts.quote,
+            escape_char=False if opts.escape == opts.quote else opts.escape,
+            newlines_in_values=True,
+        )
         conv = pacsv.ConvertOptions(
-            column_types={n: pa.string() for n in names}, null_values=[opts.null],
-            strings_can_be_null=True, quoted_strings_can_be_null=False,
+            column_types={n: pa.string() for n in names},
+            null_values=[opts.null],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
         )
     else:
         parse = pacsv.ParseOptions(delimiter=opts.delimiter, quote_char=False, escape_char=False)
         conv = pacsv.ConvertOptions(
-            column_types={n: pa.string() for n in names}, null_values=[opts.null],
+            column_types={n: pa.string() for n in names},
+            null_values=[opts.null],
             strings_can_be_null=True,
         )
-    read = pacsv.ReadOptions(column_names=names, skip_rows=1 if opts.header else 0,
-                             block_size=16 << 20)
+    read = pacsv.ReadOptions(
+        column_names=names, skip_rows=1 if opts.header else 0, block_size=16 << 20
+    )
     try:
-        table = pacsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse,
-                               convert_options=conv)
+        table = pacsv.read_csv(
+            io.BytesIO(data), read_options=read, parse_options=parse, convert_options=conv
+        )
     except pa.ArrowInvalid as e:
         text = str(e)
         if "Expected" in text and "columns" in text:
             m = re.search(r"Expected (\d+) columns, got (\d+)", text)
             got = int(m.group(2)) if m else 0
-            what = "extra data after last expected column" if got > ncols else "missing data for column"
+            what = (
+                "extra data after last expected column"
+                if got > ncols
+                else "missing data for column"
+            )
             raise SQLError(what, "22P04") from None
         raise SQLError(f"invalid COPY data: {text}", "22P04") from None
     if not opts.csv and b"\\" in data:
         cols = []
         for col in table.columns:
-            vals = [None if v is None else (_unescape(v) if "\\" in v else v) for v in col.to_pylist()]
+            vals = [
+                None if v is None else (_unescape(v) if "\\" in v else v) for v in col.to_pylist()
+            ]
             cols.append(pa.array(vals, pa.string()))
         table = pa.table(cols, names=names)
     return table
 
 
 def _text_field(v: str) -> str:
-    return (v.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r"))
+    return v.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def _csv_field(v: str, opts: CopyOptions) -> str:

@@ -19,24 +19,9 @@ import duckdb
 import pglast.ast as A
 import pyarrow as pa
 import pyarrow.compute as pc
-from pglast.enums import ObjectType, OnConflictAction, TransactionStmtKind, VariableSetKind
-
+from headwater.catalog.constraints import not_null_violation, unique_violation
 from headwater.catalog.objects import Column, Index, Key, Relation, Table, View, replace
 from headwater.catalog.types import BPCHAR, NUMERIC, TEXT, VARCHAR, ColumnType, from_duckdb
-from headwater.errors import (
-    ActiveTransaction,
-    DependentObjects,
-    FeatureNotSupported,
-    InFailedTransaction,
-    LockNotAvailable,
-    NotNullViolation,
-    NoActiveTransaction,
-    SQLError,
-    StringTooLong,
-    UndefinedTable,
-    UniqueViolation,
-    WrongObjectType,
-)
 from headwater.planner import ddl, dml
 from headwater.planner.naming import name_targets
 from headwater.planner.relations import Binder, deparse
@@ -46,6 +31,19 @@ from headwater.server.values import SessionFormat
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, PENDING, Replica, quote, visible_at
+from pglast.enums import ObjectType, OnConflictAction, TransactionStmtKind, VariableSetKind
+
+from headwater.errors import (
+    DependentObjects,
+    FeatureNotSupported,
+    InFailedTransaction,
+    LockNotAvailable,
+    SQLError,
+    StringTooLong,
+    UndefinedTable,
+    UniqueViolation,
+    WrongObjectType,
+)
 
 UNCONSTRAINED_NUMERIC = "DECIMAL(38,16)"
 # DuckDB warns that DB-API results copy once more into Arrow; results are small
@@ -82,11 +80,16 @@ def _arrow_to_duck(t: pa.DataType) -> str:
     if pa.types.is_decimal(t):
         return f"DECIMAL({t.precision},{t.scale})"
     mapping = [
-        (pa.types.is_boolean, "BOOLEAN"), (pa.types.is_int8, "TINYINT"),
-        (pa.types.is_int16, "SMALLINT"), (pa.types.is_int32, "INTEGER"),
-        (pa.types.is_int64, "BIGINT"), (pa.types.is_float32, "FLOAT"),
-        (pa.types.is_float64, "DOUBLE"), (pa.types.is_date32, "DATE"),
-        (pa.types.is_time, "TIME"), (pa.types.is_binary, "BLOB"),
+        (pa.types.is_boolean, "BOOLEAN"),
+        (pa.types.is_int8, "TINYINT"),
+        (pa.types.is_int16, "SMALLINT"),
+        (pa.types.is_int32, "INTEGER"),
+        (pa.types.is_int64, "BIGINT"),
+        (pa.types.is_float32, "FLOAT"),
+        (pa.types.is_float64, "DOUBLE"),
+        (pa.types.is_date32, "DATE"),
+        (pa.types.is_time, "TIME"),
+        (pa.types.is_binary, "BLOB"),
         (pa.types.is_large_binary, "BLOB"),
     ]
     if pa.types.is_timestamp(t):
@@ -105,7 +108,9 @@ def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
     return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
 
 
-def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> tuple[pa.Table, list[str]]:
+def _fetch(
+    cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
+) -> tuple[pa.Table, list[str]]:
     try:
         rel = cur.execute(sql, params or None)
         types = [str(d[1]) for d in rel.description] if rel.description else []
@@ -152,11 +157,21 @@ class Executor:
     async def _dispatch(self, stmt: Any, params: list[Any]) -> Result:
         if isinstance(stmt, A.SelectStmt):
             if stmt.intoClause:
-                raise FeatureNotSupported("SELECT INTO is not supported; use CREATE TABLE and INSERT")
+                raise FeatureNotSupported(
+                    "SELECT INTO is not supported; use CREATE TABLE and INSERT"
+                )
             return await self.select(stmt, params)
         if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
             return await self.write(stmt, params)
-        if isinstance(stmt, A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.TruncateStmt | A.IndexStmt):
+        if isinstance(
+            stmt,
+            A.CreateStmt
+            | A.ViewStmt
+            | A.CreateSchemaStmt
+            | A.DropStmt
+            | A.TruncateStmt
+            | A.IndexStmt,
+        ):
             return await self.write(stmt, params)
         if isinstance(stmt, A.VariableSetStmt):
             return self.set_var(stmt)
@@ -172,7 +187,9 @@ class Executor:
 
     def format(self) -> SessionFormat:
         v = self.s.settings.values
-        return SessionFormat(timezone=v["TimeZone"], extra_float_digits=int(v["extra_float_digits"]))
+        return SessionFormat(
+            timezone=v["TimeZone"], extra_float_digits=int(v["extra_float_digits"])
+        )
 
     # -- transactions ---------------------------------------------------------------
     async def transaction(self, stmt: A.TransactionStmt) -> Result:
@@ -214,7 +231,9 @@ class Executor:
         committer = self.instance.committer
         assert committer is not None
         try:
-            await asyncio.wait_for(committer.write_lock.acquire(), self.instance.config.write_lock_timeout)
+            await asyncio.wait_for(
+                committer.write_lock.acquire(), self.instance.config.write_lock_timeout
+            )
         except TimeoutError:
             raise LockNotAvailable(
                 "could not obtain the write lock: another transaction has been writing for "
@@ -233,8 +252,11 @@ class Executor:
             committer.write_lock.release()
             raise
         s.write = WriteTxn(
-            cur=cur, explicit=explicit, stamp=PENDING if explicit else epoch or 0,
-            epoch=epoch, catalog=self.instance.catalog.copy(),
+            cur=cur,
+            explicit=explicit,
+            stamp=PENDING if explicit else epoch or 0,
+            epoch=epoch,
+            catalog=self.instance.catalog.copy(),
         )
         return s.write
 
@@ -258,9 +280,13 @@ class Executor:
             await self._release(w)
             raise
         has_catalog = bool(w.catalog.changes)
-        fut = committer.end_stamp(
-            epoch, changes, w.catalog.changes if has_catalog else None, w.dropped_logs
-        ) if (changes or has_catalog) else committer.end_stamp(epoch, None)
+        fut = (
+            committer.end_stamp(
+                epoch, changes, w.catalog.changes if has_catalog else None, w.dropped_logs
+            )
+            if (changes or has_catalog)
+            else committer.end_stamp(epoch, None)
+        )
         if has_catalog:
             dropped = {oid for oid, obj in w.catalog.changes.items() if obj is None}
             self.instance.catalog = w.catalog
@@ -353,7 +379,9 @@ class Executor:
             return await self.describe_select(stmt, nparams)
         if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt) and returning_list(stmt):
             s = self.s
-            rel = s.catalog.get_relation(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+            rel = s.catalog.get_relation(
+                stmt.relation.schemaname, stmt.relation.relname, s.search_path()
+            )
             if not isinstance(rel, Table):
                 return None
             alias = stmt.relation.alias.aliasname if stmt.relation.alias else rel.name
@@ -373,10 +401,14 @@ class Executor:
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
-        table = s.catalog.get_relation(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+        table = s.catalog.get_relation(
+            stmt.relation.schemaname, stmt.relation.relname, s.search_path()
+        )
         if not isinstance(table, Table):
             raise WrongObjectType(f'cannot copy to {table.kind} "{table.name}"')
-        return dml.target_columns(table, [A.ResTarget(name=a.sval) for a in stmt.attlist] if stmt.attlist else None)
+        return dml.target_columns(
+            table, [A.ResTarget(name=a.sval) for a in stmt.attlist] if stmt.attlist else None
+        )
 
     async def copy_in(self, stmt: A.CopyStmt, cols: list[Column], data: pa.Table) -> Result:
         """COPY FROM STDIN: the strings in `data` become rows of the table."""
@@ -397,7 +429,9 @@ class Executor:
                 s.status = "E"
             raise
 
-    def _copy_blocking(self, w: WriteTxn, stmt: A.CopyStmt, cols: list[Column], data: pa.Table) -> Result:
+    def _copy_blocking(
+        self, w: WriteTxn, stmt: A.CopyStmt, cols: list[Column], data: pa.Table
+    ) -> Result:
         table = self._target(w, stmt.relation)
         binder = self._write_binder(w)
         given = {c.name for c in cols}
@@ -405,7 +439,11 @@ class Executor:
         w.cur.register(name, data)
         try:
             select = ", ".join(
-                (f"CAST({quote(c.name)} AS {c.type.duckdb()})" if c.name in given else dml.default_sql(c, binder))
+                (
+                    f"CAST({quote(c.name)} AS {c.type.duckdb()})"
+                    if c.name in given
+                    else dml.default_sql(c, binder)
+                )
                 + f" AS {quote(c.name)}"
                 for c in table.columns
             )
@@ -424,7 +462,10 @@ class Executor:
                 raise FeatureNotSupported("COPY (statement) TO supports SELECT only")
         else:
             targets = (
-                [A.ResTarget(val=A.ColumnRef(fields=(A.String(sval=a.sval),))) for a in stmt.attlist]
+                [
+                    A.ResTarget(val=A.ColumnRef(fields=(A.String(sval=a.sval),)))
+                    for a in stmt.attlist
+                ]
                 if stmt.attlist
                 else [A.ResTarget(val=A.ColumnRef(fields=(A.A_Star(),)))]
             )
@@ -435,7 +476,9 @@ class Executor:
     async def write(self, stmt: Any, params: list[Any]) -> Result:
         s = self.s
         if s.status == "I" and s.write is None and isinstance(stmt, A.InsertStmt):
-            rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+            rel = s.catalog.resolve(
+                stmt.relation.schemaname, stmt.relation.relname, s.search_path()
+            )
             if isinstance(rel, Table):
                 rows = fast_rows(stmt, rel, params, self.format())
                 if rows is not None:
@@ -507,7 +550,12 @@ class Executor:
         return self._returning(returning_list(stmt), new, alias, f"INSERT 0 {n}", params)
 
     def _on_conflict(
-        self, w: WriteTxn, table: Table, new: pa.Table, clause: A.OnConflictClause, alias: str,
+        self,
+        w: WriteTxn,
+        table: Table,
+        new: pa.Table,
+        clause: A.OnConflictClause,
+        alias: str,
         params: list[Any],
     ) -> tuple[pa.Table | None, pa.Table | None, pa.Table | None]:
         """Split proposed rows into inserts and (for DO UPDATE) updates of existing rows."""
@@ -515,21 +563,28 @@ class Executor:
         cols = list(key.columns)
         # Later duplicates of a key within the statement: DO NOTHING keeps the first.
         dup = _duplicate_mask(new, cols)
-        if clause.action == OnConflictAction.ONCONFLICT_UPDATE and dup is not None and pc.any(dup).as_py():
+        if (
+            clause.action == OnConflictAction.ONCONFLICT_UPDATE
+            and dup is not None
+            and pc.any(dup).as_py()
+        ):
             raise SQLError(
-                "ON CONFLICT DO UPDATE command cannot affect row a second time", "21000",
+                "ON CONFLICT DO UPDATE command cannot affect row a second time",
+                "21000",
                 hint="Ensure that no rows proposed for insertion within the same command "
                 "have duplicate constrained values.",
             )
         if dup is not None:
             new = new.filter(pc.invert(dup))
         name = "_hw_proposed"
-        w.cur.register(name, new.append_column("_hw_pos", pa.array(range(new.num_rows), pa.int64())))
+        w.cur.register(
+            name, new.append_column("_hw_pos", pa.array(range(new.num_rows), pa.int64()))
+        )
         try:
             on = " AND ".join(f"t.{quote(c)} = p.{quote(c)}" for c in cols)
+            existing = Replica.scan_with_rid(table)
             hits, _ = _fetch(
-                w.cur,
-                f"SELECT p._hw_pos, t.{RID} FROM {name} p JOIN {Replica.scan_with_rid(table)} t ON {on}",
+                w.cur, f"SELECT p._hw_pos, t.{RID} FROM {name} p JOIN {existing} t ON {on}"
             )
             hit_pos = hits.column(0)
             mask = pc.is_in(pa.array(range(new.num_rows), pa.int64()), value_set=hit_pos)
@@ -541,26 +596,35 @@ class Executor:
             for rt in clause.targetList:
                 col = table.column(rt.name)
                 if col is None:
-                    raise SQLError(f'column "{rt.name}" of relation "{table.name}" does not exist', "42703")
+                    raise SQLError(
+                        f'column "{rt.name}" of relation "{table.name}" does not exist', "42703"
+                    )
                 sets.append((col.name, dml.cast_sql(rt.val, col, binder)))
             assigned = dict(sets)
             a = quote(alias)
             new_exprs = ", ".join(
-                f"{assigned.get(c.name, f'{a}.{quote(c.name)}')} AS {quote(c.name)}" for c in table.columns
+                f"{assigned.get(c.name, f'{a}.{quote(c.name)}')} AS {quote(c.name)}"
+                for c in table.columns
             )
             old_exprs = ", ".join(f"{a}.{quote(c.name)}" for c in table.columns)
-            where = f" AND ({binder.to_sql(clause.whereClause)})" if clause.whereClause is not None else ""
+            where = (
+                f" AND ({binder.to_sql(clause.whereClause)})"
+                if clause.whereClause is not None
+                else ""
+            )
+            match = " AND ".join(f"{a}.{quote(c)} = excluded.{quote(c)}" for c in cols)
             sql = (
                 f"SELECT {a}.{RID}, {old_exprs}, {new_exprs} FROM {dml.target_scan(table, alias)} "
-                f"JOIN {name} AS excluded ON {' AND '.join(f'{a}.{quote(c)} = excluded.{quote(c)}' for c in cols)}"
-                f" WHERE true{where}"
+                f"JOIN {name} AS excluded ON {match} WHERE true{where}"
             )
             both, _ = _fetch(w.cur, sql, params)
         finally:
             w.cur.unregister(name)
         n = len(table.columns)
         old = _slice_cols(both, 0, n, table)
-        upd = pa.table([both.column(0)] + both.columns[1 + n :], names=[RID] + [c.name for c in table.columns])
+        upd = pa.table(
+            [both.column(0)] + both.columns[1 + n :], names=[RID] + [c.name for c in table.columns]
+        )
         return inserts, old, upd
 
     def _conflict_key(self, table: Table, clause: A.OnConflictClause) -> Any:
@@ -575,7 +639,8 @@ class Executor:
                 key = next((k for k in table.keys if k.name == infer.conname), None)
                 if key is None:
                     raise SQLError(
-                        f'constraint "{infer.conname}" for table "{table.name}" does not exist', "42704"
+                        f'constraint "{infer.conname}" for table "{table.name}" does not exist',
+                        "42704",
                     )
                 return key
             if not table.keys:
@@ -597,9 +662,13 @@ class Executor:
         both = _dedupe_rids(both)
         n = len(table.columns)
         old = _slice_cols(both, 0, n, table)
-        new = pa.table([both.column(0)] + both.columns[1 + n :], names=[RID] + [c.name for c in table.columns])
+        new = pa.table(
+            [both.column(0)] + both.columns[1 + n :], names=[RID] + [c.name for c in table.columns]
+        )
         self._apply(w, table, old, new)
-        return self._returning(returning_list(stmt), new, sel.alias, f"UPDATE {new.num_rows}", params)
+        return self._returning(
+            returning_list(stmt), new, sel.alias, f"UPDATE {new.num_rows}", params
+        )
 
     def _delete(self, w: WriteTxn, stmt: A.DeleteStmt, params: list[Any]) -> Result:
         table = self._target(w, stmt.relation)
@@ -608,7 +677,9 @@ class Executor:
         old = _dedupe_rids(old)
         old = old.rename_columns([RID] + [c.name for c in table.columns])
         self._apply(w, table, old, None)
-        return self._returning(returning_list(stmt), old, sel.alias, f"DELETE {old.num_rows}", params)
+        return self._returning(
+            returning_list(stmt), old, sel.alias, f"DELETE {old.num_rows}", params
+        )
 
     def _truncate(self, w: WriteTxn, stmt: A.TruncateStmt) -> Result:
         for rv in stmt.relations:
@@ -617,7 +688,9 @@ class Executor:
             self._apply(w, table, old, None)
         return Result("TRUNCATE TABLE")
 
-    def _returning(self, returning: Any, rows: pa.Table, alias: str, tag: str, params: list[Any]) -> Result:
+    def _returning(
+        self, returning: Any, rows: pa.Table, alias: str, tag: str, params: list[Any]
+    ) -> Result:
         if not returning:
             return Result(tag)
         name = "_hw_affected"
@@ -642,19 +715,20 @@ class Executor:
             Replica.insert_versions(cur, table, new, w.stamp)
         w.touched.add(table.oid)
         if old is not None and old.num_rows:
-            w.changes[table.oid].append(old.append_column(WEIGHT, pa.array([-1] * old.num_rows, pa.int64())))
+            w.changes[table.oid].append(
+                old.append_column(WEIGHT, pa.array([-1] * old.num_rows, pa.int64()))
+            )
         if new is not None and new.num_rows:
-            w.changes[table.oid].append(new.append_column(WEIGHT, pa.array([1] * new.num_rows, pa.int64())))
+            w.changes[table.oid].append(
+                new.append_column(WEIGHT, pa.array([1] * new.num_rows, pa.int64()))
+            )
 
     def _check(self, table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> pa.Table:
         for col in table.columns:
             arr = new.column(col.name)
             if col.not_null and arr.null_count:
-                row = new.filter(pc.is_null(arr)).slice(0, 1)
-                raise NotNullViolation(
-                    f'null value in column "{col.name}" of relation "{table.name}" violates not-null constraint',
-                    detail=f"Failing row contains ({_row_text(row, table)}).",
-                )
+                row = new.filter(pc.is_null(arr)).slice(0, 1).to_pylist()[0]
+                raise not_null_violation(table, col.name, [row[c.name] for c in table.columns])
             n = col.type.length
             if n is not None and col.type.pg in (VARCHAR, BPCHAR):
                 lengths = pc.utf8_length(arr)
@@ -664,21 +738,26 @@ class Executor:
             self._check_unique(table, key, new, cur)
         return new
 
-    def _check_unique(self, table: Table, key: Any, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> None:
+    def _check_unique(
+        self, table: Table, key: Any, new: pa.Table, cur: duckdb.DuckDBPyConnection
+    ) -> None:
         cols = list(key.columns)
         dup = _duplicate_mask(new, cols)
         if dup is not None and pc.any(dup).as_py():
             row = new.filter(dup).slice(0, 1)
-            raise _unique_error(table, key, row)
+            raise unique_violation(key, [row.to_pylist()[0][c] for c in key.columns])
         name = "_hw_check"
         cur.register(name, new.select(cols))
         try:
             on = " AND ".join(f"t.{quote(c)} = n.{quote(c)}" for c in cols)
-            hit, _ = _fetch(cur, f"SELECT n.* FROM {name} n JOIN {Replica.scan(table, CURRENT)} t ON {on} LIMIT 1")
+            hit, _ = _fetch(
+                cur,
+                f"SELECT n.* FROM {name} n JOIN {Replica.scan(table, CURRENT)} t ON {on} LIMIT 1",
+            )
         finally:
             cur.unregister(name)
         if hit.num_rows:
-            raise _unique_error(table, key, hit)
+            raise unique_violation(key, [hit.to_pylist()[0][c] for c in key.columns])
 
     # -- DDL ------------------------------------------------------------------------------
     def _ddl(self, w: WriteTxn, stmt: Any) -> Result:
@@ -688,7 +767,10 @@ class Executor:
             schema = cat.creation_schema(stmt.relation.schemaname, sp)
             if cat.resolve(schema, stmt.relation.relname, ()) is not None:
                 if stmt.if_not_exists:
-                    return Result("CREATE TABLE", notices=[f'relation "{stmt.relation.relname}" already exists, skipping'])
+                    return Result(
+                        "CREATE TABLE",
+                        notices=[f'relation "{stmt.relation.relname}" already exists, skipping'],
+                    )
             table = ddl.table_from_create(stmt, cat.next_oid, schema)
             cat.add_relation(table)
             cat.allocate_oid()
@@ -704,7 +786,10 @@ class Executor:
             if stmt.schemaElts:
                 raise FeatureNotSupported("CREATE SCHEMA with elements is not supported")
             if stmt.schemaname in cat.schemas and stmt.if_not_exists:
-                return Result("CREATE SCHEMA", notices=[f'schema "{stmt.schemaname}" already exists, skipping'])
+                return Result(
+                    "CREATE SCHEMA",
+                    notices=[f'schema "{stmt.schemaname}" already exists, skipping'],
+                )
             cat.add_schema(stmt.schemaname)
             return Result("CREATE SCHEMA")
         if isinstance(stmt, A.DropStmt):
@@ -761,7 +846,9 @@ class Executor:
         name = stmt.idxname or f"{table.name}_{'_'.join(cols)}_idx"
         if cat.resolve(table.schema, name, ()) is not None:
             if stmt.if_not_exists:
-                return Result("CREATE INDEX", notices=[f'relation "{name}" already exists, skipping'])
+                return Result(
+                    "CREATE INDEX", notices=[f'relation "{name}" already exists, skipping']
+                )
             raise SQLError(f'relation "{name}" already exists', "42P07")
         if stmt.unique:
             qcols = ", ".join(quote(c) for c in cols)
@@ -779,7 +866,9 @@ class Executor:
                 )
             table = replace(table, keys=table.keys + (Key(name, cols, False),))
             cat.replace_relation(table)
-        cat.add_relation(Index(cat.allocate_oid(), table.schema, name, (), table.oid, cols, bool(stmt.unique)))
+        cat.add_relation(
+            Index(cat.allocate_oid(), table.schema, name, (), table.oid, cols, bool(stmt.unique))
+        )
         return Result("CREATE INDEX")
 
     @property
@@ -823,7 +912,9 @@ class Executor:
                 if inside and not stmt.behavior:
                     raise DependentObjects(
                         f"cannot drop schema {name} because other objects depend on it",
-                        detail="\n".join(f"{r.kind} {name}.{r.name} depends on schema {name}" for r in inside),
+                        detail="\n".join(
+                            f"{r.kind} {name}.{r.name} depends on schema {name}" for r in inside
+                        ),
                         hint="Use DROP ... CASCADE to drop the dependent objects too.",
                     )
                 for r in inside:
@@ -833,7 +924,9 @@ class Executor:
         if stmt.removeType not in kinds:
             if stmt.removeType == ObjectType.OBJECT_MATVIEW:
                 raise FeatureNotSupported("materialized views are not available yet")
-            raise FeatureNotSupported(f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported")
+            raise FeatureNotSupported(
+                f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported"
+            )
         word, cls, tag = kinds[stmt.removeType]
         notices = []
         for obj in stmt.objects:
@@ -849,7 +942,8 @@ class Executor:
                 raise UndefinedTable(f'view "{name}" does not exist')
             if not isinstance(rel, cls):
                 raise WrongObjectType(
-                    f'"{name}" is not a {word}', hint=f"Use DROP {rel.kind.upper()} to remove a {rel.kind}."
+                    f'"{name}" is not a {word}',
+                    hint=f"Use DROP {rel.kind.upper()} to remove a {rel.kind}.",
                 )
             self._drop_relation(w, rel, cascade=bool(stmt.behavior))
         return Result(tag, notices=notices)
@@ -868,12 +962,16 @@ class Executor:
         for d in deps:
             self._drop_relation(w, d, cascade=True)
         if isinstance(rel, Table):  # its indexes go with it
-            for ix in [r for r in cat.relations.values() if isinstance(r, Index) and r.table_oid == rel.oid]:
+            for ix in [
+                r for r in cat.relations.values() if isinstance(r, Index) and r.table_oid == rel.oid
+            ]:
                 cat.drop_relation(ix)
         if isinstance(rel, Index):
             table = cat.by_oid(rel.table_oid)
             if isinstance(table, Table) and any(k.name == rel.name for k in table.keys):
-                cat.replace_relation(replace(table, keys=tuple(k for k in table.keys if k.name != rel.name)))
+                cat.replace_relation(
+                    replace(table, keys=tuple(k for k in table.keys if k.name != rel.name))
+                )
         cat.drop_relation(rel)
         self._view_deps.pop(rel.oid, None)
         if isinstance(rel, Table):
@@ -912,13 +1010,19 @@ class Executor:
             rows = [(k, v, "") for k, v in sorted(st.values.items())]
             text = ColumnType(TEXT)
             return Result(
-                f"SHOW", [Field("name", text), Field("setting", text), Field("description", text)], rows
+                "SHOW",
+                [Field("name", text), Field("setting", text), Field("description", text)],
+                rows,
             )
         from headwater.server.settings import canonical
 
         key = canonical(stmt.name)
         value = st.get(key)
-        return Result("SHOW", [Field(stmt.name if stmt.name != "timezone" else "TimeZone", ColumnType(TEXT))], [(value,)])
+        return Result(
+            "SHOW",
+            [Field(stmt.name if stmt.name != "timezone" else "TimeZone", ColumnType(TEXT))],
+            [(value,)],
+        )
 
 
 def returning_list(stmt: Any) -> Any:
@@ -980,21 +1084,6 @@ def _duplicate_mask(t: pa.Table, cols: list[str]) -> pa.Array | None:
             seen.add(key)
             out.append(False)
     return pa.array(out, pa.bool_())
-
-
-def _row_text(row: pa.Table, table: Table) -> str:
-    vals = row.to_pylist()[0] if row.num_rows else {}
-    return ", ".join("null" if vals.get(c.name) is None else str(vals.get(c.name)) for c in table.columns)
-
-
-def _unique_error(table: Table, key: Any, row: pa.Table) -> SQLError:
-    vals = row.to_pylist()[0]
-    cols = ", ".join(key.columns)
-    shown = ", ".join(str(vals[c]) for c in key.columns)
-    return UniqueViolation(
-        f'duplicate key value violates unique constraint "{key.name}"',
-        detail=f"Key ({cols})=({shown}) already exists.",
-    )
 
 
 def consolidate(parts: list[pa.Table]) -> pa.Table:

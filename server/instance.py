@@ -59,7 +59,10 @@ class Instance:
         last = self._last_epoch
         self.batcher = InsertBatcher(self)
         self.committer = Committer(
-            self.changelog, last, self.meta, self._undo,
+            self.changelog,
+            last,
+            self.meta,
+            self._undo,
             prepare=lambda epoch: asyncio.to_thread(self.batcher.flush),
         )
         self.committer.start()
@@ -77,7 +80,10 @@ class Instance:
             rows += self.replica.rebuild_table(table, self.changelog.read_table_log(table.oid))
         log.info(
             "recovered %d tables, %d live rows, %d epochs (last %d) in %.2fs",
-            sum(1 for _ in self.catalog.tables()), rows, len(epochs), self._last_epoch,
+            sum(1 for _ in self.catalog.tables()),
+            rows,
+            len(epochs),
+            self._last_epoch,
             time.time() - t0,
         )
 

@@ -13,10 +13,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import pglast.ast as A
+from headwater.catalog.types import BY_OID, TEXT, ColumnType
+from headwater.planner.params import count_params, infer_param_types
+from headwater.server import wire
+from headwater.server.copy import copy_options, format_copy_row, header_row, parse_copy
+from headwater.server.executor import Executor, Field, Result
+from headwater.server.instance import Instance
+from headwater.server.session import Portal, Session
+from headwater.server.settings import REPORTED
+from headwater.server.values import (
+    SessionFormat,
+    binary_decoder,
+    binary_encoder,
+    text_decoder,
+    text_encoder,
+)
 from pglast import parse_sql
 from pglast.parser import ParseError
 
-from headwater.catalog.types import BY_OID, TEXT, ColumnType
 from headwater.errors import (
     FeatureNotSupported,
     InvalidCatalogName,
@@ -27,14 +41,6 @@ from headwater.errors import (
     SQLError,
     SyntaxErr,
 )
-from headwater.planner.params import count_params, infer_param_types
-from headwater.server import wire
-from headwater.server.copy import copy_options, format_copy_row, header_row, parse_copy
-from headwater.server.executor import Executor, Field, Result
-from headwater.server.instance import Instance
-from headwater.server.session import Portal, Session
-from headwater.server.settings import REPORTED
-from headwater.server.values import SessionFormat, binary_decoder, binary_encoder, text_decoder, text_encoder
 
 log = logging.getLogger("headwater.server")
 
@@ -67,7 +73,9 @@ def parse_statements(sql: str) -> list[tuple[Any, str]]:
 
 
 class Connection:
-    def __init__(self, server: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, server: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.server = server
         self.instance: Instance = server.instance
         self.reader = reader
@@ -162,12 +170,18 @@ class Connection:
             break
         user = params.get("user")
         if not user:
-            self.send_error(SQLError("no PostgreSQL user name specified in startup packet", "28000", severity="FATAL"))
+            self.send_error(
+                SQLError(
+                    "no PostgreSQL user name specified in startup packet", "28000", severity="FATAL"
+                )
+            )
             await self.flush()
             return False
         database = params.get("database", user)
         if database != DEFAULT_DATABASE:
-            self.send_error(InvalidCatalogName(f'database "{database}" does not exist', severity="FATAL"))
+            self.send_error(
+                InvalidCatalogName(f'database "{database}" does not exist', severity="FATAL")
+            )
             await self.flush()
             return False
         s = Session(self.instance, user, database)
@@ -258,7 +272,14 @@ class Connection:
         await self.flush()
 
     async def run_statement(
-        self, stmt: Any, text: str, params: list[Any], formats: list[int], *, describe: bool, max_rows: int
+        self,
+        stmt: Any,
+        text: str,
+        params: list[Any],
+        formats: list[int],
+        *,
+        describe: bool,
+        max_rows: int,
     ) -> None:
         assert self.executor is not None and self.session is not None
         if isinstance(stmt, A.CopyStmt):
@@ -280,7 +301,11 @@ class Connection:
 
     def _report_epoch(self) -> None:
         s = self.session
-        if s is not None and s.last_write_epoch and s.last_write_epoch != getattr(self, "_reported", 0):
+        if (
+            s is not None
+            and s.last_write_epoch
+            and s.last_write_epoch != getattr(self, "_reported", 0)
+        ):
             self._reported = s.last_write_epoch
             self.send(wire.parameter_status("headwater_epoch", str(s.last_write_epoch)))
 
@@ -289,10 +314,16 @@ class Connection:
         out = []
         for i, fld in enumerate(fields):
             fmt = formats[i] if i < len(formats) else (formats[0] if len(formats) == 1 else 0)
-            out.append(binary_encoder(fld.type, session=f) if fmt == 1 else text_encoder(fld.type, session=f))
+            out.append(
+                binary_encoder(fld.type, session=f)
+                if fmt == 1
+                else text_encoder(fld.type, session=f)
+            )
         return out
 
-    def send_rows(self, fields: list[Field], rows: list[tuple[Any, ...]], formats: list[int]) -> None:
+    def send_rows(
+        self, fields: list[Field], rows: list[tuple[Any, ...]], formats: list[int]
+    ) -> None:
         encs = self.encoders(fields, formats)
         data_row = wire.data_row
         send = self.send
@@ -332,7 +363,9 @@ class Connection:
             elif kind in ("H", "S"):
                 continue
             else:
-                raise ProtocolViolation(f"unexpected message type 0x{ord(kind):02x} during COPY from stdin")
+                raise ProtocolViolation(
+                    f"unexpected message type 0x{ord(kind):02x} during COPY from stdin"
+                )
         if failed is not None:
             raise SQLError(f"COPY from stdin failed: {failed}", "57014")
         data = b"".join(chunks)
@@ -351,7 +384,9 @@ class Connection:
         if opts.header:
             self.send(wire.copy_data(header_row([fld.name for fld in fields], opts)))
         for row in result.rows:
-            vals = [None if v is None else e(v).decode("utf-8") for e, v in zip(encs, row, strict=True)]
+            vals = [
+                None if v is None else e(v).decode("utf-8") for e, v in zip(encs, row, strict=True)
+            ]
             self.send(wire.copy_data(format_copy_row(vals, opts)))
         self.send(wire.copy_done())
         self.send(wire.command_complete(f"COPY {len(result.rows)}"))
@@ -369,23 +404,32 @@ class Connection:
         stmt = stmts[0][0] if stmts else None
         nparams = max(count_params(stmt), len(declared)) if stmt is not None else 0
         inferred = (
-            infer_param_types(stmt, self.session.catalog, self.session.search_path(), declared, nparams)
-            if stmt is not None else []
+            infer_param_types(
+                stmt, self.session.catalog, self.session.search_path(), declared, nparams
+            )
+            if stmt is not None
+            else []
         )
         types: list[ColumnType] = []
         for i in range(nparams):
             if i < len(declared) and declared[i]:
                 pg = BY_OID.get(declared[i])
                 if pg is None:
-                    raise FeatureNotSupported(f"parameter type with OID {declared[i]} is not supported")
+                    raise FeatureNotSupported(
+                        f"parameter type with OID {declared[i]} is not supported"
+                    )
                 types.append(ColumnType(pg))
             else:
                 types.append(inferred[i] or ColumnType(TEXT))
         if name and name in self.session.prepared:
             raise SQLError(f'prepared statement "{name}" already exists', "42P05")
         self.session.prepared[name] = Prepared(
-            name, sql, types, stmt,
-            [text_decoder(t) for t in types], [binary_decoder(t) for t in types],
+            name,
+            sql,
+            types,
+            stmt,
+            [text_decoder(t) for t in types],
+            [binary_decoder(t) for t in types],
         )
         self.send(wire.parse_complete())
 
@@ -401,7 +445,7 @@ class Connection:
         n = r.int16()
         if n != len(prep.param_types):
             raise ProtocolViolation(
-                f"bind message supplies {n} parameters, but prepared statement \"{stmt_name}\" "
+                f'bind message supplies {n} parameters, but prepared statement "{stmt_name}" '
                 f"requires {len(prep.param_types)}"
             )
         values: list[Any] = []

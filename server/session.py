@@ -18,7 +18,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-
 from headwater.catalog.catalog import Catalog
 from headwater.server.instance import Instance
 from headwater.server.settings import Settings

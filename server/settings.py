@@ -10,10 +10,19 @@ SERVER_VERSION_NUM = "150000"
 # Parameters a client is told about at startup and whenever they change
 # (PostgreSQL's GUC_REPORT set).
 REPORTED = (
-    "application_name", "client_encoding", "DateStyle", "default_transaction_read_only",
-    "in_hot_standby", "integer_datetimes", "IntervalStyle", "is_superuser",
-    "server_encoding", "server_version", "session_authorization",
-    "standard_conforming_strings", "TimeZone",
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "default_transaction_read_only",
+    "in_hot_standby",
+    "integer_datetimes",
+    "IntervalStyle",
+    "is_superuser",
+    "server_encoding",
+    "server_version",
+    "session_authorization",
+    "standard_conforming_strings",
+    "TimeZone",
 )
 
 DEFAULTS: dict[str, str] = {
@@ -80,8 +89,14 @@ class Settings:
 
     def set(self, name: str, value: str) -> str:
         key = canonical(name)
-        if key in ("server_version", "server_version_num", "server_encoding", "integer_datetimes",
-                   "max_identifier_length", "in_hot_standby"):
+        if key in (
+            "server_version",
+            "server_version_num",
+            "server_encoding",
+            "integer_datetimes",
+            "max_identifier_length",
+            "in_hot_standby",
+        ):
             raise InvalidParameterValue(f'parameter "{name}" cannot be changed', "55P02")
         if key == "client_encoding" and value.upper().replace("-", "") not in ("UTF8", "UNICODE"):
             raise InvalidParameterValue(f'invalid value for parameter "client_encoding": "{value}"')
@@ -100,7 +115,7 @@ class Settings:
                 ) from None
             if not -15 <= n <= 3:
                 raise InvalidParameterValue(
-                    f"{n} is outside the valid range for parameter \"extra_float_digits\" (-15 .. 3)"
+                    f'{n} is outside the valid range for parameter "extra_float_digits" (-15 .. 3)'
                 )
         self.values[key] = value
         if key == "DateStyle":
@@ -140,7 +155,13 @@ def _datestyle(value: str) -> str:
         if p in ("ISO", "POSTGRES", "SQL", "GERMAN"):
             out_style = p if p == "ISO" else p.capitalize()
         elif p in ("MDY", "DMY", "YMD", "US", "EURO", "EUROPEAN", "NONEURO", "NONEUROPEAN"):
-            order = {"US": "MDY", "NONEURO": "MDY", "NONEUROPEAN": "MDY", "EURO": "DMY", "EUROPEAN": "DMY"}.get(p, p)
+            order = {
+                "US": "MDY",
+                "NONEURO": "MDY",
+                "NONEUROPEAN": "MDY",
+                "EURO": "DMY",
+                "EUROPEAN": "DMY",
+            }.get(p, p)
         elif p:
             raise InvalidParameterValue(f'invalid value for parameter "DateStyle": "{value}"')
     if out_style != "ISO":

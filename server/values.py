@@ -1215,6 +1215,7 @@ _MONTHS = {
     "sep": 9, "sept": 9, "september": 9, "oct": 10, "october": 10, "nov": 11,
     "november": 11, "dec": 12, "december": 12,
 }
+_KEYWORDS = frozenset(("am", "pm", "bc", "ad"))
 _DAYNAMES = frozenset(
     "sun sunday mon monday tue tues tuesday wed wednesday thu thur thurs thursday fri "
     "friday sat saturday".split())
@@ -1363,6 +1364,8 @@ def _decode_datetime(s: str, order: str, time_only: bool = False) -> _Fields:
                 raise _BadSyntax
             _set_ymd(f, re.split(r"[-/.]", tok), order)
         elif kind == "num":
+            if text.startswith("-", pos) and ":" in text[pos:].split(None, 1)[0]:
+                raise _BadSyntax  # PostgreSQL reads 120000-08:00 as a broken date
             ip = tok.partition(".")[0]
             date_done = f.has_date or time_only or (f.m and len(nums) >= 2)
             if f.us is None and date_done and len(ip) in (4, 6):
@@ -1385,10 +1388,18 @@ def _decode_datetime(s: str, order: str, time_only: bool = False) -> _Fields:
                 raise _BadSyntax
             f.zone = _parse_offset(tok)
         elif kind == "posix":
-            if f.zone is not None:
-                raise _BadSyntax
             off = re.search(r"[+-]", tok)
             assert off is not None
+            word = tok[: off.start()]
+            if word in _KEYWORDS and tok[off.start()] == "+":  # 'pm+05': keyword, offset
+                pos -= len(tok) - len(word)
+                if word in ("am", "pm"):
+                    ampm = word
+                elif word in ("bc", "ad"):
+                    f.bc = word == "bc"
+                continue
+            if f.zone is not None:
+                raise _BadSyntax
             f.zone = -_parse_offset(tok[off.start():])
         else:
             if tok in _MONTHS and not f.has_date and f.m == 0:

@@ -147,8 +147,15 @@ def row_description(fields: list[Any], formats: list[int]) -> bytes:
         t = f.type
         parts.append(
             cstr(f.name)
-            + struct.pack("!IhIhih", getattr(f, "table_oid", 0), getattr(f, "attnum", 0),
-                          t.pg.oid, t.pg.typlen, t.typmod, fmt)
+            + struct.pack(
+                "!IhIhih",
+                getattr(f, "table_oid", 0),
+                getattr(f, "attnum", 0),
+                t.pg.oid,
+                t.pg.typlen,
+                t.typmod,
+                fmt,
+            )
         )
     return msg(b"T", b"".join(parts))
 
@@ -184,7 +191,12 @@ def copy_done() -> bytes:
 
 def _fields(err: SQLError) -> bytes:
     sev = err.severity
-    parts = [b"S" + cstr(sev), b"V" + cstr(sev), b"C" + cstr(err.sqlstate), b"M" + cstr(err.message)]
+    parts = [
+        b"S" + cstr(sev),
+        b"V" + cstr(sev),
+        b"C" + cstr(err.sqlstate),
+        b"M" + cstr(err.message),
+    ]
     if err.detail:
         parts.append(b"D" + cstr(err.detail))
     if err.hint:

@@ -22,7 +22,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
-
 from headwater.catalog.objects import CatalogObject, from_json, to_json
 from headwater.storage.slate import SlateStore
 
@@ -93,7 +92,9 @@ class ChangeLog:
 
     def _batch(self, rec: EpochRecord) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
         rec.closed_at = rec.closed_at or time.time()
-        puts: list[tuple[bytes, bytes]] = [(epoch_key(rec.epoch), json.dumps(rec.header()).encode())]
+        puts: list[tuple[bytes, bytes]] = [
+            (epoch_key(rec.epoch), json.dumps(rec.header()).encode())
+        ]
         deletes: list[bytes] = list(rec.dropped_logs)
         for oid, table in rec.changes.items():
             for n, blob in enumerate(encode_arrow(table)):

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-
 from headwater.catalog.objects import CatalogObject
-from headwater.errors import DiskFull, IOError_, SQLError
 from headwater.storage.changelog import ChangeLog, EpochRecord
+
+from headwater.errors import DiskFull, IOError_, SQLError
 
 log = logging.getLogger("headwater.commit")
 
@@ -176,7 +176,11 @@ class Committer:
         )
 
     async def _finish(
-        self, ep: _OpenEpoch, rec: EpochRecord, handle: Any, error: BaseException | None,
+        self,
+        ep: _OpenEpoch,
+        rec: EpochRecord,
+        handle: Any,
+        error: BaseException | None,
         previous: tuple[asyncio.Future[None], asyncio.Future[None]] | None,
     ) -> None:
         """Acknowledge `ep` once it and its predecessor are durable; then make it visible.
@@ -185,7 +189,9 @@ class Committer:
         acknowledgement never waits for an earlier epoch's replica work.
         """
         assert ep.durable is not None
-        prepared = asyncio.ensure_future(self._prepare(ep.epoch)) if self._prepare is not None else None
+        prepared = (
+            asyncio.ensure_future(self._prepare(ep.epoch)) if self._prepare is not None else None
+        )
         try:
             if error is None:
                 try:
@@ -224,8 +230,10 @@ class Committer:
         """Storage refused an epoch: it and every later one are undone, writers told."""
         assert ep.durable is not None
         if self.failed is None:
-            self.failed = _storage_error(error) if isinstance(error, Exception) else IOError_(
-                "an earlier epoch could not be made durable"
+            self.failed = (
+                _storage_error(error)
+                if isinstance(error, Exception)
+                else IOError_("an earlier epoch could not be made durable")
             )
             log.error("epoch %d could not be made durable: %s", ep.epoch, self.failed)
             self._on_undo(ep.epoch)

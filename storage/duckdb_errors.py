@@ -30,11 +30,22 @@ from headwater.errors import (
 )
 
 _DUCK_TO_PG_TYPE = {
-    "INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
-    "INTEGER": "integer", "BIGINT": "bigint", "SMALLINT": "smallint", "DOUBLE": "double precision",
-    "FLOAT": "real", "BOOL": "boolean", "BOOLEAN": "boolean", "DATE": "date",
-    "TIMESTAMP": "timestamp without time zone", "INTERVAL": "interval",
-    "TIMESTAMP WITH TIME ZONE": "timestamp with time zone", "UUID": "uuid",
+    "INT8": "smallint",
+    "INT16": "smallint",
+    "INT32": "integer",
+    "INT64": "bigint",
+    "INTEGER": "integer",
+    "BIGINT": "bigint",
+    "SMALLINT": "smallint",
+    "DOUBLE": "double precision",
+    "FLOAT": "real",
+    "BOOL": "boolean",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp without time zone",
+    "INTERVAL": "interval",
+    "TIMESTAMP WITH TIME ZONE": "timestamp with time zone",
+    "UUID": "uuid",
 }
 
 
@@ -60,7 +71,7 @@ def translate(exc: Exception) -> SQLError:
         return SQLError(f'missing FROM-clause entry for table "{m.group(1)}"', "42P01")
     m = re.search(r'Values list "([^"]+)" does not have a column named "([^"]+)"', text)
     if m:
-        return UndefinedColumn(f'column {m.group(1)}.{m.group(2)} does not exist')
+        return UndefinedColumn(f"column {m.group(1)}.{m.group(2)} does not exist")
     m = re.search(r'column "([^"]+)" must appear in the GROUP BY clause', text)
     if m:
         return GroupingError(
@@ -83,7 +94,9 @@ def translate(exc: Exception) -> SQLError:
         kind = _DUCK_TO_PG_TYPE.get(m.group(1), "integer") if m else "integer"
         return NumericOutOfRange(f"{kind} out of range")
     if "More than one row returned by a subquery" in text:
-        return CardinalityViolation("more than one row returned by a subquery used as an expression")
+        return CardinalityViolation(
+            "more than one row returned by a subquery used as an expression"
+        )
     m = re.search(r"(?:Scalar|Aggregate|Table) Function with name (\w+) does not exist", text)
     if m:
         return UndefinedFunction(
@@ -104,8 +117,10 @@ def translate(exc: Exception) -> SQLError:
     if isinstance(exc, duckdb.ConversionException):
         return InvalidTextRepresentation(msg)
     if isinstance(exc, duckdb.BinderException):
-        if "Cannot compare values of type" in text or "Cannot mix values of type" in text or (
-            "implicit cast" in text.lower()
+        if (
+            "Cannot compare values of type" in text
+            or "Cannot mix values of type" in text
+            or ("implicit cast" in text.lower())
         ):
             return SQLError(msg, "42883")
         return SQLError(msg, "42601" if "syntax" in text.lower() else "42703")

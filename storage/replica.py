@@ -20,7 +20,6 @@ from collections.abc import Iterable
 
 import duckdb
 import pyarrow as pa
-
 from headwater.catalog.objects import Table
 from headwater.storage.changelog import RID, WEIGHT
 
@@ -73,9 +72,8 @@ class Replica:
     def create_table(cur: duckdb.DuckDBPyConnection, table: Table) -> None:
         cols = ", ".join(f"{quote(c.name)} {c.type.duckdb()}" for c in table.columns)
         sep = ", " if cols else ""
-        cur.execute(
-            f"CREATE TABLE {physical(table.oid)} ({RID} BIGINT, {FROM} BIGINT, {TO} BIGINT{sep}{cols})"
-        )
+        hidden = f"{RID} BIGINT, {FROM} BIGINT, {TO} BIGINT"
+        cur.execute(f"CREATE TABLE {physical(table.oid)} ({hidden}{sep}{cols})")
 
     @staticmethod
     def drop_table(cur: duckdb.DuckDBPyConnection, oid: int) -> None:
@@ -162,7 +160,10 @@ class Replica:
             if not log:
                 return 0
             events = pa.concat_tables(
-                [t.append_column("_hw_epoch", pa.array([e] * t.num_rows, pa.int64())) for e, t in log],
+                [
+                    t.append_column("_hw_epoch", pa.array([e] * t.num_rows, pa.int64()))
+                    for e, t in log
+                ],
                 promote_options="permissive",
             )
             cur.register("_hw_events", events)

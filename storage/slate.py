@@ -106,7 +106,9 @@ class SlateStore:
         self._thread.join(timeout=5)
 
     # -- writes -------------------------------------------------------------------
-    async def _submit_batch(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]) -> Any:
+    async def _submit_batch(
+        self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]
+    ) -> Any:
         batch = sdb.WriteBatch()
         for key, value in puts:
             batch.put(key, value)
@@ -118,7 +120,9 @@ class SlateStore:
         handle = await self._submit_batch(puts, deletes)
         await handle.await_durable()
 
-    async def submit(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()) -> Any:
+    async def submit(
+        self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
+    ) -> Any:
         """Apply one atomic batch (not yet durable); returns its write handle.
 
         Batches become durable in submission order (one WAL), so awaiting a later

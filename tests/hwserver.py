@@ -36,14 +36,31 @@ class HeadwaterServer:
     def start(self, timeout: float = 60.0) -> HeadwaterServer:
         self.log_path = self.data_dir.parent / f"headwater-{self.port}.log"
         log = open(self.log_path, "ab")
-        exe = [sys.executable, "-m", "headwater.cli", "start", "--data-dir", str(self.data_dir),
-               "--host", self.host, "--port", str(self.port)]
-        self.proc = subprocess.Popen(exe, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        exe = [
+            sys.executable,
+            "-m",
+            "headwater.cli",
+            "start",
+            "--data-dir",
+            str(self.data_dir),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+        ]
+        self.proc = subprocess.Popen(
+            exe,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"headwater exited with {self.proc.returncode}: {self.log_tail()}")
+                raise RuntimeError(
+                    f"headwater exited with {self.proc.returncode}: {self.log_tail()}"
+                )
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
                     return self

@@ -71,7 +71,10 @@ def test_transaction_rollback_and_failed_block(hw_server, table_name: str) -> No
 
 def test_other_session_sees_commit_only_after_commit(hw_server, table_name: str) -> None:
     t = table_name
-    with psycopg.connect(hw_server.dsn, autocommit=True) as a, psycopg.connect(hw_server.dsn, autocommit=True) as b:
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True) as a,
+        psycopg.connect(hw_server.dsn, autocommit=True) as b,
+    ):
         a.execute(f"CREATE TABLE {t} (id int)")
         a.execute("BEGIN")
         a.execute(f"INSERT INTO {t} VALUES (1)")
@@ -100,7 +103,9 @@ def test_on_conflict(conn: psycopg.Connection, table_name: str) -> None:
     conn.execute(f"INSERT INTO {t} VALUES (1, 'a')")
     cur = conn.execute(f"INSERT INTO {t} VALUES (1, 'b'), (2, 'c') ON CONFLICT DO NOTHING")
     assert cur.statusmessage == "INSERT 0 1"
-    conn.execute(f"INSERT INTO {t} VALUES (1, 'z') ON CONFLICT (k) DO UPDATE SET v = excluded.v || {t}.v")
+    conn.execute(
+        f"INSERT INTO {t} VALUES (1, 'z') ON CONFLICT (k) DO UPDATE SET v = excluded.v || {t}.v"
+    )
     assert conn.execute(f"SELECT k, v FROM {t} ORDER BY k").fetchall() == [(1, "za"), (2, "c")]
 
 
@@ -114,7 +119,9 @@ def test_copy_in_and_out(conn: psycopg.Connection, table_name: str) -> None:
     rows = conn.execute(f"SELECT id, name FROM {t} ORDER BY id").fetchall()
     assert rows == [(1, "a\tb"), (2, None), (3, "x,y"), (4, ""), (5, None)]
     out = bytearray()
-    with conn.cursor().copy(f"COPY (SELECT id, name, d FROM {t} WHERE id <= 2 ORDER BY id) TO STDOUT") as cp:
+    with conn.cursor().copy(
+        f"COPY (SELECT id, name, d FROM {t} WHERE id <= 2 ORDER BY id) TO STDOUT"
+    ) as cp:
         for chunk in cp:
             out += chunk
     assert bytes(out) == b"1\ta\\tb\t2024-01-02\n2\t\\N\t\\N\n"

@@ -21,7 +21,9 @@ KILLS = int(os.environ.get("HW_KILL_CYCLES", "20"))
 
 
 async def _connect(port: int) -> asyncpg.Connection:
-    return await asyncpg.connect(host="127.0.0.1", port=port, user="headwater", database="headwater")
+    return await asyncpg.connect(
+        host="127.0.0.1", port=port, user="headwater", database="headwater"
+    )
 
 
 async def _single_writer(port: int, wid: int, acked: set[int], stop: asyncio.Event) -> None:
@@ -79,7 +81,9 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                     asyncio.create_task(_single_writer(server.port, cycle * 100 + w, acked, stop))
                     for w in range(6)
                 ] + [
-                    asyncio.create_task(_txn_writer(server.port, cycle % 50 + 50 * (w % 2), batches, stop))
+                    asyncio.create_task(
+                        _txn_writer(server.port, cycle % 50 + 50 * (w % 2), batches, stop)
+                    )
                     for w in range(2)
                 ]
                 await asyncio.sleep(rng.uniform(0.2, 1.2))
@@ -91,15 +95,22 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                 present = {r[0] for r in await conn.fetch("SELECT id FROM acked")}
                 lost = acked - present
                 assert not lost, f"cycle {cycle}: {len(lost)} acknowledged rows lost"
-                sizes = {r[0]: r[1] for r in await conn.fetch("SELECT batch, count(*) FROM batches GROUP BY batch")}
-                assert all(n == 5 for n in sizes.values()), f"cycle {cycle}: a transaction was half-applied"
+                sizes = {
+                    r[0]: r[1]
+                    for r in await conn.fetch("SELECT batch, count(*) FROM batches GROUP BY batch")
+                }
+                assert all(n == 5 for n in sizes.values()), (
+                    f"cycle {cycle}: a transaction was half-applied"
+                )
                 assert batches <= set(sizes), f"cycle {cycle}: acknowledged transactions lost"
                 counts = {r[0]: r[1] for r in await conn.fetch("SELECT w, n FROM counters")}
                 per_writer: dict[int, int] = {}
                 for batch in sizes:
                     per_writer[batch // 1_000_000] = per_writer.get(batch // 1_000_000, 0) + 1
                 for w, n in per_writer.items():
-                    assert counts[w] == n, f"cycle {cycle}: counter {w} is {counts[w]}, {n} batches committed"
+                    assert counts[w] == n, (
+                        f"cycle {cycle}: counter {w} is {counts[w]}, {n} batches committed"
+                    )
                 await conn.close()
         finally:
             server.stop()
