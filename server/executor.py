@@ -945,13 +945,15 @@ class Executor:
                     f'"{name}" is not a {word}',
                     hint=f"Use DROP {rel.kind.upper()} to remove a {rel.kind}.",
                 )
-            self._drop_relation(w, rel, cascade=bool(stmt.behavior))
+            dropped = self._drop_relation(w, rel, cascade=bool(stmt.behavior))
+            notices.extend(_cascade_notices(dropped))
         return Result(tag, notices=notices)
 
-    def _drop_relation(self, w: WriteTxn, rel: Relation, cascade: bool) -> None:
+    def _drop_relation(self, w: WriteTxn, rel: Relation, cascade: bool) -> list[Relation]:
+        """Drop `rel` (and, with cascade, what depends on it); returns the dependents dropped."""
         cat = w.catalog
         if (rel.schema, rel.name) not in cat.relations:
-            return
+            return []
         deps = self._dependents(w, rel.oid)
         if deps and not cascade:
             raise DependentObjects(
@@ -959,8 +961,10 @@ class Executor:
                 detail="\n".join(f"view {d.name} depends on {rel.kind} {rel.name}" for d in deps),
                 hint="Use DROP ... CASCADE to drop the dependent objects too.",
             )
+        dropped: list[Relation] = []
         for d in deps:
-            self._drop_relation(w, d, cascade=True)
+            dropped.append(d)
+            dropped.extend(self._drop_relation(w, d, cascade=True))
         if isinstance(rel, Table):  # its indexes go with it
             for ix in [
                 r for r in cat.relations.values() if isinstance(r, Index) and r.table_oid == rel.oid
@@ -979,6 +983,7 @@ class Executor:
             w.changes.pop(rel.oid, None)
             w.touched.discard(rel.oid)
             w.dropped_logs.extend(self.instance.changelog.log_keys(rel.oid))
+        return dropped
 
     # -- settings -------------------------------------------------------------------------
     def set_var(self, stmt: A.VariableSetStmt) -> Result:
@@ -1023,6 +1028,15 @@ class Executor:
             [Field(stmt.name if stmt.name != "timezone" else "TimeZone", ColumnType(TEXT))],
             [(value,)],
         )
+
+
+def _cascade_notices(dropped: list[Relation]) -> list[str]:
+    if not dropped:
+        return []
+    if len(dropped) == 1:
+        return [f"drop cascades to {dropped[0].kind} {dropped[0].name}"]
+    lines = "\n".join(f"drop cascades to {d.kind} {d.name}" for d in dropped)
+    return [f"drop cascades to {len(dropped)} other objects\n{lines}"]
 
 
 def returning_list(stmt: Any) -> Any:

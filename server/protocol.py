@@ -57,6 +57,30 @@ class Prepared:
     binary_decoders: list[Any]
 
 
+def locate_column(err: SQLError, stmt: Any) -> None:
+    """Point an unknown-column error at the reference, as PostgreSQL's cursor does."""
+    if err.sqlstate != "42703" or err.position is not None or '"' not in err.message:
+        return
+    name = err.message.split('"')[1]
+    found: list[int] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, tuple | list):
+            for n in node:
+                walk(n)
+        elif isinstance(node, A.Node):
+            if isinstance(node, A.ColumnRef):
+                last = node.fields[-1]
+                if isinstance(last, A.String) and last.sval == name and node.location is not None:
+                    found.append(node.location)
+            for attr in node:
+                walk(getattr(node, attr))
+
+    walk(stmt)
+    if found:
+        err.position = min(found) + 1
+
+
 def parse_statements(sql: str) -> list[tuple[Any, str]]:
     """pglast statements with their source text; syntax errors get PostgreSQL's fields."""
     try:
@@ -286,7 +310,11 @@ class Connection:
             await self.copy(stmt, params)
             return
         self.session.cancelled = False
-        result = await self.executor.execute(stmt, params)
+        try:
+            result = await self.executor.execute(stmt, params)
+        except SQLError as e:
+            locate_column(e, stmt)
+            raise
         self.send_result(result, formats, describe=describe)
 
     def send_result(self, result: Result, formats: list[int], *, describe: bool) -> None:

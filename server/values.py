@@ -1216,6 +1216,13 @@ _MONTHS = {
     "november": 11, "dec": 12, "december": 12,
 }
 _KEYWORDS = frozenset(("am", "pm", "bc", "ad"))
+# PostgreSQL's datetktbl: words its tokenizer knows, so 'm5' is the word m then 5.
+_DATETKTBL = frozenset(
+    "-infinity ad allballs am apr april at aug august bc d dec december dow doy dst epoch "
+    "feb february fri friday h infinity isodow isoyear j jan january jd jul julian july jun "
+    "june m mar march may mm mon monday nov november now oct october on pm s sat saturday "
+    "sep sept september sun sunday t thu thur thurs thursday today tomorrow tue tues "
+    "tuesday wed wednesday weds y yesterday".split())
 _DAYNAMES = frozenset(
     "sun sunday mon monday tue tues tuesday wed wednesday thu thur thurs thursday fri "
     "friday sat saturday".split())
@@ -1370,12 +1377,14 @@ def _decode_datetime(s: str, order: str, time_only: bool = False) -> _Fields:
             date_done = f.has_date or time_only or (f.m and len(nums) >= 2)
             if f.us is None and date_done and len(ip) in (4, 6):
                 # hhmm / hhmmss[.f] run together, after the date (DecodeNumberField)
-                secs = int(ip[4:6] or 0)
-                if int(ip[:2]) > 24 or int(ip[2:4]) > 59 or secs > 60:
+                h, mi, secs = int(ip[:2]), int(ip[2:4]), int(ip[4:6] or 0)
+                fus = round(float("0" + tok[len(ip):]) * 1_000_000) if "." in tok else 0
+                # PostgreSQL range-checks these only for type time: in a timestamp
+                # '2024-01-01 256000' is 2024-01-02 02:00
+                if time_only and (h > 24 or mi > 59 or secs > 60
+                                  or (h == 24 and (mi or secs or fus))):
                     raise _BadField
-                f.us = (int(ip[:2]) * 3600 + int(ip[2:4]) * 60 + secs) * 1_000_000
-                if "." in tok:
-                    f.us += round(float("0" + tok[len(ip):]) * 1_000_000)
+                f.us = (h * 3600 + mi * 60 + secs) * 1_000_000 + fus
             elif f.us is None and len(tok) >= 6 and tok.isdigit() and not f.has_date and not nums:
                 # YYYYMMDD (or YYMMDD) run together
                 f.y, f.m, f.d = _year(f, tok[:-4]), int(tok[-4:-2]), int(tok[-2:])
@@ -1641,9 +1650,14 @@ def _pg_fields(s: str) -> list[tuple[str, str]]:
             j = i
             while j < n and s[j].isascii() and s[j].isalpha():
                 j += 1
-            if j < n and s[j] in "-/.+0123456789":
-                raise _BadSyntax  # a date or zone name glued on: never an interval
-            out.append(("string", s[i:j].lower()))
+            word = s[i:j].lower()
+            if j < n and (s[j] in "-/." or (s[j] in "+0123456789" and word[:10] not in _DATETKTBL)):
+                # a date or zone name with punctuation: kept whole, rejected when reached
+                while j < n and ((s[j].isascii() and s[j].isalnum()) or s[j] in "+-/_.:"):
+                    j += 1
+                out.append(("date", s[i:j].lower()))
+            else:
+                out.append(("string", word))
             i = j
         elif c in "+-":
             j = i + 1

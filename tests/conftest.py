@@ -30,3 +30,17 @@ def conn(hw_server: HeadwaterServer) -> Iterator[psycopg.Connection]:
 def table_name() -> str:
     """A table name no other test uses (tests share one server)."""
     return f"t_{next(_names)}"
+
+
+@pytest.fixture(scope="session")
+def pg_oracle() -> Iterator[object]:
+    """A throwaway PostgreSQL 15 (the oracle), with role and database `headwater`."""
+    from tests.pg_oracle import ensure_postgres_installed, start_postgres
+
+    try:
+        ensure_postgres_installed()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    pg = start_postgres(user="headwater", dbname="headwater")
+    yield pg
+    pg.stop()
