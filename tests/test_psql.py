@@ -13,7 +13,8 @@ CREATE TABLE psql_orders (id int PRIMARY KEY, customer text NOT NULL, amount num
 INSERT INTO psql_orders VALUES (1, 'ada', 12.50, '2024-03-01', true), (2, 'bob', 3.2, NULL, false);
 INSERT INTO psql_orders (id, customer) VALUES (3, 'cy');
 SELECT * FROM psql_orders ORDER BY id;
-SELECT customer, sum(amount) AS total, count(*) FROM psql_orders GROUP BY customer ORDER BY customer;
+SELECT customer, sum(amount) AS total, count(*) FROM psql_orders
+  GROUP BY customer ORDER BY customer;
 UPDATE psql_orders SET amount = amount * 2 WHERE id = 1 RETURNING id, amount;
 INSERT INTO psql_orders VALUES (1, 'eve', 1, NULL, NULL);
 INSERT INTO psql_orders VALUES (4, NULL, 1, NULL, NULL);
