@@ -24,10 +24,11 @@ from headwater.catalog.objects import Column, Index, Key, Relation, Table, View,
 from headwater.catalog.types import BPCHAR, NUMERIC, TEXT, VARCHAR, ColumnType, from_duckdb
 from headwater.planner import ddl, dml
 from headwater.planner.naming import name_targets
+from headwater.planner.output_types import output_sources
 from headwater.planner.relations import Binder, deparse
 from headwater.server.batcher import fast_rows
 from headwater.server.session import Session, WriteTxn
-from headwater.server.values import SessionFormat
+from headwater.server.values import Interval, SessionFormat
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, PENDING, Replica, quote, visible_at
@@ -55,6 +56,8 @@ warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
 class Field:
     name: str
     type: ColumnType
+    table_oid: int = 0
+    attnum: int = 0
 
 
 @dataclass
@@ -140,6 +143,7 @@ class Executor:
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
+        params = [duckdb_param(p) for p in params] if params else params
         try:
             return await self._dispatch(stmt, params)
         except BaseException:
@@ -362,7 +366,18 @@ class Executor:
         sql = binder.to_sql(stmt)
         cur = self.s.write.cur if self.s.write else self.s.read_cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, params)
-        return Result(f"SELECT {table.num_rows}", arrow_fields(table.schema, types), rows_of(table))
+        fields = self._with_sources(stmt, arrow_fields(table.schema, types))
+        return Result(f"SELECT {table.num_rows}", fields, rows_of(table))
+
+    def _with_sources(self, stmt: Any, fields: list[Field]) -> list[Field]:
+        """Plain column references report the column's declared type, table and attnum."""
+        sources = output_sources(stmt, self.s.catalog, self.s.search_path())
+        if sources is None or len(sources) != len(fields):
+            return fields
+        for f, src in zip(fields, sources, strict=True):
+            if src is not None:
+                f.type, f.table_oid, f.attnum = src.column.type, src.table_oid, src.attnum
+        return fields
 
     async def describe_select(self, stmt: A.SelectStmt, nparams: int) -> list[Field]:
         await self.await_own_writes()
@@ -371,7 +386,7 @@ class Executor:
         sql = f"SELECT * FROM ({binder.to_sql(stmt)}) AS _hw_d LIMIT 0"
         cur = self.s.write.cur if self.s.write else self.s.read_cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, [None] * nparams)
-        return arrow_fields(table.schema, types)
+        return self._with_sources(stmt, arrow_fields(table.schema, types))
 
     async def describe(self, stmt: Any, nparams: int) -> list[Field] | None:
         """Result columns of a statement without running it (Describe of a statement)."""
@@ -1037,6 +1052,13 @@ def _cascade_notices(dropped: list[Relation]) -> list[str]:
         return [f"drop cascades to {dropped[0].kind} {dropped[0].name}"]
     lines = "\n".join(f"drop cascades to {d.kind} {d.name}" for d in dropped)
     return [f"drop cascades to {len(dropped)} other objects\n{lines}"]
+
+
+def duckdb_param(value: Any) -> Any:
+    """A decoded parameter in a form DuckDB binds (intervals keep their months)."""
+    if isinstance(value, Interval):
+        return f"{value.months} months {value.days} days {value.microseconds} microseconds"
+    return value
 
 
 def returning_list(stmt: Any) -> Any:
