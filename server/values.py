@@ -215,13 +215,6 @@ def _days_in_month(y: int, m: int) -> int:
     return 30 if m in (4, 6, 9, 11) else 31
 
 
-def _date_days(v: Any) -> int:
-    """Days since 1970 of a date or its int form."""
-    if type(v) is int:
-        return v
-    return v.toordinal() - _ORD_1970
-
-
 def _ts_us(v: Any) -> int:
     """Microseconds since 1970 (UTC for aware values) of a datetime or its int form."""
     if type(v) is int:
@@ -371,12 +364,18 @@ def _float8_shortest(v: float) -> bytes:
 
 
 def _strictly_inside(r: str, a: float) -> bool:
-    """Whether decimal r is strictly nearer to a than to either neighbouring double."""
-    d, fa = Decimal(r), Decimal(a)
-    if d == fa:
+    """Whether decimal r is strictly nearer to a (an integer-valued double >= 2**53) than
+    to either neighbouring double. The midpoints are integers, so integers suffice."""
+    mant, _, e = r.partition("e")
+    digits = mant.replace(".", "")
+    shift = int(e) - len(digits) + 1
+    if shift < 0:
+        return True  # r has a fraction: it cannot be an (integer) midpoint
+    diff = int(digits) * 10**shift - int(a)
+    if diff == 0:
         return True
-    nb = Decimal(math.nextafter(a, math.inf if d > fa else 0.0))
-    return 2 * abs(_CTX.subtract(d, fa)) < abs(_CTX.subtract(nb, fa))
+    step = int(math.ulp(a)) if diff > 0 else int(a - math.nextafter(a, 0.0))
+    return 2 * abs(diff) < step
 
 
 def _strict_shortest(a: float, digits: str, exp: int) -> tuple[str, int]:
@@ -393,6 +392,13 @@ def _strict_shortest(a: float, digits: str, exp: int) -> tuple[str, int]:
 
 _F32 = struct.Struct("f")
 _U32N = struct.Struct("I")
+try:  # optional speed-up: numpy comes with pyarrow and pandas
+    import numpy as _numpy
+
+    _np_shortest: Callable[..., str] | None = _numpy.format_float_scientific
+    _np_f32: Callable[[float], Any] = _numpy.float32
+except ImportError:  # pragma: no cover
+    _np_shortest, _np_f32 = None, float
 _F32_FORMATS = tuple(f"%.{n}e" for n in range(9))
 
 
@@ -409,25 +415,44 @@ def _float4_shortest(v: float) -> bytes:
     # The shortest decimal strictly inside f's rounding interval (at most 9 digits); like
     # PostgreSQL's Ryu it never takes a decimal exactly halfway to a neighbour. Halfway
     # points are doubles, and only from 2**23 on can one be short enough to be tried.
+    # numpy's Dragon4 (C) finds the same digits except on such ties, so it goes first.
+    best = _np_shortest(_np_f32(f), unique=True, trim="-") if _np_shortest else ""
     lo_mid = hi_mid = -1.0
+    if f < 8388608.0 and best:
+        return _fmt_f32_digits(v < 0, best)
     if f >= 8388608.0:
         b = _U32N.unpack(_F32.pack(f))[0]
         lo_mid = (f + _F32.unpack(_U32N.pack(b - 1))[0]) / 2
         hi_mid = (f + _F32.unpack(_U32N.pack(b + 1))[0]) / 2 if b < 0x7F7FFFFF else math.inf
-    for fmt in _F32_FORMATS:
-        r = fmt % f
+
+    def reads_back(r: str) -> bool:
         x = float(r)
         if x == lo_mid:
-            ok = Decimal(r) > Decimal(lo_mid)
-        elif x == hi_mid:
-            ok = Decimal(r) < Decimal(hi_mid)
+            return Decimal(r) > Decimal(lo_mid)
+        if x == hi_mid:
+            return Decimal(r) < Decimal(hi_mid)
+        return _to_f32(x) == f
+
+    if best and reads_back(best):
+        return _fmt_f32_digits(v < 0, best)
+    # Binary search on the digit count: with more digits the nearest decimal only gets
+    # nearer, so "reads back" is monotone in the count.
+    lo, hi, best = 0, 8, _F32_FORMATS[8] % f
+    while lo < hi:
+        mid = (lo + hi) // 2
+        r = _F32_FORMATS[mid] % f
+        if reads_back(r):
+            hi, best = mid, r
         else:
-            ok = _to_f32(x) == f
-        if ok:
-            break
+            lo = mid + 1
+    return _fmt_f32_digits(v < 0, best)
+
+
+def _fmt_f32_digits(neg: bool, r: str) -> bytes:
+    """PostgreSQL's float4 text for a shortest repr in %e form ('1.5e+06', '1e-05')."""
     mant, _, exp = r.partition("e")
     digits = mant.replace(".", "").rstrip("0") or "0"
-    return _fmt_shortest(v < 0, digits, int(exp), 6).encode()
+    return _fmt_shortest(neg, digits, int(exp), 6).encode()
 
 
 def _float_text(digs: int, efd: int) -> Encoder:
@@ -459,21 +484,21 @@ def _numeric_str(ct: ColumnType) -> Callable[[Any], str]:
         def conv(v: Any) -> str:
             if type(v) is not Decimal:
                 v = _to_decimal(v)
-            s = format(v, "f")
-            if "." in s:
-                s = s.rstrip("0").rstrip(".")
+            s = format(v.normalize(_CTX), "f")  # trailing zeros gone, never an exponent
             return "0" if s == "-0" else s
 
         return conv
 
-    quantum = Decimal(1).scaleb(-ps[1])
+    scale = ps[1]
+    quantum = Decimal(1).scaleb(-scale)
 
     def conv_scaled(v: Any) -> str:
         if type(v) is not Decimal:
             v = _to_decimal(v)
-        if v.is_finite():
-            v = v.quantize(quantum, context=_CTX)
         s = format(v, "f")
+        dot = s.find(".")
+        if (len(s) - dot - 1 if dot >= 0 else 0) != scale and v.is_finite():
+            s = format(v.quantize(quantum, context=_CTX), "f")  # DuckDB gives it at scale
         if s[0] == "-" and not v:
             s = s[1:]
         return s
@@ -610,6 +635,21 @@ def _secs(sec: int, fsec: int, fill: bool) -> str:
 
 
 def _interval_postgres(months: int, days: int, us: int) -> str:
+    if months >= 0 and days >= 0 and us >= 0:  # no signs to place: the common case
+        out = []
+        if months:
+            year, mon = divmod(months, 12)
+            if year:
+                out.append("1 year" if year == 1 else f"{year} years")
+            if mon:
+                out.append("1 mon" if mon == 1 else f"{mon} mons")
+        if days:
+            out.append("1 day" if days == 1 else f"{days} days")
+        if us or not out:
+            secs, fus = divmod(us, 1_000_000)
+            out.append(f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+                       + (_fmt_frac(fus) if fus else ""))
+        return " ".join(out)
     year, mon, mday, hour, mins, sec, fsec = _split_interval(months, days, us)
     out: list[str] = []
     is_before = False
@@ -750,7 +790,7 @@ _TEXT_FACTORIES: dict[str, _TextFactory] = {
     "bpchar": lambda ct, s: _text_bpchar(ct),
     "bytea": lambda ct, s: (
         _bytea_escape if s.bytea_output.lower() == "escape"
-        else lambda v: b"\\x" + bytes(v).hex().encode()
+        else lambda v: b"\\x" + v.hex().encode()  # bytes, bytearray, memoryview
     ),
     "date": lambda ct, s: _date_text,
     "time": lambda ct, s: _time_text,
@@ -781,29 +821,33 @@ _NUMERIC_PINF = _NUMERIC_HEAD.pack(0, 0, 0xD000, 32)
 _NUMERIC_NINF = _NUMERIC_HEAD.pack(0, 0, 0xF000, 32)
 
 
+_NUMERIC_FMT = [struct.Struct(f">hhHh{n}H") for n in range(64)]
+
+
 def _numeric_send(s: str) -> bytes:
-    """numeric_send of a plain decimal string (no exponent): base-10000 digit groups."""
+    """numeric_send of a plain decimal string (no exponent): base-10000 digit groups,
+    leading and trailing zero groups dropped, weight = index of the first group."""
     if s[0] in "NI-" and not s[-1].isdigit():
         return _NUMERIC_NAN if s == "NaN" else _NUMERIC_NINF if s[0] == "-" else _NUMERIC_PINF
     neg = s[0] == "-"
     ip, _, fp = (s[1:] if neg else s).partition(".")
     dscale = len(fp)
     ip = ip.lstrip("0")
-    ip = "0" * (-len(ip) % 4) + ip
-    allds = ip + fp + "0" * (-len(fp) % 4)
-    groups = [int(allds[i : i + 4]) for i in range(0, len(allds), 4)]
-    weight = len(ip) // 4 - 1
-    start = 0
-    while start < len(groups) and groups[start] == 0:
-        start += 1
-    end = len(groups)
-    while end > start and groups[end - 1] == 0:
-        end -= 1
-    groups = groups[start:end]
-    if not groups:
+    lead = -len(ip) % 4
+    d = "0" * lead + ip + fp + "0" * (-dscale % 4)  # aligned on base-10000 groups
+    weight = (len(ip) + lead) // 4 - 1
+    rest = d.lstrip("0")
+    if not rest:
         return _NUMERIC_HEAD.pack(0, 0, 0, dscale)
-    return _NUMERIC_HEAD.pack(len(groups), weight - start, 0x4000 if neg else 0,
-                              dscale) + struct.pack(f">{len(groups)}H", *groups)
+    skip = (len(d) - len(rest)) // 4
+    d = d[skip * 4 :]
+    trail = (len(d) - len(d.rstrip("0"))) // 4
+    if trail:
+        d = d[: len(d) - trail * 4]
+    n = len(d) // 4
+    groups = [int(d[i : i + 4]) for i in range(0, len(d), 4)]
+    fmt = _NUMERIC_FMT[n] if n < 64 else struct.Struct(f">hhHh{n}H")
+    return fmt.pack(n, weight - skip, 0x4000 if neg else 0, dscale, *groups)
 
 
 def _date_bin(v: Any) -> bytes:
@@ -854,6 +898,8 @@ def _interval_bin(v: Any) -> bytes:
 def _uuid_bin(v: Any) -> bytes:
     if type(v) is _uuid.UUID:
         return v.bytes
+    if type(v) is str and len(v) == 36:
+        return bytes.fromhex(v.replace("-", ""))  # DuckDB's canonical text; UUID() is slow
     return _uuid.UUID(str(v)).bytes
 
 
@@ -917,6 +963,14 @@ def _as_str(v: Any) -> str:
         raise SQLError('invalid byte sequence for encoding "UTF8"', "22021") from None
 
 
+def _text_in(v: Any) -> str:
+    """Text as a value of a string type: PostgreSQL strings cannot hold NUL."""
+    s = v if type(v) is str else _as_str(v)
+    if "\x00" in s:
+        raise SQLError('invalid byte sequence for encoding "UTF8": 0x00', "22021")
+    return s
+
+
 _WS = " \t\n\r\f\v"
 _BOOL_WORDS: dict[str, bool] = {}
 for _word, _val in (("true", True), ("false", False), ("yes", True), ("no", False)):
@@ -938,8 +992,9 @@ _INT_RE = re.compile(r"[ \t\n\r\f\v]*[+-]?[0-9]+[ \t\n\r\f\v]*")
 
 def _int_in(type_name: str, lo: int, hi: int) -> Decoder:
     def dec(v: Any) -> int:
-        s = _as_str(v)
-        if not _INT_RE.fullmatch(s):  # int() alone would take '1_000' and non-ASCII digits
+        s = v if type(v) is str else _as_str(v)
+        # int() alone would take '1_000' and non-ASCII digits
+        if not ((s.isdigit() and s.isascii()) or _INT_RE.fullmatch(s)):
             raise _invalid(type_name, s)
         n = int(s)
         if lo <= n <= hi:
@@ -1072,18 +1127,18 @@ def _check_length(ct: ColumnType, type_name: str) -> Callable[[str], str]:
 
 def _varchar_in(ct: ColumnType) -> Decoder:
     check = _check_length(ct, "character varying")
-    return lambda v: check(_as_str(v))
+    return lambda v: check(_text_in(v))
 
 
 def _bpchar_in(ct: ColumnType) -> Decoder:
     check = _check_length(ct, "character")
     if ct.length is None:
-        return lambda v: _as_str(v)
-    return lambda v: check(_as_str(v)).rstrip(" ")
+        return _text_in
+    return lambda v: check(_text_in(v)).rstrip(" ")
 
 
 def _name_in(v: Any) -> str:
-    s = _as_str(v)
+    s = _text_in(v)
     b = s.encode()
     return b[:63].decode("utf-8", "ignore") if len(b) > 63 else s  # NAMEDATALEN - 1
 
@@ -1144,17 +1199,36 @@ def _reject_constant(c: str) -> Any:
     raise ValueError(f'Token "{c}" is invalid.')
 
 
-def _json_load(s: str, **kw: Any) -> Any:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(v: Any) -> bool:
+    """Python decodes an unpaired \\ud800 escape to a lone surrogate; PostgreSQL refuses."""
+    if isinstance(v, str):
+        return _SURROGATE.search(v) is not None
+    if isinstance(v, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(_lone_surrogate(x) for x in v)
+    return False
+
+
+def _json_load(s: str, jsonb: bool, **kw: Any) -> Any:
     try:
-        return _json.loads(s, parse_constant=_reject_constant, **kw)
+        v = _json.loads(s, parse_constant=_reject_constant, **kw)
     except (ValueError, RecursionError) as e:
         msg = e.msg if isinstance(e, _json.JSONDecodeError) else str(e)
         raise InvalidTextRepresentation("invalid input syntax for type json", detail=msg) from None
+    if jsonb and "\\u" in s and _lone_surrogate(v):  # json keeps the escape as text
+        raise InvalidTextRepresentation("invalid input syntax for type json",
+                                        detail="Unicode low surrogate must follow a high "
+                                        "surrogate.")
+    return v
 
 
 def _json_in(v: Any) -> str:
-    s = _as_str(v)
-    _json_load(s, parse_float=str, parse_int=str)  # json keeps the text as written
+    s = _text_in(v)
+    _json_load(s, False, parse_float=str, parse_int=str)  # json keeps the text as written
     return s
 
 
@@ -1200,11 +1274,12 @@ def _jsonb_dump(v: Any) -> str:
 def normalize_jsonb(text: str) -> str:
     """The text PostgreSQL prints for `text::jsonb`: validated, keys deduplicated (the
     last wins) and sorted by length then bytes, numbers as numerics, `{"a": 1}` spacing."""
-    return _jsonb_dump(_json_load(text, parse_float=Decimal))
+    # Decimal for ints too: int() refuses more than 4300 digits, numeric does not
+    return _jsonb_dump(_json_load(text, True, parse_float=Decimal, parse_int=Decimal))
 
 
 def _jsonb_in(v: Any) -> str:
-    return normalize_jsonb(_as_str(v))
+    return normalize_jsonb(_text_in(v))
 
 
 # -- dates and times --------------------------------------------------------
@@ -1493,7 +1568,12 @@ def _special_days(special: str, session: SessionFormat) -> int:
 
 def _date_in(session: SessionFormat) -> Decoder:
     def dec(v: Any) -> Any:
-        s = _as_str(v)
+        s = v if type(v) is str else _as_str(v)
+        if len(s) == 10 and s[4] == "-" and s[7] == "-" and s.isascii() and s[5:7].isdigit():
+            try:
+                return _dt.date.fromisoformat(s)  # the common YYYY-MM-DD; else the full parser
+            except ValueError:
+                pass
         try:
             f = _decode_datetime(s, session.date_order)
             if f.special:
@@ -1530,11 +1610,45 @@ def _time_in(v: Any) -> Any:
     return _time_from_us(f.us)
 
 
+_ISO_TS = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?"
+    r"(?:([zZ])|([+-])(\d\d)(?::?(\d\d))?)?")
+
+
+def _ts_fast(s: str, tz: _dt.tzinfo | None) -> _dt.datetime | None:
+    """YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][zone offset], what drivers send; None for any
+    other form or a value needing PostgreSQL's full rules (24:00, year 0...).
+    `tz` None: timestamp without time zone (any zone is ignored)."""
+    m = _ISO_TS.fullmatch(s)
+    if m is None:
+        return None
+    y, mo, d, h, mi, sec, frac, z, sign, oh, om = m.groups()
+    try:
+        v = _dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec or 0),
+                         int(frac.ljust(6, "0")) if frac else 0)
+        if tz is None:
+            return v
+        if sign:
+            off = (int(oh) * 3600 + int(om or 0) * 60) * (-1 if sign == "-" else 1)
+        elif z:
+            off = 0
+        else:
+            off = _local_offset(tz, _ts_us(v))
+        return (v - _dt.timedelta(seconds=off)).replace(tzinfo=_UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
 def _timestamp_in(session: SessionFormat, with_tz: bool) -> Decoder:
     type_name = "timestamp with time zone" if with_tz else "timestamp"
+    fast_tz = session.tzinfo if with_tz else None
 
     def dec(v: Any) -> Any:
-        s = _as_str(v)
+        s = v if type(v) is str else _as_str(v)
+        if len(s) >= 16 and s[4] == "-":
+            fast = _ts_fast(s, fast_tz)
+            if fast is not None:
+                return fast
         try:
             f = _decode_datetime(s, session.date_order)
             if f.special:
@@ -1968,8 +2082,8 @@ _TEXT_DECODERS: dict[str, _DecFactory] = {
     "float4": lambda ct, s: _float_in("real", True),
     "float8": lambda ct, s: _float_in("double precision", False),
     "numeric": lambda ct, s: _numeric_in(ct),
-    "text": lambda ct, s: _as_str,
-    "unknown": lambda ct, s: _as_str,
+    "text": lambda ct, s: _text_in,
+    "unknown": lambda ct, s: _text_in,
     "varchar": lambda ct, s: _varchar_in(ct),
     "bpchar": lambda ct, s: _bpchar_in(ct),
     "name": lambda ct, s: _name_in,
@@ -2064,10 +2178,7 @@ def _numeric_recv(ct: ColumnType) -> Decoder:
 
 
 def _utf8_recv(v: Any) -> str:
-    try:
-        return bytes(v).decode("utf-8")
-    except UnicodeDecodeError:
-        raise SQLError('invalid byte sequence for encoding "UTF8"', "22021") from None
+    return _text_in(bytes(v))
 
 
 def _date_recv(v: Any) -> Any:
