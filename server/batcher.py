@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import decimal
+import logging
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ from headwater.errors import (
     SQLError,
     StringTooLong,
 )
+
+log = logging.getLogger("headwater.batcher")
+FLUSH_INTERVAL = 0.02  # seconds staged rows may wait before DuckDB applies them
 
 if TYPE_CHECKING:
     from headwater.server.instance import Instance
@@ -253,6 +257,13 @@ class InsertBatcher:
         self._apply_lock = threading.Lock()  # one DuckDB apply at a time, in staging order
         # (table oid, key name) -> live key values; built on first use from DuckDB
         self._keys: dict[tuple[int, str], set[tuple[Any, ...]]] = {}
+        # Staged rows reach DuckDB lazily: at most every FLUSH_INTERVAL, or at once
+        # when a reader waits for them (read-your-writes) or a general writer starts.
+        self._staged_epoch = 0  # newest epoch with staged rows
+        self.applied_epoch = 0  # every staged row of epochs <= this is in DuckDB
+        self._urgent = asyncio.Event()
+        self._applied = asyncio.Condition()
+        self._flusher: asyncio.Task[None] | None = None
 
     async def insert(self, table: Table, rows: list[tuple[Any, ...]]) -> int:
         """Insert `rows`; returns the epoch once it is durable."""
@@ -386,6 +397,7 @@ class InsertBatcher:
             new = pa.table(arrays, names=[RID] + [c.name for c in table.columns])
             with self._staged_lock:
                 self._unapplied.append((epoch, table, new))
+                self._staged_epoch = max(self._staged_epoch, epoch)
             changes[oid] = new.append_column(WEIGHT, pa.array([1] * len(rows), pa.int64()))
         return changes, failures
 
@@ -424,13 +436,54 @@ class InsertBatcher:
             self._cur = self.instance.replica.cursor()
         return self._cur
 
-    def flush(self) -> None:
-        """Apply every staged row to DuckDB (blocking; safe from any thread)."""
+    async def applied(self, epoch: int) -> None:
+        """Wait until the staged rows of `epoch` are in DuckDB (no hurry: the timer flushes)."""
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(
+                self._flush_loop(), name="flusher"
+            )
+        async with self._applied:
+            await self._applied.wait_for(
+                lambda: self.applied_epoch >= epoch or self._staged_epoch < epoch
+            )
+
+    async def flush_now(self) -> None:
+        """Apply staged rows before a general writer reads the current state."""
+        upto = await asyncio.to_thread(self.flush)
+        async with self._applied:
+            self.applied_epoch = max(self.applied_epoch, upto)
+            self._applied.notify_all()
+
+    def hurry(self) -> None:
+        """Someone is waiting to read staged rows: flush now."""
+        self._urgent.set()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._urgent.wait(), FLUSH_INTERVAL)
+            except TimeoutError:
+                pass
+            self._urgent.clear()
+            if self._staged_epoch <= self.applied_epoch:
+                continue
+            try:
+                upto = await asyncio.to_thread(self.flush)
+            except Exception:
+                log.exception("applying staged rows to the replica failed")
+                continue
+            async with self._applied:
+                self.applied_epoch = max(self.applied_epoch, upto)
+                self._applied.notify_all()
+
+    def flush(self) -> int:
+        """Apply every staged row to DuckDB (blocking; any thread); returns the epoch covered."""
         with self._apply_lock:
             with self._staged_lock:
                 work, self._unapplied = self._unapplied, []
+                upto = self._staged_epoch
             if not work:
-                return
+                return upto
             cur = self._cursor()
             grouped: dict[tuple[int, int], list[pa.Table]] = defaultdict(list)
             tables: dict[int, Table] = {}
@@ -448,6 +501,7 @@ class InsertBatcher:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+            return upto
 
     def discard_unapplied(self) -> None:
         with self._staged_lock:

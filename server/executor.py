@@ -248,7 +248,7 @@ class Executor:
         explicit = s.status == "T"
         epoch = None if explicit else committer.begin_stamp()
         try:
-            await asyncio.to_thread(self.instance.batcher.flush)  # fast-path rows first
+            await self.instance.batcher.flush_now()  # fast-path rows first
             cur = await asyncio.to_thread(self._new_write_cursor)
         except BaseException:
             if epoch is not None:
@@ -353,6 +353,7 @@ class Executor:
         committer = self.instance.committer
         assert committer is not None
         if self.s.write is None and committer.visible_epoch < self.s.last_write_epoch:
+            self.instance.batcher.hurry()
             if not await committer.wait_visible(self.s.last_write_epoch, timeout=30):
                 raise SQLError(
                     f"timed out waiting for epoch {self.s.last_write_epoch} to become readable",

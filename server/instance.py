@@ -47,7 +47,7 @@ class Instance:
         self.started_at = time.time()
 
     def meta(self) -> dict[str, Any]:
-        return {"next_oid": self.catalog.next_oid, "next_rid": self.next_rid}
+        return {"next_oid": self.catalog.next_oid}
 
     def allocate_rids(self, n: int) -> int:
         first = self.next_rid
@@ -63,7 +63,7 @@ class Instance:
             last,
             self.meta,
             self._undo,
-            prepare=lambda epoch: asyncio.to_thread(self.batcher.flush),
+            prepare=self.batcher.applied,
         )
         self.committer.start()
 
@@ -72,12 +72,14 @@ class Instance:
         self.store.open_sync()
         objs, meta = self.changelog.load_catalog()
         self.catalog.load(objs, meta.get("next_oid", 0))
-        self.next_rid = meta.get("next_rid", 1)
+        self.next_rid = 1
         epochs = self.changelog.epochs()
         self._last_epoch = epochs[-1]["epoch"] if epochs else 0
         rows = 0
         for table in self.catalog.tables():
             rows += self.replica.rebuild_table(table, self.changelog.read_table_log(table.oid))
+        # Row ids are not persisted separately: continue after the largest one kept.
+        self.next_rid = self.replica.max_rid(t.oid for t in self.catalog.tables()) + 1
         log.info(
             "recovered %d tables, %d live rows, %d epochs (last %d) in %.2fs",
             sum(1 for _ in self.catalog.tables()),

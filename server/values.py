@@ -53,9 +53,20 @@ Encoder = Callable[[Any], bytes]
 Decoder = Callable[[Any], Any]
 
 __all__ = [
-    "DATE_INFINITY", "DATE_NEG_INFINITY", "TIMESTAMP_INFINITY", "TIMESTAMP_NEG_INFINITY",
-    "Interval", "SessionFormat", "DEFAULT_SESSION", "text_encoder", "binary_encoder",
-    "text_decoder", "binary_decoder", "parse_literal", "normalize_jsonb", "resolve_timezone",
+    "DATE_INFINITY",
+    "DATE_NEG_INFINITY",
+    "TIMESTAMP_INFINITY",
+    "TIMESTAMP_NEG_INFINITY",
+    "Interval",
+    "SessionFormat",
+    "DEFAULT_SESSION",
+    "text_encoder",
+    "binary_encoder",
+    "text_decoder",
+    "binary_decoder",
+    "parse_literal",
+    "normalize_jsonb",
+    "resolve_timezone",
 ]
 
 # DuckDB's infinities, as ints in the Arrow representation (see module docstring).
@@ -221,8 +232,7 @@ def _ts_us(v: Any) -> int:
         return v
     off = v.utcoffset()
     days = v.toordinal() - _ORD_1970
-    us = ((days * 86400 + v.hour * 3600 + v.minute * 60 + v.second) * 1_000_000
-          + v.microsecond)
+    us = (days * 86400 + v.hour * 3600 + v.minute * 60 + v.second) * 1_000_000 + v.microsecond
     if off is not None:
         us -= (off.days * 86400 + off.seconds) * 1_000_000 + off.microseconds
     return us
@@ -254,8 +264,13 @@ def _ts_from_us(us: int, aware: bool) -> Any:
         days, rem = divmod(us, _US_PER_DAY)
         secs, micro = divmod(rem, 1_000_000)
         v = _dt.datetime.fromordinal(days + _ORD_1970)
-        v = v.replace(hour=secs // 3600, minute=secs // 60 % 60, second=secs % 60,
-                      microsecond=micro, tzinfo=_UTC if aware else None)
+        v = v.replace(
+            hour=secs // 3600,
+            minute=secs // 60 % 60,
+            second=secs % 60,
+            microsecond=micro,
+            tzinfo=_UTC if aware else None,
+        )
         return v
     return us
 
@@ -292,8 +307,10 @@ def _fmt_ts_us(us: int, offset: str | None = None) -> str:
     days, rem = divmod(us, _US_PER_DAY)
     y, mo, d = _civil_from_days(days)
     secs, micro = divmod(rem, 1_000_000)
-    s = (f"{1 - y if y <= 0 else y:04d}-{mo:02d}-{d:02d} {secs // 3600:02d}:"
-         f"{secs // 60 % 60:02d}:{secs % 60:02d}{_fmt_frac(micro)}{offset or ''}")
+    s = (
+        f"{1 - y if y <= 0 else y:04d}-{mo:02d}-{d:02d} {secs // 3600:02d}:"
+        f"{secs // 60 % 60:02d}:{secs % 60:02d}{_fmt_frac(micro)}{offset or ''}"
+    )
     return s + " BC" if y <= 0 else s
 
 
@@ -558,8 +575,9 @@ def _date_text(v: Any) -> bytes:
 def _time_text(v: Any) -> bytes:
     if type(v) is int:
         secs, micro = divmod(v, 1_000_000)
-        return (f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
-                f"{_fmt_frac(micro)}").encode()
+        return (
+            f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}{_fmt_frac(micro)}"
+        ).encode()
     s = v.isoformat()  # HH:MM:SS[.ffffff], then an offset for an aware time (ignored)
     if v.microsecond:
         return s[:15].rstrip("0").encode()
@@ -647,8 +665,10 @@ def _interval_postgres(months: int, days: int, us: int) -> str:
             out.append("1 day" if days == 1 else f"{days} days")
         if us or not out:
             secs, fus = divmod(us, 1_000_000)
-            out.append(f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
-                       + (_fmt_frac(fus) if fus else ""))
+            out.append(
+                f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+                + (_fmt_frac(fus) if fus else "")
+            )
         return " ".join(out)
     year, mon, mday, hour, mins, sec, fsec = _split_interval(months, days, us)
     out: list[str] = []
@@ -681,8 +701,7 @@ def _interval_verbose(months: int, days: int, us: int) -> str:
     year, mon, mday, hour, mins, sec, fsec = _split_interval(months, days, us)
     s = "@"
     is_zero, is_before = True, False
-    for value, unit in ((year, "year"), (mon, "mon"), (mday, "day"), (hour, "hour"),
-                        (mins, "min")):
+    for value, unit in ((year, "year"), (mon, "mon"), (mday, "day"), (hour, "hour"), (mins, "min")):
         if not value:
             continue
         if is_zero:
@@ -726,8 +745,10 @@ def _interval_sql(months: int, days: int, us: int) -> str:
         ys = "-" if year < 0 or mon < 0 else "+"
         ds = "-" if mday < 0 else "+"
         ss = "-" if hour < 0 or mins < 0 or sec < 0 or fsec < 0 else "+"
-        return (f"{ys}{abs(year)}-{abs(mon)} {ds}{abs(mday)} "
-                f"{ss}{abs(hour)}:{abs(mins):02d}:{_secs(sec, fsec, True)}")
+        return (
+            f"{ys}{abs(year)}-{abs(mon)} {ds}{abs(mday)} "
+            f"{ss}{abs(hour)}:{abs(mins):02d}:{_secs(sec, fsec, True)}"
+        )
     if has_ym:
         return f"{sign}{year}-{mon}"
     if mday:
@@ -736,8 +757,10 @@ def _interval_sql(months: int, days: int, us: int) -> str:
 
 
 _INTERVAL_STYLES = {
-    "postgres": _interval_postgres, "iso_8601": _interval_iso,
-    "postgres_verbose": _interval_verbose, "sql_standard": _interval_sql,
+    "postgres": _interval_postgres,
+    "iso_8601": _interval_iso,
+    "postgres_verbose": _interval_verbose,
+    "sql_standard": _interval_sql,
 }
 
 
@@ -789,7 +812,8 @@ _TEXT_FACTORIES: dict[str, _TextFactory] = {
     "jsonb": lambda ct, s: _jsonb_text,
     "bpchar": lambda ct, s: _text_bpchar(ct),
     "bytea": lambda ct, s: (
-        _bytea_escape if s.bytea_output.lower() == "escape"
+        _bytea_escape
+        if s.bytea_output.lower() == "escape"
         else lambda v: b"\\x" + v.hex().encode()  # bytes, bytearray, memoryview
     ),
     "date": lambda ct, s: _date_text,
@@ -1016,11 +1040,18 @@ def _oid_in(v: Any) -> int:
     raise NumericOutOfRange(f'value "{s}" is out of range for type oid')
 
 
-_FLOAT_RE = re.compile(r"[ \t\n\r\f\v]*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
-                       r"[ \t\n\r\f\v]*")
+_FLOAT_RE = re.compile(
+    r"[ \t\n\r\f\v]*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+    r"[ \t\n\r\f\v]*"
+)
 _FLOAT_WORDS = {
-    "nan": math.nan, "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf,
-    "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+    "nan": math.nan,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-infinity": -math.inf,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "-inf": -math.inf,
 }
 
 
@@ -1040,19 +1071,26 @@ def _float_in(type_name: str, single: bool) -> Decoder:
                 f = _to_f32(f)
             except OverflowError:
                 f = math.inf
-        if f in (math.inf, -math.inf) or (f == 0.0 and text.lstrip("+-.0").rstrip(".")[:1]
-                                           not in ("", "e", "E")):
+        if f in (math.inf, -math.inf) or (
+            f == 0.0 and text.lstrip("+-.0").rstrip(".")[:1] not in ("", "e", "E")
+        ):
             raise NumericOutOfRange(f'"{text}" is out of range for type {type_name}')
         return f
 
     return dec
 
 
-_NUMERIC_RE = re.compile(r"[ \t\n\r\f\v]*([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?"
-                         r"[ \t\n\r\f\v]*")
+_NUMERIC_RE = re.compile(
+    r"[ \t\n\r\f\v]*([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?"
+    r"[ \t\n\r\f\v]*"
+)
 _NUMERIC_WORDS = {
-    "nan": Decimal("NaN"), "infinity": Decimal("Infinity"), "+infinity": Decimal("Infinity"),
-    "-infinity": Decimal("-Infinity"), "inf": Decimal("Infinity"), "+inf": Decimal("Infinity"),
+    "nan": Decimal("NaN"),
+    "infinity": Decimal("Infinity"),
+    "+infinity": Decimal("Infinity"),
+    "-infinity": Decimal("-Infinity"),
+    "inf": Decimal("Infinity"),
+    "+inf": Decimal("Infinity"),
     "-inf": Decimal("-Infinity"),
 }
 
@@ -1073,14 +1111,16 @@ def _numeric_typmod(ct: ColumnType) -> Callable[[Decimal], Decimal]:
             raise NumericOutOfRange(
                 "numeric field overflow",
                 detail=f"A field with precision {precision}, scale {scale} cannot hold an "
-                "infinite value.")
+                "infinite value.",
+            )
         d = d.quantize(quantum, context=_CTX)
         if abs(d) >= limit:
             maxdigits = precision - scale
             raise NumericOutOfRange(
                 "numeric field overflow",
                 detail=f"A field with precision {precision}, scale {scale} must round to an "
-                f"absolute value less than {f'10^{maxdigits}' if maxdigits else '1'}.")
+                f"absolute value less than {f'10^{maxdigits}' if maxdigits else '1'}.",
+            )
         return d
 
     return apply
@@ -1176,8 +1216,7 @@ def _bytea_in(v: Any) -> bytes:
         elif s[i + 1 : i + 2] == "\\":
             out.append(0x5C)
             i += 2
-        elif (i + 3 < n and s[i + 1] in "0123" and s[i + 2] in "01234567"
-              and s[i + 3] in "01234567"):
+        elif i + 3 < n and s[i + 1] in "0123" and s[i + 2] in "01234567" and s[i + 3] in "01234567":
             out.append(int(s[i + 1 : i + 4], 8))
             i += 4
         else:
@@ -1220,9 +1259,10 @@ def _json_load(s: str, jsonb: bool, **kw: Any) -> Any:
         msg = e.msg if isinstance(e, _json.JSONDecodeError) else str(e)
         raise InvalidTextRepresentation("invalid input syntax for type json", detail=msg) from None
     if jsonb and "\\u" in s and _lone_surrogate(v):  # json keeps the escape as text
-        raise InvalidTextRepresentation("invalid input syntax for type json",
-                                        detail="Unicode low surrogate must follow a high "
-                                        "surrogate.")
+        raise InvalidTextRepresentation(
+            "invalid input syntax for type json",
+            detail="Unicode low surrogate must follow a high surrogate.",
+        )
     return v
 
 
@@ -1242,8 +1282,11 @@ _encode_json_str = _json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 def _jsonb_string(s: str) -> str:
     if "\x00" in s:
-        raise SQLError("unsupported Unicode escape sequence", "22P05",
-                       detail="\\u0000 cannot be converted to text.")
+        raise SQLError(
+            "unsupported Unicode escape sequence",
+            "22P05",
+            detail="\\u0000 cannot be converted to text.",
+        )
     return _encode_json_str(s)
 
 
@@ -1285,10 +1328,30 @@ def _jsonb_in(v: Any) -> str:
 # -- dates and times --------------------------------------------------------
 
 _MONTHS = {
-    "jan": 1, "january": 1, "feb": 2, "february": 2, "mar": 3, "march": 3, "apr": 4,
-    "april": 4, "may": 5, "jun": 6, "june": 6, "jul": 7, "july": 7, "aug": 8, "august": 8,
-    "sep": 9, "sept": 9, "september": 9, "oct": 10, "october": 10, "nov": 11,
-    "november": 11, "dec": 12, "december": 12,
+    "jan": 1,
+    "january": 1,
+    "feb": 2,
+    "february": 2,
+    "mar": 3,
+    "march": 3,
+    "apr": 4,
+    "april": 4,
+    "may": 5,
+    "jun": 6,
+    "june": 6,
+    "jul": 7,
+    "july": 7,
+    "aug": 8,
+    "august": 8,
+    "sep": 9,
+    "sept": 9,
+    "september": 9,
+    "oct": 10,
+    "october": 10,
+    "nov": 11,
+    "november": 11,
+    "dec": 12,
+    "december": 12,
 }
 _KEYWORDS = frozenset(("am", "pm", "bc", "ad"))
 # PostgreSQL's datetktbl: words its tokenizer knows, so 'm5' is the word m then 5.
@@ -1297,20 +1360,56 @@ _DATETKTBL = frozenset(
     "feb february fri friday h infinity isodow isoyear j jan january jd jul julian july jun "
     "june m mar march may mm mon monday nov november now oct october on pm s sat saturday "
     "sep sept september sun sunday t thu thur thurs thursday today tomorrow tue tues "
-    "tuesday wed wednesday weds y yesterday".split())
+    "tuesday wed wednesday weds y yesterday".split()
+)
 _DAYNAMES = frozenset(
     "sun sunday mon monday tue tues tuesday wed wednesday thu thur thurs thursday fri "
-    "friday sat saturday".split())
+    "friday sat saturday".split()
+)
 # A subset of PostgreSQL's default timezone_abbreviations (seconds east of UTC).
 _TZ_ABBREVS = {
-    "utc": 0, "gmt": 0, "z": 0, "zulu": 0, "ut": 0, "est": -18000, "edt": -14400,
-    "cst": -21600, "cdt": -18000, "mst": -25200, "mdt": -21600, "pst": -28800,
-    "pdt": -25200, "akst": -32400, "akdt": -28800, "hst": -36000, "ast": -14400,
-    "adt": -10800, "nst": -12600, "ndt": -9000, "wet": 0, "west": 3600, "bst": 3600,
-    "cet": 3600, "cest": 7200, "met": 3600, "mest": 7200, "eet": 7200, "eest": 10800,
-    "msk": 10800, "ist": 7200, "jst": 32400, "kst": 32400, "hkt": 28800, "sgt": 28800,
-    "awst": 28800, "acst": 34200, "acdt": 37800, "aest": 36000, "aedt": 39600,
-    "nzst": 43200, "nzdt": 46800,
+    "utc": 0,
+    "gmt": 0,
+    "z": 0,
+    "zulu": 0,
+    "ut": 0,
+    "est": -18000,
+    "edt": -14400,
+    "cst": -21600,
+    "cdt": -18000,
+    "mst": -25200,
+    "mdt": -21600,
+    "pst": -28800,
+    "pdt": -25200,
+    "akst": -32400,
+    "akdt": -28800,
+    "hst": -36000,
+    "ast": -14400,
+    "adt": -10800,
+    "nst": -12600,
+    "ndt": -9000,
+    "wet": 0,
+    "west": 3600,
+    "bst": 3600,
+    "cet": 3600,
+    "cest": 7200,
+    "met": 3600,
+    "mest": 7200,
+    "eet": 7200,
+    "eest": 10800,
+    "msk": 10800,
+    "ist": 7200,
+    "jst": 32400,
+    "kst": 32400,
+    "hkt": 28800,
+    "sgt": 28800,
+    "awst": 28800,
+    "acst": 34200,
+    "acdt": 37800,
+    "aest": 36000,
+    "aedt": 39600,
+    "nzst": 43200,
+    "nzdt": 46800,
 }
 
 _DT_TOKEN = re.compile(
@@ -1328,6 +1427,7 @@ _T_SEP = re.compile(r"(?<=\d)t(?=\d)")
 def _split_t(text: str) -> str:
     """ISO 8601's 'T' between date and time, only after an all-numeric date (as
     PostgreSQL: in 'jan-08-1999t12:00' the T is part of a bad date)."""
+
     def repl(m: re.Match[str]) -> str:
         word = text[: m.start()].rsplit(None, 1)[-1]
         return "t" if any(c.isalpha() for c in word) else " "
@@ -1422,8 +1522,17 @@ def _decode_datetime(s: str, order: str, time_only: bool = False) -> _Fields:
     """Split date/time input into fields, much like PostgreSQL's DecodeDateTime."""
     f = _Fields()
     text = _split_t(s.strip(_WS).lower())
-    if text in ("infinity", "+infinity", "-infinity", "epoch", "now", "today", "tomorrow",
-                "yesterday", "allballs"):
+    if text in (
+        "infinity",
+        "+infinity",
+        "-infinity",
+        "epoch",
+        "now",
+        "today",
+        "tomorrow",
+        "yesterday",
+        "allballs",
+    ):
         f.special = text.lstrip("+")
         return f
     nums: list[str] = []
@@ -1453,11 +1562,12 @@ def _decode_datetime(s: str, order: str, time_only: bool = False) -> _Fields:
             if f.us is None and date_done and len(ip) in (4, 6):
                 # hhmm / hhmmss[.f] run together, after the date (DecodeNumberField)
                 h, mi, secs = int(ip[:2]), int(ip[2:4]), int(ip[4:6] or 0)
-                fus = round(float("0" + tok[len(ip):]) * 1_000_000) if "." in tok else 0
+                fus = round(float("0" + tok[len(ip) :]) * 1_000_000) if "." in tok else 0
                 # PostgreSQL range-checks these only for type time: in a timestamp
                 # '2024-01-01 256000' is 2024-01-02 02:00
-                if time_only and (h > 24 or mi > 59 or secs > 60
-                                  or (h == 24 and (mi or secs or fus))):
+                if time_only and (
+                    h > 24 or mi > 59 or secs > 60 or (h == 24 and (mi or secs or fus))
+                ):
                     raise _BadField
                 f.us = (h * 3600 + mi * 60 + secs) * 1_000_000 + fus
             elif f.us is None and len(tok) >= 6 and tok.isdigit() and not f.has_date and not nums:
@@ -1484,7 +1594,7 @@ def _decode_datetime(s: str, order: str, time_only: bool = False) -> _Fields:
                 continue
             if f.zone is not None:
                 raise _BadSyntax
-            f.zone = -_parse_offset(tok[off.start():])
+            f.zone = -_parse_offset(tok[off.start() :])
         else:
             if tok in _MONTHS and not f.has_date and f.m == 0:
                 f.m = _MONTHS[tok]
@@ -1563,7 +1673,7 @@ def _special_days(special: str, session: SessionFormat) -> int:
     if special not in ("now", "today", "tomorrow", "yesterday"):
         raise _BadSyntax
     now = _dt.datetime.now(session.tzinfo).date()
-    return (now.toordinal() - _ORD_1970 + {"tomorrow": 1, "yesterday": -1}.get(special, 0))
+    return now.toordinal() - _ORD_1970 + {"tomorrow": 1, "yesterday": -1}.get(special, 0)
 
 
 def _date_in(session: SessionFormat) -> Decoder:
@@ -1612,7 +1722,8 @@ def _time_in(v: Any) -> Any:
 
 _ISO_TS = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?"
-    r"(?:([zZ])|([+-])(\d\d)(?::?(\d\d))?)?")
+    r"(?:([zZ])|([+-])(\d\d)(?::?(\d\d))?)?"
+)
 
 
 def _ts_fast(s: str, tz: _dt.tzinfo | None) -> _dt.datetime | None:
@@ -1624,8 +1735,15 @@ def _ts_fast(s: str, tz: _dt.tzinfo | None) -> _dt.datetime | None:
         return None
     y, mo, d, h, mi, sec, frac, z, sign, oh, om = m.groups()
     try:
-        v = _dt.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec or 0),
-                         int(frac.ljust(6, "0")) if frac else 0)
+        v = _dt.datetime(
+            int(y),
+            int(mo),
+            int(d),
+            int(h),
+            int(mi),
+            int(sec or 0),
+            int(frac.ljust(6, "0")) if frac else 0,
+        )
         if tz is None:
             return v
         if sign:
@@ -1668,8 +1786,9 @@ def _timestamp_in(session: SessionFormat, with_tz: bool) -> Decoder:
             elif not f.has_date:
                 raise _BadSyntax
         except _BadSyntax:
-            raise InvalidDatetimeFormat(f'invalid input syntax for type {type_name}: "{s}"') \
-                from None
+            raise InvalidDatetimeFormat(
+                f'invalid input syntax for type {type_name}: "{s}"'
+            ) from None
         except _BadField:
             raise DatetimeFieldOverflow(f'date/time field value out of range: "{s}"') from None
         us = _days_from_civil(f.y, f.m, f.d) * _US_PER_DAY + (f.us or 0)
@@ -1688,8 +1807,9 @@ def _timestamp_in(session: SessionFormat, with_tz: bool) -> Decoder:
 # unit may appear once (field masks), and years, months, days and microseconds are
 # accumulated separately with PostgreSQL's int32/int64 limits and float rounding.
 
-_YEAR, _MONTH, _DAY, _HOUR, _MINUTE, _SECOND, _MS, _US, _WEEK, _DECADE, _CENTURY, \
-    _MILLENNIUM = (1 << i for i in range(12))
+_YEAR, _MONTH, _DAY, _HOUR, _MINUTE, _SECOND, _MS, _US, _WEEK, _DECADE, _CENTURY, _MILLENNIUM = (
+    1 << i for i in range(12)
+)
 _ALL_SECS = _SECOND | _MS | _US
 _TIME_M = _HOUR | _MINUTE | _ALL_SECS
 
@@ -1711,8 +1831,7 @@ for _names, _unit in (
     for _n in _names.split():
         _UNITS[_n[:10]] = _unit  # PostgreSQL compares at most TOKMAXLEN (10) characters
 _AGO, _IGNORE = -1, -2
-_US_SCALE = {_US: 1, _MS: 1000, _SECOND: 1_000_000, _MINUTE: 60_000_000,
-             _HOUR: 3_600_000_000}
+_US_SCALE = {_US: 1, _MS: 1000, _SECOND: 1_000_000, _MINUTE: 60_000_000, _HOUR: 3_600_000_000}
 _YEAR_SCALE = {_YEAR: 1, _DECADE: 10, _CENTURY: 100, _MILLENNIUM: 1000}
 _PUNCT = frozenset("!\"#$%&'()*,/:;<=>?@[\\]^_`{|}~")
 
@@ -1898,7 +2017,7 @@ def _decode_interval(fields: list[tuple[str, str]]) -> _Itm:
                 val = int(digits)
                 if not _INT64_MIN <= val <= _INT64_MAX:
                     raise _BadField
-            rest = tok[m.end():]
+            rest = tok[m.end() :]
             fval = 0.0
             if rest.startswith("-"):  # SQL year-month: 1-2
                 m2 = re.fullmatch(r"-([0-9]*)(.*)", rest)
@@ -2110,8 +2229,7 @@ def text_decoder(ct: ColumnType, *, session: SessionFormat = DEFAULT_SESSION) ->
     return factory(ct, session) if factory else _as_str
 
 
-def parse_literal(ct: ColumnType, text: str, *,
-                  session: SessionFormat = DEFAULT_SESSION) -> Any:
+def parse_literal(ct: ColumnType, text: str, *, session: SessionFormat = DEFAULT_SESSION) -> Any:
     """The value of a literal `'text'::ct` (slow path: builds the decoder each call)."""
     return text_decoder(ct, session=session)(text)
 
@@ -2162,7 +2280,7 @@ def _numeric_recv(ct: ColumnType) -> Decoder:
         if sign in (0xD000, 0xF000):
             return typmod(Decimal("Infinity" if sign == 0xD000 else "-Infinity"))
         if sign not in (0, 0x4000) or dscale < 0:
-            raise SQLError("invalid sign in external \"numeric\" value", "22P03")
+            raise SQLError('invalid sign in external "numeric" value', "22P03")
         digits = struct.unpack(f">{ndigits}H", v[8:])
         if any(dg > 9999 for dg in digits):
             raise SQLError('invalid digit in external "numeric" value', "22P03")
@@ -2276,4 +2394,3 @@ def binary_decoder(ct: ColumnType, *, session: SessionFormat = DEFAULT_SESSION) 
     representation, validating it like PostgreSQL's receive functions."""
     factory = _BIN_DECODERS.get(ct.pg.name)
     return factory(ct, session) if factory else _utf8_recv
-

@@ -6,7 +6,7 @@ Keys (all big-endian hex so that byte order is numeric order):
     l/{table:08x}/{epoch:016x}/{n:04x} the table's change in that epoch: Arrow IPC
                                        stream of (_hw_rid, columns..., _hw_w), chunked
     c/{oid:08x}                       catalog object, JSON (deleted when dropped)
-    m/catalog                         catalog meta, JSON: next_oid, next_rid
+    m/catalog                         catalog meta, JSON: next_oid (written with DDL)
 
 A change row is a Z-set entry: weight +1 insert, -1 delete; an UPDATE is the old
 row at -1 and the new row at +1 under the same row id. Everything an epoch changes

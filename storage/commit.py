@@ -171,7 +171,7 @@ class Committer:
             },
             catalog=ep.catalog,
             dropped_logs=ep.dropped_logs,
-            meta=self._meta(),
+            meta=self._meta() if ep.catalog else None,
             closed_at=time.time(),
         )
 

@@ -187,6 +187,18 @@ class Replica:
         finally:
             cur.close()
 
+    def max_rid(self, oids: Iterable[int]) -> int:
+        """The largest row id stored in any of the tables (0 if none)."""
+        cur = self.cursor()
+        try:
+            top = 0
+            for oid in oids:
+                row = cur.execute(f"SELECT max({RID}) FROM {physical(oid)}").fetchone()
+                top = max(top, int(row[0] or 0) if row else 0)
+            return top
+        finally:
+            cur.close()
+
     def vacuum(self, oids: Iterable[int], horizon: int) -> None:
         """Drop versions no read at or after `horizon` can see."""
         cur = self.cursor()
