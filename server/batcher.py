@@ -132,11 +132,16 @@ def _coerce(value: Any, col: Column, fmt: SessionFormat) -> Any:
         if not isinstance(value, bool):
             raise _NotFast
         return value
+    # BC and infinite dates and timestamps come from the decoders as raw Arrow integers.
     if pg is DATE:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
         if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
             raise _NotFast
         return value
     if pg in (TIMESTAMP, TIMESTAMPTZ):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
         if not isinstance(value, dt.datetime) or (value.tzinfo is None) != (pg is TIMESTAMP):
             raise _NotFast
         return value

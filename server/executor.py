@@ -105,10 +105,20 @@ def _arrow_to_duck(t: pa.DataType) -> str:
     return "VARCHAR"
 
 
+def _pylist(col: pa.ChunkedArray) -> list[Any]:
+    try:
+        return col.to_pylist()
+    except (OverflowError, ValueError):
+        # BC or infinite dates/timestamps: hand the codecs the raw Arrow integers
+        t = col.type
+        raw = pa.int32() if pa.types.is_date32(t) else pa.int64()
+        return pa.chunked_array([c.view(raw) for c in col.chunks], raw).to_pylist()
+
+
 def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
     if table.num_columns == 0:
         return [()] * table.num_rows
-    return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+    return list(zip(*(_pylist(c) for c in table.columns), strict=True))
 
 
 def _fetch(
@@ -265,7 +275,7 @@ class Executor:
         return s.write
 
     def _new_write_cursor(self) -> duckdb.DuckDBPyConnection:
-        cur = self.instance.replica.cursor()
+        cur = self.s.in_session_zone(self.instance.replica.cursor(), fresh=True)
         cur.execute("BEGIN TRANSACTION")
         return cur
 
@@ -365,7 +375,7 @@ class Executor:
         binder = self._binder()
         name_targets(stmt)
         sql = binder.to_sql(stmt)
-        cur = self.s.write.cur if self.s.write else self.s.read_cursor()
+        cur = self.s.cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, params)
         fields = self._with_sources(stmt, arrow_fields(table.schema, types))
         return Result(f"SELECT {table.num_rows}", fields, rows_of(table))
@@ -385,7 +395,7 @@ class Executor:
         binder = self._binder()
         name_targets(stmt)
         sql = f"SELECT * FROM ({binder.to_sql(stmt)}) AS _hw_d LIMIT 0"
-        cur = self.s.write.cur if self.s.write else self.s.read_cursor()
+        cur = self.s.cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, [None] * nparams)
         return self._with_sources(stmt, arrow_fields(table.schema, types))
 
@@ -403,7 +413,7 @@ class Executor:
             alias = stmt.relation.alias.aliasname if stmt.relation.alias else rel.name
             binder = self._binder()
             sql = dml.returning_sql(returning_list(stmt), Replica.scan(rel, "false"), alias, binder)
-            cur = s.write.cur if s.write else s.read_cursor()
+            cur = s.cursor()
             table, types = await asyncio.to_thread(_fetch, cur, sql + " LIMIT 0", [None] * nparams)
             return arrow_fields(table.schema, types)
         if isinstance(stmt, A.VariableShowStmt):

@@ -65,11 +65,26 @@ class Session:
         self.prepared: dict[str, Any] = {}
         self.portals: dict[str, Portal] = {}
         self.cancelled = False
+        self._zones: dict[int, str] = {}  # id(DuckDB connection) -> TimeZone set on it
 
     def read_cursor(self) -> duckdb.DuckDBPyConnection:
         if self._read_cur is None:
             self._read_cur = self.instance.replica.cursor()
-        return self._read_cur
+        return self.in_session_zone(self._read_cur)
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """The connection this session's next statement runs on."""
+        return self.in_session_zone(self.write.cur) if self.write else self.read_cursor()
+
+    def in_session_zone(
+        self, cur: duckdb.DuckDBPyConnection, *, fresh: bool = False
+    ) -> duckdb.DuckDBPyConnection:
+        """DuckDB evaluates timestamptz casts and arithmetic in the session's TimeZone."""
+        tz = self.settings.values["TimeZone"]
+        if fresh or self._zones.get(id(cur)) != tz:
+            cur.execute("SET TimeZone = ?", [tz])
+            self._zones[id(cur)] = tz
+        return cur
 
     @property
     def catalog(self) -> Catalog:

@@ -95,3 +95,28 @@ def test_psycopg_roundtrip(hw_server, table_name: str, binary: bool) -> None:  #
         assert row is not None
         for (name, _, value), got in zip(COLUMNS, row, strict=True):
             assert got == _expected(name, value), name
+
+
+def test_infinite_and_bc_values(conn, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (d date, ts timestamp)")
+    conn.execute(
+        f"INSERT INTO {t} VALUES ('infinity', '-infinity'), ('0044-03-15 BC', '2024-01-01')"
+    )
+    cur = conn.cursor()
+    cur.execute(f"SELECT d, ts FROM {t} ORDER BY ts")
+    assert cur.pgresult is not None
+    texts = [[cur.pgresult.get_value(r, c) for c in range(2)] for r in range(2)]
+    assert texts == [[b"infinity", b"-infinity"], [b"0044-03-15 BC", b"2024-01-01 00:00:00"]]
+
+
+def test_timestamptz_parameter_uses_session_timezone(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    with psycopg.connect(hw_server.dsn, autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'Europe/Paris'")
+        conn.execute(f"CREATE TABLE {table_name} (ts timestamptz)")
+        conn.execute(
+            f"INSERT INTO {table_name} VALUES (%s::text::timestamptz)", ("2024-07-01 12:00",)
+        )
+        conn.execute("SET TimeZone = 'UTC'")
+        got = conn.execute(f"SELECT ts::text FROM {table_name}").fetchone()
+        assert got == ("2024-07-01 10:00:00+00",)
