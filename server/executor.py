@@ -359,16 +359,18 @@ class Executor:
         return Binder(s.catalog, s.search_path(), lambda t: Replica.scan(t, visible_at(epoch)))
 
     async def await_own_writes(self) -> None:
-        """Read-your-writes: the session's last acknowledged write must be visible."""
+        """A statement sees every write acknowledged before it started, by any session.
+
+        Acknowledgement comes at durability; the replica may apply an epoch a few
+        milliseconds later, so a read waits for that (and hurries it along).
+        """
         committer = self.instance.committer
         assert committer is not None
-        if self.s.write is None and committer.visible_epoch < self.s.last_write_epoch:
+        target = max(self.s.last_write_epoch, committer.durable_epoch)
+        if self.s.write is None and committer.visible_epoch < target:
             self.instance.batcher.hurry()
-            if not await committer.wait_visible(self.s.last_write_epoch, timeout=30):
-                raise SQLError(
-                    f"timed out waiting for epoch {self.s.last_write_epoch} to become readable",
-                    "57014",
-                )
+            if not await committer.wait_visible(target, timeout=30):
+                raise SQLError(f"timed out waiting for epoch {target} to become readable", "57014")
 
     async def select(self, stmt: A.SelectStmt, params: list[Any]) -> Result:
         await self.await_own_writes()

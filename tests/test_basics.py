@@ -141,3 +141,36 @@ def test_indexes(conn: psycopg.Connection, table_name: str) -> None:
     conn.execute(f"INSERT INTO {t} VALUES (1, 'y')")
     conn.execute(f"DROP INDEX {t}_b")
     assert conn.execute(f"SELECT count(*) FROM {t}").fetchone() == (3,)
+
+
+def test_acknowledged_writes_visible_to_other_sessions(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    import asyncpg
+
+    async def run() -> None:
+        async def connect() -> asyncpg.Connection:
+            return await asyncpg.connect(
+                host=hw_server.host, port=hw_server.port, user="headwater", database="headwater"
+            )
+
+        admin = await connect()
+        await admin.execute(f"CREATE TABLE {table_name} (id int PRIMARY KEY)")
+        writers = [await connect() for _ in range(8)]
+        reader = await connect()
+        for round_ in range(20):
+            ids = [round_ * 8 + i for i in range(8)]
+            await asyncio.gather(
+                *(
+                    w.execute(f"INSERT INTO {table_name} VALUES ($1)", i)
+                    for w, i in zip(writers, ids, strict=True)
+                )
+            )
+            # every acknowledged insert is visible to a session that did not write it
+            assert await reader.fetchval(f"SELECT count(*) FROM {table_name}") == len(ids) * (
+                round_ + 1
+            )
+        for c in [admin, reader, *writers]:
+            await c.close()
+
+    asyncio.run(run())
