@@ -440,21 +440,10 @@ class Executor:
 
     async def copy_in(self, stmt: A.CopyStmt, cols: list[Column], data: pa.Table) -> Result:
         """COPY FROM STDIN: the strings in `data` become rows of the table."""
-        s = self.s
         try:
-            w = await self._begin_write()
-            try:
-                result = await asyncio.to_thread(self._copy_blocking, w, stmt, cols, data)
-            except BaseException:
-                if not w.explicit:
-                    await self._rollback_write()
-                raise
-            if not w.explicit:
-                await self._commit_write()
-            return result
+            return await self._in_write(self._copy_blocking, stmt, cols, data)
         except BaseException:
-            if s.status == "T":
-                s.status = "E"
+            await self.fail()
             raise
 
     def _copy_blocking(
@@ -512,16 +501,18 @@ class Executor:
                 if rows is not None:
                     s.last_write_epoch = await self.instance.batcher.insert(rel, rows)
                     return Result(f"INSERT 0 {len(rows)}")
+        return await self._in_write(self._write_blocking, stmt, params)
+
+    async def _in_write(self, blocking: Any, *args: Any) -> Result:
+        """Run `blocking(txn, *args)` in a writing transaction; autocommit ends it here."""
         w = await self._begin_write()
         try:
-            result = await asyncio.to_thread(self._write_blocking, w, stmt, params)
+            result = await asyncio.to_thread(blocking, w, *args)
         except BaseException:
             if not w.explicit:
                 await self._rollback_write()
             raise
         if not w.explicit:
-            await self._commit_write()
-        elif s.status == "I":  # pragma: no cover - explicit implies a block
             await self._commit_write()
         return result
 

@@ -456,8 +456,8 @@ class Connection:
             sql,
             types,
             stmt,
-            [text_decoder(t) for t in types],
-            [binary_decoder(t) for t in types],
+            [text_decoder(t, session=self.fmt()) for t in types],
+            [binary_decoder(t, session=self.fmt()) for t in types],
         )
         self.send(wire.parse_complete())
 

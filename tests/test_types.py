@@ -120,3 +120,16 @@ def test_timestamptz_parameter_uses_session_timezone(hw_server, table_name: str)
         conn.execute("SET TimeZone = 'UTC'")
         got = conn.execute(f"SELECT ts::text FROM {table_name}").fetchone()
         assert got == ("2024-07-01 10:00:00+00",)
+
+
+def test_timestamptz_bind_parameter_in_session_zone(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    with psycopg.connect(hw_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table_name} (ts timestamptz)")
+        conn.execute("SET TimeZone = 'Europe/Paris'")
+        # a text parameter without a zone, decoded by the server for a timestamptz column
+        cur = conn.cursor()
+        cur.execute(f"INSERT INTO {table_name} VALUES (%s)", ("2024-07-01 12:00",), prepare=False)
+        conn.execute("SET TimeZone = 'UTC'")
+        assert conn.execute(f"SELECT ts::text FROM {table_name}").fetchone() == (
+            "2024-07-01 10:00:00+00",
+        )
