@@ -23,7 +23,8 @@ from pglast.stream import RawStream
 
 from headwater.errors import FeatureNotSupported, SQLError, UndefinedTable
 
-SYSTEM_SCHEMA_HINT = "system catalogs are not queryable yet"
+SYSTEM_SCHEMA_HINT = "this system relation is not available"
+SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "headwater_catalog")
 
 
 def deparse(node: Any) -> str:
@@ -41,6 +42,9 @@ class Binder:
     subs: dict[str, str] = field(default_factory=dict)
     tables: set[int] = field(default_factory=set)  # oids of tables read
     depends: set[int] = field(default_factory=set)  # oids of tables and views named
+    # Resolves pg_catalog / information_schema / headwater_catalog relations to SQL
+    # (schema or None, name) -> a subquery, or None if it is not a system relation.
+    system: Callable[[str | None, str], str | None] | None = None
     _view_depth: int = 0
     _undo: list[tuple[Any, str, Any]] = field(default_factory=list)
 
@@ -103,16 +107,30 @@ class Binder:
     def bind_range_var(self, rv: A.RangeVar, ctes: frozenset[str]) -> A.RangeVar:
         if rv.schemaname is None and rv.relname in ctes:
             return rv
-        rel = self.resolve(rv)
         placeholder = f"__hw{self.nonce}_{len(self.subs)}__"
         self.subs[placeholder] = ""  # reserve the name before nested views take theirs
-        self.subs[placeholder] = self.relation_sql(rel)
+        system_sql = self.system_relation(rv)
+        if system_sql is not None:
+            self.subs[placeholder] = system_sql
+        else:
+            self.subs[placeholder] = self.relation_sql(self.resolve(rv))
         alias = rv.alias or A.Alias(aliasname=rv.relname)
         return A.RangeVar(relname=placeholder, inh=True, relpersistence="p", alias=alias)
 
+    def system_relation(self, rv: A.RangeVar) -> str | None:
+        """SQL for a system relation: pg_catalog (implicitly first on the search path,
+        as in PostgreSQL), information_schema, headwater_catalog."""
+        schema = rv.schemaname
+        if self.system is not None:
+            if schema in SYSTEM_SCHEMAS or (
+                schema is None and self.catalog.resolve(None, rv.relname, self.search_path) is None
+            ):
+                return self.system(schema, rv.relname)
+        return None
+
     def resolve(self, rv: A.RangeVar) -> Relation:
         schema = rv.schemaname
-        if schema in ("pg_catalog", "information_schema", "headwater_catalog"):
+        if schema in SYSTEM_SCHEMAS:
             raise FeatureNotSupported(f'relation "{schema}.{rv.relname}": {SYSTEM_SCHEMA_HINT}')
         try:
             rel = self.catalog.get_relation(schema, rv.relname, self.search_path)
