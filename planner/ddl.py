@@ -16,6 +16,7 @@ from headwater.errors import (
     DuplicateObject,
     FeatureNotSupported,
     InvalidColumnReference,
+    SQLError,
     UndefinedColumn,
 )
 
@@ -52,7 +53,7 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
 
     def add_key(cols: list[str], primary: bool, conname: str | None) -> None:
         if primary and any(k.primary for k in keys):
-            raise SQLError_multiple_pk(name)
+            raise SQLError(f'multiple primary keys for table "{name}" are not allowed', "42P16")
         keys.append(Key(conname or _key_name(name, cols, primary), tuple(cols), primary))
         if primary:
             not_null.update(cols)
@@ -115,12 +116,6 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
         seen.add(k.name)
     columns = [Column(c.name, c.type, c.not_null or c.name in not_null, c.default) for c in columns]
     return Table(oid, schema, name, tuple(columns), tuple(keys))
-
-
-def SQLError_multiple_pk(table: str) -> Exception:  # noqa: N802 - reads as an error
-    from headwater.errors import SQLError
-
-    return SQLError(f'multiple primary keys for table "{table}" are not allowed', "42P16")
 
 
 def _constraint_word(kind: Any) -> str:

@@ -52,8 +52,6 @@ def pg_column_name(node: Any) -> str:
         return "coalesce"
     if isinstance(node, A.MinMaxExpr):
         return "greatest" if node.op == 0 else "least"
-    if isinstance(node, A.NullIfExpr if hasattr(A, "NullIfExpr") else ()):  # pragma: no cover
-        return "nullif"
     if isinstance(node, A.A_Expr) and node.kind == 5:  # AEXPR_NULLIF
         return "nullif"
     if isinstance(node, A.SubLink):

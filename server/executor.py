@@ -10,7 +10,6 @@ runs in worker threads; the event loop only coordinates.
 from __future__ import annotations
 
 import asyncio
-import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -1142,6 +1141,3 @@ def consolidate(parts: list[pa.Table]) -> pa.Table:
     finally:
         con.close()
 
-
-def now_ms() -> float:
-    return time.time() * 1000

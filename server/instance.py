@@ -44,7 +44,6 @@ class Instance:
         self.catalog = Catalog()
         self.next_rid = 1
         self.committer: Committer | None = None
-        self.started_at = time.time()
 
     def meta(self) -> dict[str, Any]:
         return {"next_oid": self.catalog.next_oid}

@@ -108,10 +108,6 @@ class ChangeLog:
             puts.append((META_KEY, json.dumps(rec.meta).encode()))
         return puts, deletes
 
-    async def write_epoch(self, rec: EpochRecord) -> None:
-        puts, deletes = self._batch(rec)
-        await self.store.write_durable(puts, deletes)
-
     async def submit_epoch(self, rec: EpochRecord) -> Any:
         """Write the epoch's batch; await `store.await_durable(handle)` for durability."""
         puts, deletes = self._batch(rec)
