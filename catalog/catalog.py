@@ -9,8 +9,17 @@ serialised (see storage/commit.py), so copies never need merging.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
-from headwater.catalog.objects import CatalogObject, Relation, Schema, Table, View
+from headwater.catalog.objects import (
+    BOOTSTRAP_ROLE_OID,
+    CatalogObject,
+    Relation,
+    Role,
+    Schema,
+    Table,
+    View,
+)
 
 from headwater.errors import (
     DuplicateSchema,
@@ -22,12 +31,29 @@ from headwater.errors import (
 FIRST_USER_OID = 16384
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "headwater_catalog")
 PUBLIC_SCHEMA_OID = 2200
+BOOTSTRAP_ROLE = "headwater"
+
+
+def bootstrap_role() -> Role:
+    return Role(
+        BOOTSTRAP_ROLE_OID,
+        BOOTSTRAP_ROLE,
+        login=True,
+        superuser=True,
+        createrole=True,
+        createdb=True,
+    )
 
 
 class Catalog:
     def __init__(self) -> None:
-        self.schemas: dict[str, Schema] = {"public": Schema(PUBLIC_SCHEMA_OID, "public")}
+        # PostgreSQL 15: everyone may use schema public; only its owner creates in it.
+        public = Schema(PUBLIC_SCHEMA_OID, "public", acl=((0, "U"),))
+        self.schemas: dict[str, Schema] = {"public": public}
         self.relations: dict[tuple[str, str], Relation] = {}
+        self.roles: dict[int, Role] = {BOOTSTRAP_ROLE_OID: bootstrap_role()}
+        # The role a writing transaction runs as: owner of the objects it creates.
+        self.creator = 0
         self.next_oid = FIRST_USER_OID
         # What this copy changed since it was taken: oid -> object (None if dropped).
         self.changes: dict[int, CatalogObject | None] = {}
@@ -36,6 +62,8 @@ class Catalog:
         c = Catalog.__new__(Catalog)
         c.schemas = dict(self.schemas)
         c.relations = dict(self.relations)
+        c.roles = dict(self.roles)
+        c.creator = 0
         c.next_oid = self.next_oid
         c.changes = {}
         return c
@@ -80,6 +108,9 @@ class Catalog:
     def by_oid(self, oid: int) -> Relation | None:
         return next((r for r in self.relations.values() if r.oid == oid), None)
 
+    def role(self, name: str) -> Role | None:
+        return next((r for r in self.roles.values() if r.name == name), None)
+
     # -- change -------------------------------------------------------------------
     def allocate_oid(self) -> int:
         oid = self.next_oid
@@ -89,7 +120,7 @@ class Catalog:
     def add_schema(self, name: str) -> Schema:
         if name in self.schemas or name in SYSTEM_SCHEMAS:
             raise DuplicateSchema(f'schema "{name}" already exists')
-        s = Schema(self.allocate_oid(), name)
+        s = Schema(self.allocate_oid(), name, owner=self.creator)
         self.schemas[name] = s
         self.changes[s.oid] = s
         return s
@@ -103,10 +134,15 @@ class Catalog:
         key = (rel.schema, rel.name)
         if key in self.relations:
             raise DuplicateTable(f'relation "{rel.name}" already exists')
+        if not rel.owner and self.creator:
+            rel = replace(rel, owner=self.creator)
         self.relations[key] = rel
         self.changes[rel.oid] = rel
 
     def replace_relation(self, rel: Relation) -> None:
+        old = self.relations.get((rel.schema, rel.name))
+        if old is not None and not rel.owner and not rel.acl:  # keeps owner and grants
+            rel = replace(rel, owner=old.owner, acl=old.acl)
         self.relations[(rel.schema, rel.name)] = rel
         self.changes[rel.oid] = rel
 
@@ -114,11 +150,25 @@ class Catalog:
         del self.relations[(rel.schema, rel.name)]
         self.changes[rel.oid] = None
 
+    def replace_schema(self, schema: Schema) -> None:
+        self.schemas[schema.name] = schema
+        self.changes[schema.oid] = schema
+
+    def put_role(self, role: Role) -> None:
+        self.roles[role.oid] = role
+        self.changes[role.oid] = role
+
+    def drop_role(self, role: Role) -> None:
+        del self.roles[role.oid]
+        self.changes[role.oid] = None
+
     # -- persistence ----------------------------------------------------------------
     def load(self, objects: list[CatalogObject], next_oid: int) -> None:
         for obj in objects:
             if isinstance(obj, Schema):
                 self.schemas[obj.name] = obj
+            elif isinstance(obj, Role):
+                self.roles[obj.oid] = obj
             else:
                 self.relations[(obj.schema, obj.name)] = obj
         self.next_oid = max(next_oid, FIRST_USER_OID)

@@ -45,6 +45,18 @@ def main(argv: list[str] | None = None) -> int:
         help="address to listen on (default: 127.0.0.1, loopback only)",
     )
     start.add_argument("--port", type=int, default=6544, help="TCP port (default: 6544)")
+    start.add_argument(
+        "--tls-cert", type=Path, help="TLS certificate (PEM); default: self-signed in --data-dir"
+    )
+    start.add_argument("--tls-key", type=Path, help="TLS private key (PEM) for --tls-cert")
+    start.add_argument(
+        "--no-tls", action="store_true", help="refuse TLS (SSLRequest is answered 'N')"
+    )
+    start.add_argument(
+        "--hba",
+        type=Path,
+        help="pg_hba.conf-style rule file (default: trust on loopback, scram-sha-256 elsewhere)",
+    )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     if args.command != "start":
@@ -56,14 +68,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     from headwater.server.instance import Config
 
-    config = Config(data_dir=args.data_dir, host=args.host, port=args.port)
+    config = Config(
+        data_dir=args.data_dir,
+        host=args.host,
+        port=args.port,
+        tls=not args.no_tls,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        hba_file=args.hba,
+    )
     return asyncio.run(_serve(config))
 
 
 async def _serve(config: object) -> int:
     from headwater.server.server import Server
 
-    server = Server(config)  # type: ignore[arg-type]
+    try:
+        server = Server(config)  # type: ignore[arg-type]
+    except (OSError, ValueError) as e:  # --hba rules, TLS certificate and key
+        print(f"headwater: {e}", file=sys.stderr)
+        return 1
     try:
         await server.start()
     except OSError as e:

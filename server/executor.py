@@ -25,6 +25,7 @@ from headwater.planner import ddl, dml
 from headwater.planner.naming import name_targets
 from headwater.planner.output_types import output_sources
 from headwater.planner.relations import Binder, deparse
+from headwater.server import auth
 from headwater.server.batcher import fast_rows
 from headwater.server.session import Session, WriteTxn
 from headwater.server.values import Interval, SessionFormat
@@ -154,6 +155,7 @@ class Executor:
             )
         params = [duckdb_param(p) for p in params] if params else params
         try:
+            auth.check(s, stmt)  # privileges (42501); a dict lookup for superusers
             return await self._dispatch(stmt, params)
         except BaseException:
             await self.fail()
@@ -173,6 +175,9 @@ class Executor:
                 raise FeatureNotSupported(
                     "SELECT INTO is not supported; use CREATE TABLE and INSERT"
                 )
+            signal = auth.signal_call(stmt, params)
+            if signal is not None:
+                return auth.signal_backend(self, *signal)
             return await self.select(stmt, params)
         if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
             return await self.write(stmt, params)
@@ -184,7 +189,7 @@ class Executor:
             | A.DropStmt
             | A.TruncateStmt
             | A.IndexStmt,
-        ):
+        ) or isinstance(stmt, auth.ROLE_STMTS):
             return await self.write(stmt, params)
         if isinstance(stmt, A.VariableSetStmt):
             return self.set_var(stmt)
@@ -271,6 +276,7 @@ class Executor:
             epoch=epoch,
             catalog=self.instance.catalog.copy(),
         )
+        s.write.catalog.creator = s.role_oid  # owner of what this transaction creates
         return s.write
 
     def _new_write_cursor(self) -> duckdb.DuckDBPyConnection:
@@ -433,6 +439,7 @@ class Executor:
         )
         if not isinstance(table, Table):
             raise WrongObjectType(f'cannot copy to {table.kind} "{table.name}"')
+        auth.check_copy_in(s, stmt.relation)
         return dml.target_columns(
             table, [A.ResTarget(name=a.sval) for a in stmt.attlist] if stmt.attlist else None
         )
@@ -814,6 +821,8 @@ class Executor:
             return self._drop(w, stmt)
         if isinstance(stmt, A.IndexStmt):
             return self._create_index(w, stmt)
+        if isinstance(stmt, auth.ROLE_STMTS):
+            return auth.execute(self, w, stmt)
         raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
 
     def _create_view(self, w: WriteTxn, stmt: A.ViewStmt) -> Result:

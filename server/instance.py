@@ -32,6 +32,10 @@ class Config:
     port: int = 6544
     write_lock_timeout: float = 30.0  # seconds a writer waits for another's transaction
     memory_limit: str | None = None
+    tls: bool = True  # answer SSLRequest; a self-signed certificate unless tls_cert is given
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    hba_file: Path | None = None  # pg_hba.conf-style rules; None: trust loopback, SCRAM else
     extra: dict[str, Any] = field(default_factory=dict)
 
 

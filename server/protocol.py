@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.types import BY_OID, TEXT, ColumnType
 from headwater.planner.params import count_params, infer_param_types
-from headwater.server import wire
+from headwater.server import auth, wire
 from headwater.server.copy import copy_options, format_copy_row, header_row, parse_copy
 from headwater.server.executor import Executor, Field, Result
 from headwater.server.instance import Instance
@@ -108,6 +109,11 @@ class Connection:
         self.executor: Executor | None = None
         self._out: list[bytes] = []
         self._out_size = 0
+        peer = writer.get_extra_info("peername")
+        self.peer_host: str = peer[0] if isinstance(peer, tuple) else "127.0.0.1"
+        self.tls_active = False
+        self.tls_end_point: bytes | None = None  # channel binding data once TLS is up
+        self._timed_out = False  # the running statement hit statement_timeout
 
     # -- plumbing -------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -147,6 +153,8 @@ class Connection:
             await self.loop()
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
             pass
+        except ssl.SSLError as e:
+            log.info("TLS connection from %s failed: %s", self.peer_host, e.reason or e)
         except ProtocolViolation as e:
             try:
                 self.send_error(SQLError(str(e), "08P01", severity="FATAL"))
@@ -172,6 +180,17 @@ class Connection:
     async def startup(self) -> bool:
         while True:
             code, r = await wire.read_startup(self.reader)
+            if code == wire.SSL_REQUEST and self.server.tls is not None and not self.tls_active:
+                if self.reader._buffer:  # bytes sent before the handshake: not to be trusted
+                    raise ProtocolViolation("received unencrypted data after SSL request")
+                self.writer.write(b"S")
+                await self.writer.drain()
+                await asyncio.wait_for(
+                    self.writer.start_tls(self.server.tls.context), auth.AUTH_TIMEOUT
+                )
+                self.tls_active = True
+                self.tls_end_point = self.server.tls.end_point
+                continue
             if code in (wire.SSL_REQUEST, wire.GSSENC_REQUEST):
                 self.send(b"N")
                 await self.flush()
@@ -208,7 +227,15 @@ class Connection:
             )
             await self.flush()
             return False
+        try:
+            role = await auth.authenticate(self, user, database)
+        except SQLError as e:
+            self.send_error(e)
+            await self.flush()
+            return False
         s = Session(self.instance, user, database)
+        s.role_oid = role.oid
+        s.settings.values["is_superuser"] = "on" if role.superuser else "off"
         s.secret = secrets.randbits(31)
         for key, value in params.items():
             if key in ("user", "database", "replication"):
@@ -233,7 +260,22 @@ class Connection:
     async def loop(self) -> None:
         skipping = False  # after an extended-protocol error, until Sync
         while True:
-            kind, r = await wire.read_message(self.reader)
+            idle = self._idle_in_transaction_timeout()
+            if idle:
+                try:
+                    kind, r = await asyncio.wait_for(wire.read_message(self.reader), idle)
+                except TimeoutError:
+                    self.send_error(
+                        SQLError(
+                            "terminating connection due to idle-in-transaction timeout",
+                            "25P03",
+                            severity="FATAL",
+                        )
+                    )
+                    await self.flush()
+                    return
+            else:
+                kind, r = await wire.read_message(self.reader)
             if kind == "X":
                 return
             if skipping and kind not in ("S",):
@@ -310,11 +352,16 @@ class Connection:
             await self.copy(stmt, params)
             return
         self.session.cancelled = False
+        timer = self._statement_timer()
         try:
             result = await self.executor.execute(stmt, params)
         except SQLError as e:
+            self._timeout_message(e)
             locate_column(e, stmt)
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
         self.send_result(result, formats, describe=describe)
 
     def send_result(self, result: Result, formats: list[int], *, describe: bool) -> None:
@@ -532,7 +579,15 @@ class Connection:
         if isinstance(stmt, A.CopyStmt):
             raise FeatureNotSupported("COPY in the extended query protocol is not supported")
         self.session.cancelled = False  # type: ignore[union-attr]
-        result = await self.executor.execute(stmt, portal.params)
+        timer = self._statement_timer()
+        try:
+            result = await self.executor.execute(stmt, portal.params)
+        except SQLError as e:
+            self._timeout_message(e)
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
         for n in result.notices:
             self.send(wire.notice_response(n))
         portal.fields = result.fields
@@ -574,7 +629,48 @@ class Connection:
             self.session.portals.pop(name, None)
         self.send(wire.close_complete())
 
-    # -- cancellation ---------------------------------------------------------------
+    # -- cancellation and timeouts ---------------------------------------------------
+    def _statement_timer(self) -> asyncio.TimerHandle | None:
+        """statement_timeout: cancel the statement (as a cancel request does) when it is due."""
+        self._timed_out = False
+        assert self.session is not None
+        ms = auth.setting_ms(self.session.settings.values.get("statement_timeout", "0"))
+        if not ms:
+            return None
+        return asyncio.get_running_loop().call_later(ms / 1000, self._on_statement_timeout)
+
+    def _on_statement_timeout(self) -> None:
+        self._timed_out = True
+        self.cancel()
+
+    def _timeout_message(self, err: SQLError) -> None:
+        if self._timed_out and err.sqlstate == "57014":
+            err.message = "canceling statement due to statement timeout"
+
+    def _idle_in_transaction_timeout(self) -> float:
+        s = self.session
+        if s is None or s.status == "I":
+            return 0.0
+        ms = auth.setting_ms(s.settings.values.get("idle_in_transaction_session_timeout", "0"))
+        return ms / 1000
+
+    def terminate(self) -> None:
+        """pg_terminate_backend: end the running statement and close the connection."""
+        self.cancel()
+        try:
+            self.writer.write(
+                wire.error_response(
+                    SQLError(
+                        "terminating connection due to administrator command",
+                        "57P01",
+                        severity="FATAL",
+                    )
+                )
+            )
+            self.writer.close()
+        except Exception:
+            pass
+
     def cancel(self) -> None:
         s = self.session
         if s is None:

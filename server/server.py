@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
+from headwater.server import auth, tls
 from headwater.server.instance import Config, Instance
 from headwater.server.protocol import Connection
 
@@ -17,6 +18,9 @@ class Server:
         self.config = config
         self.instance = Instance(config)
         self.sessions: dict[int, Connection] = {}
+        self.instance.server = self  # type: ignore[attr-defined]  # pg_terminate_backend
+        self.hba = auth.load_hba(config.hba_file)
+        self.tls = tls.setup(config.data_dir, config.tls_cert, config.tls_key, config.tls)
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 

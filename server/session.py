@@ -54,6 +54,7 @@ class Session:
         self.instance = instance
         self.user = user
         self.database = database
+        self.role_oid = 0  # the authenticated role (server/auth.py); privileges follow it
         self.pid = next(_pids)
         self.secret = 0
         self.settings = Settings()
