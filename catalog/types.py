@@ -87,6 +87,15 @@ ALL_TYPES: tuple[PgType, ...] = (
 BY_OID: dict[int, PgType] = {t.oid: t for t in ALL_TYPES}
 BY_NAME: dict[str, PgType] = {t.name: t for t in ALL_TYPES}
 
+# One-dimensional arrays of the types above, as query results (DuckDB lists) only:
+# columns of array type are not supported. typname is PostgreSQL's (`_int4`).
+ARRAY_TYPES: dict[str, PgType] = {
+    t.name: _t("_" + t.name, t.array_oid, -1, 0, t.sql_name + "[]", "A")
+    for t in ALL_TYPES
+    if t.array_oid
+}
+ARRAY_ELEMENT: dict[str, PgType] = {a.name: BY_NAME[e] for e, a in ARRAY_TYPES.items()}
+
 # Names a user may write in DDL or a cast, as pglast reports them (pg_catalog names
 # after the grammar's normalisation, e.g. "integer" arrives as int4).
 _ALIASES: dict[str, PgType] = {
@@ -238,6 +247,9 @@ def resolve_type_name(names: list[str], mods: list[int], array_bounds: int = 0) 
 # did not pin down itself.
 def from_duckdb(dtype: str) -> ColumnType:
     d = dtype.upper()
+    if d.endswith("[]"):
+        elem = None if d[:-2].endswith("]") else ARRAY_TYPES.get(from_duckdb(d[:-2]).pg.name)
+        return ColumnType(elem) if elem is not None else ColumnType(TEXT)
     if d.startswith("DECIMAL"):
         inner = d[d.index("(") + 1 : d.index(")")]
         p, s = (int(x) for x in inner.split(","))

@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from headwater.catalog.constraints import not_null_violation, unique_violation
 from headwater.catalog.objects import Column, Index, Key, Relation, Table, View, replace
+from headwater.catalog.system import system_relations
 from headwater.catalog.types import BPCHAR, NUMERIC, TEXT, VARCHAR, ColumnType, from_duckdb
-from headwater.planner import ddl, dml
+from headwater.planner import ddl, dml, pg_compat
 from headwater.planner.naming import name_targets
 from headwater.planner.output_types import output_sources
 from headwater.planner.relations import Binder, deparse
@@ -358,10 +359,13 @@ class Executor:
     # -- reads ----------------------------------------------------------------------
     def _binder(self) -> Binder:
         s = self.s
+        system = system_relations(s, s.catalog, s.cursor)
         if s.write is not None:
-            return Binder(s.catalog, s.search_path(), lambda t: Replica.scan(t, CURRENT))
+            scan = lambda t: Replica.scan(t, CURRENT)  # noqa: E731
+            return Binder(s.catalog, s.search_path(), scan, system=system)
         epoch = self.instance.visible_epoch
-        return Binder(s.catalog, s.search_path(), lambda t: Replica.scan(t, visible_at(epoch)))
+        scan = lambda t: Replica.scan(t, visible_at(epoch))  # noqa: E731
+        return Binder(s.catalog, s.search_path(), scan, system=system)
 
     async def await_own_writes(self) -> None:
         """A statement sees every write acknowledged before it started, by any session.
@@ -381,6 +385,7 @@ class Executor:
         await self.await_own_writes()
         binder = self._binder()
         name_targets(stmt)
+        pg_compat.rewrite(stmt)
         sql = binder.to_sql(stmt)
         cur = self.s.cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, params)
@@ -401,6 +406,7 @@ class Executor:
         await self.await_own_writes()
         binder = self._binder()
         name_targets(stmt)
+        pg_compat.rewrite(stmt)
         sql = f"SELECT * FROM ({binder.to_sql(stmt)}) AS _hw_d LIMIT 0"
         cur = self.s.cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, [None] * nparams)
@@ -536,7 +542,9 @@ class Executor:
         return self._ddl(w, stmt)
 
     def _write_binder(self, w: WriteTxn) -> Binder:
-        return Binder(w.catalog, self.s.search_path(), lambda t: Replica.scan(t, CURRENT))
+        system = system_relations(self.s, w.catalog, lambda: w.cur)
+        scan = lambda t: Replica.scan(t, CURRENT)  # noqa: E731
+        return Binder(w.catalog, self.s.search_path(), scan, system=system)
 
     def _target(self, w: WriteTxn, rv: A.RangeVar) -> Table:
         rel = w.catalog.get_relation(rv.schemaname, rv.relname, self.s.search_path())
@@ -841,7 +849,7 @@ class Executor:
         name_targets(query)
         definition = deparse(query)
         probe, types = _fetch(w.cur, f"SELECT * FROM ({binder.to_sql(query)}) AS _hw_v LIMIT 0")
-        fields = arrow_fields(probe.schema, types)
+        fields = self._with_sources(query, arrow_fields(probe.schema, types))
         names = [f.name for f in fields]
         if stmt.aliases:
             aliases = [a.sval for a in stmt.aliases]

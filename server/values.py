@@ -37,7 +37,7 @@ from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal
 from functools import cache, cached_property, lru_cache
 from typing import Any, NamedTuple
 
-from headwater.catalog.types import ColumnType
+from headwater.catalog.types import ARRAY_ELEMENT, ColumnType
 
 from headwater.errors import (
     DatetimeFieldOverflow,
@@ -828,8 +828,30 @@ _TEXT_FACTORIES: dict[str, _TextFactory] = {
 @lru_cache(maxsize=4096)  # callers may ask per value; ColumnType/SessionFormat are frozen
 def text_encoder(ct: ColumnType, *, session: SessionFormat = DEFAULT_SESSION) -> Encoder:
     """A function turning a non-NULL value of `ct` into PostgreSQL's text output."""
+    if ct.pg.name in ARRAY_ELEMENT:
+        return _array_text(ct, session)
     factory = _TEXT_FACTORIES.get(ct.pg.name)
     return factory(ct, session) if factory else _text_str
+
+
+_ARRAY_QUOTE = re.compile(rb'[{},"\\\s]')
+
+
+def _array_text(ct: ColumnType, session: SessionFormat) -> Encoder:
+    """array_out: {a,b,NULL}, elements quoted when empty, NULL-like or holding a delimiter."""
+    enc = text_encoder(ColumnType(ARRAY_ELEMENT[ct.pg.name]), session=session)
+
+    def item(x: Any) -> bytes:
+        if x is None:
+            return b"NULL"
+        if isinstance(x, list):
+            return b"{" + b",".join(item(y) for y in x) + b"}"
+        s = enc(x)
+        if not s or s.upper() == b"NULL" or _ARRAY_QUOTE.search(s):
+            return b'"' + s.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'
+        return s
+
+    return lambda v: b"{" + b",".join(item(x) for x in v) + b"}"
 
 
 # ---------------------------------------------------------------------------
@@ -966,8 +988,28 @@ _BIN_FACTORIES: dict[str, _BinFactory] = {
 @lru_cache(maxsize=4096)
 def binary_encoder(ct: ColumnType, *, session: SessionFormat = DEFAULT_SESSION) -> Encoder:
     """A function turning a non-NULL value of `ct` into PostgreSQL's binary (send) format."""
+    if ct.pg.name in ARRAY_ELEMENT:
+        return _array_bin(ct, session)
     factory = _BIN_FACTORIES.get(ct.pg.name)
     return factory(ct, session) if factory else _text_str
+
+
+def _array_bin(ct: ColumnType, session: SessionFormat) -> Encoder:
+    """array_send of a one-dimensional array: ndim, has-null, element oid, bounds, items."""
+    elem = ARRAY_ELEMENT[ct.pg.name]
+    enc = binary_encoder(ColumnType(elem), session=session)
+
+    def out(v: Any) -> bytes:
+        if not v:
+            return struct.pack(">iiI", 0, 0, elem.oid)
+        items = [None if x is None else enc(x) for x in v]
+        has_null = any(i is None for i in items)
+        head = struct.pack(">iiIii", 1, int(has_null), elem.oid, len(items), 1)
+        return head + b"".join(
+            b"\xff\xff\xff\xff" if i is None else _I32.pack(len(i)) + i for i in items
+        )
+
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,504 @@
+"""Rewrite what PostgreSQL clients send about the catalog into SQL DuckDB runs.
+
+psql, pgjdbc and SQLAlchemy query pg_catalog with PostgreSQL's functions, casts and
+operators: `'t'::regclass`, `c.oid::regclass::text`, `pg_get_indexdef(oid, 0, true)`,
+`pg_table_is_visible(c.oid)`, `OPERATOR(pg_catalog.~)`, `COLLATE pg_catalog.default`,
+`current_user`, `information_schema._pg_expandarray(...)`, ... This pass turns them
+into plain expressions, or into scalar subqueries over the system relations of
+catalog/system.py (the internal `pg_catalog._hw_*` relations carry what the
+functions need). The Binder then resolves those relations like any other.
+
+The pass works on the pglast tree in place, before binding, and is idempotent: what
+it produces is never rewritten again, so a prepared statement may pass through it at
+every execution. Values never become SQL text: arguments stay tree nodes, and
+constants the pass introduces are A_Const nodes that the deparser quotes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pglast.ast as A
+from pglast import parse_sql
+from pglast.enums import A_Expr_Kind, SQLValueFunctionOp
+from pglast.stream import RawStream
+
+SYSTEM_QUALIFIERS = ("pg_catalog", "information_schema")
+SERVER_VERSION_TEXT = (
+    "PostgreSQL 15.0 (Headwater 0.1.0) on x86_64-pc-linux-gnu, "
+    "compiled by gcc (Debian 12.2.0-14) 12.2.0, 64-bit"
+)
+
+_REG_TYPES = ("regclass", "regtype", "regnamespace", "regrole", "regproc", "regprocedure")
+_TEXT_TYPES = ("text", "varchar", "name", "bpchar", "char")
+
+# Casts to PostgreSQL-only types: the DuckDB type that stores their values.
+_TYPE_MAP: dict[str, tuple[str, bool]] = {  # name -> (DuckDB type, list of it)
+    "oid": ("int8", False),
+    "xid": ("int8", False),
+    "xid8": ("int8", False),
+    "cid": ("int8", False),
+    "regoper": ("int8", False),
+    "regoperator": ("int8", False),
+    "regcollation": ("int8", False),
+    "regconfig": ("int8", False),
+    "name": ("text", False),
+    "char": ("text", False),  # "char", the one-byte type
+    "pg_node_tree": ("text", False),
+    "aclitem": ("text", False),
+    "int2vector": ("int2", True),
+    "oidvector": ("int8", True),
+    "sql_identifier": ("text", False),
+    "character_data": ("text", False),
+    "yes_or_no": ("text", False),
+    "cardinal_number": ("int4", False),
+}
+
+_NULL_TEXT_FUNCS = frozenset(
+    {
+        "obj_description",
+        "col_description",
+        "shobj_description",
+        "pg_get_partkeydef",
+        "pg_get_serial_sequence",
+        "pg_get_statisticsobjdef_columns",
+        "pg_get_ruledef",
+        "pg_get_triggerdef",
+        "pg_get_functiondef",
+        "pg_get_function_arguments",
+        "pg_get_function_identity_arguments",
+        "pg_get_function_result",
+        "pg_get_constraintdef_ext",
+        "inet_server_addr",
+        "inet_client_addr",
+    }
+)
+_TRUE_FUNCS = frozenset(
+    {
+        "has_table_privilege",
+        "has_schema_privilege",
+        "has_database_privilege",
+        "has_column_privilege",
+        "has_any_column_privilege",
+        "has_function_privilege",
+        "has_sequence_privilege",
+        "has_type_privilege",
+        "has_tablespace_privilege",
+        "has_language_privilege",
+        "has_foreign_data_wrapper_privilege",
+        "has_server_privilege",
+        "pg_has_role",
+    }
+)
+_FALSE_FUNCS = frozenset(
+    {"pg_relation_is_publishable", "pg_is_in_recovery", "pg_is_other_temp_schema"}
+)
+_VISIBLE_FUNCS = frozenset(
+    {
+        "pg_type_is_visible",
+        "pg_function_is_visible",
+        "pg_operator_is_visible",
+        "pg_opclass_is_visible",
+        "pg_opfamily_is_visible",
+        "pg_collation_is_visible",
+        "pg_conversion_is_visible",
+        "pg_ts_config_is_visible",
+    }
+)
+_SIZE_FUNCS = frozenset(
+    {"pg_relation_size", "pg_total_relation_size", "pg_table_size", "pg_indexes_size"}
+)
+_RENAMED = {
+    "btrim": "trim",
+    "json_build_object": "json_object",
+    "jsonb_build_object": "json_object",
+}
+
+_ARRAY_LITERAL = re.compile(r"^\{-?\d+(,-?\d+)*\}$")
+
+# -- templates ----------
+# SQL with placeholders __hwarg0, __hwarg1 ... for the call's arguments.
+_SESSION = "(SELECT s.{col} FROM pg_catalog._hw_session s)"
+_RELNAME_OID = (
+    "(SELECT min(c.oid) FROM pg_catalog._hw_relnames c "
+    "WHERE c.name = __hwarg0 OR (c.folds AND c.name = lower(__hwarg0)))"
+)
+_RELVIS_DISPLAY = (
+    "coalesce((SELECT min(v.display) FROM pg_catalog._hw_relvis v WHERE v.oid = __hwarg0), "
+    "CAST(__hwarg0 AS text))"
+)
+_TYPNAME_OID = (
+    "(SELECT min(t.oid) FROM pg_catalog._hw_typnames t "
+    "WHERE t.name = __hwarg0 OR t.name = lower(__hwarg0))"
+)
+_NSPNAME_OID = "(SELECT min(n.oid) FROM pg_catalog.pg_namespace n WHERE n.nspname = __hwarg0)"
+_NSP_DISPLAY = (
+    "coalesce((SELECT min(n.nspname) FROM pg_catalog.pg_namespace n WHERE n.oid = __hwarg0), "
+    "CAST(__hwarg0 AS text))"
+)
+_ROLNAME_OID = "(SELECT min(r.oid) FROM pg_catalog.pg_authid r WHERE r.rolname = __hwarg0)"
+_ROLE_DISPLAY = (
+    "coalesce((SELECT min(r.rolname) FROM pg_catalog.pg_authid r WHERE r.oid = __hwarg0), "
+    "CAST(__hwarg0 AS text))"
+)
+_PROC_DISPLAY = (
+    "coalesce((SELECT min(p.proname) FROM pg_catalog.pg_proc p WHERE p.oid = __hwarg0), "
+    "CAST(__hwarg0 AS text))"
+)
+_USERBYID = (
+    "coalesce((SELECT min(r.rolname) FROM pg_catalog.pg_authid r WHERE r.oid = __hwarg0), "
+    "'unknown (OID=' || CAST(__hwarg0 AS text) || ')')"
+)
+_DEF = "(SELECT min(d.def) FROM pg_catalog._hw_defs d WHERE d.oid = __hwarg0 AND d.n = __hwarg1)"
+_TABLE_VISIBLE = "(SELECT bool_or(v.visible) FROM pg_catalog._hw_relvis v WHERE v.oid = __hwarg0)"
+_SETTING = (
+    "(SELECT min(s.setting) FROM pg_catalog.pg_settings s WHERE lower(s.name) = lower(__hwarg0))"
+)
+_FORMAT_TYPE = """CASE WHEN __hwarg0 IS NULL THEN NULL WHEN __hwarg0 = 0 THEN '-' ELSE coalesce(
+  (SELECT CASE f.kind
+     WHEN 'varchar' THEN CASE WHEN __hwarg1 >= 4
+       THEN 'character varying(' || CAST(__hwarg1 - 4 AS text) || ')'
+       ELSE 'character varying' END
+     WHEN 'bpchar' THEN CASE WHEN __hwarg1 >= 4
+       THEN 'character(' || CAST(__hwarg1 - 4 AS text) || ')'
+       WHEN __hwarg1 = -1 THEN 'bpchar' ELSE 'character' END
+     WHEN 'numeric' THEN CASE WHEN __hwarg1 >= 4
+       THEN 'numeric(' || CAST((__hwarg1 - 4) >> 16 AS text) || ','
+            || CAST((__hwarg1 - 4) & 65535 AS text) || ')'
+       ELSE 'numeric' END
+     ELSE f.base END || f.suffix
+   FROM pg_catalog._hw_typfmt f WHERE f.oid = __hwarg0), '???') END"""
+_SIZE_PRETTY = """CASE
+  WHEN abs(__hwarg0) < 10240 THEN CAST(__hwarg0 AS text) || ' bytes'
+  WHEN abs(__hwarg0) < 10485760 THEN CAST(round(__hwarg0 / 1024.0) AS bigint) || ' kB'
+  WHEN abs(__hwarg0) < 10737418240 THEN CAST(round(__hwarg0 / 1048576.0) AS bigint) || ' MB'
+  WHEN abs(__hwarg0) < 10995116277760 THEN CAST(round(__hwarg0 / 1073741824.0) AS bigint) || ' GB'
+  ELSE CAST(round(__hwarg0 / 1099511627776.0) AS bigint) || ' TB' END"""
+_QUOTE_IDENT = (
+    "CASE WHEN regexp_full_match(__hwarg0, '[a-z_][a-z0-9_$]*') THEN __hwarg0 "
+    "ELSE '\"' || replace(__hwarg0, '\"', '\"\"') || '\"' END"
+)
+_ENCODING = "CASE __hwarg0 WHEN 6 THEN 'UTF8' WHEN 0 THEN 'SQL_ASCII' ELSE '' END"
+_EXPANDARRAY = "struct_pack(x := unnest(__hwarg0), n := generate_subscripts(__hwarg0, 1))"
+_ARRAY_UPPER = "CASE WHEN len(__hwarg0) > 0 THEN len(__hwarg0) END"
+_ARRAY_LOWER = "CASE WHEN len(__hwarg0) > 0 THEN 1 END"
+
+_template_cache: dict[str, str] = {}
+
+
+def _deparse(node: Any) -> str:
+    return str(RawStream()(node))
+
+
+def _copy(node: Any) -> Any:
+    """A fresh copy of an expression node (the Binder rewrites nodes in place)."""
+    return parse_sql(f"SELECT {_deparse(node)}")[0].stmt.targetList[0].val
+
+
+def _template(sql: str, *args: Any) -> Any:
+    tree = parse_sql(f"SELECT {sql}")[0].stmt.targetList[0].val
+    used: set[int] = set()
+
+    def sub(node: Any) -> Any:
+        if isinstance(node, A.ColumnRef) and len(node.fields) == 1:
+            f = node.fields[0]
+            if isinstance(f, A.String) and f.sval.startswith("__hwarg"):
+                i = int(f.sval[7:])
+                if i in used:
+                    return _copy(args[i])
+                used.add(i)
+                return args[i]
+        if isinstance(node, A.Node):
+            for name in node:
+                child = getattr(node, name)
+                if isinstance(child, A.Node):
+                    new = sub(child)
+                    if new is not child:
+                        setattr(node, name, new)
+                elif isinstance(child, tuple):
+                    items = tuple(sub(c) for c in child)
+                    if any(a is not b for a, b in zip(items, child, strict=True)):
+                        setattr(node, name, items)
+        return node
+
+    return sub(tree)
+
+
+def _const(value: str | int | bool | None) -> Any:
+    if value is None:
+        return A.A_Const(isnull=True)
+    if isinstance(value, bool):
+        return A.A_Const(isnull=False, val=A.Boolean(boolval=value))
+    if isinstance(value, int):
+        return A.A_Const(isnull=False, val=A.Integer(ival=value))
+    return A.A_Const(isnull=False, val=A.String(sval=value))
+
+
+def _type_name(name: str, array: bool = False) -> Any:
+    return A.TypeName(
+        names=(A.String(sval=name),),
+        typemod=-1,
+        arrayBounds=(A.Integer(ival=-1),) if array else None,
+    )
+
+
+def _cast(node: Any, type_name: str, array: bool = False) -> Any:
+    return A.TypeCast(arg=node, typeName=_type_name(type_name, array))
+
+
+def _names(node_names: Any) -> list[str]:
+    return [n.sval for n in node_names if isinstance(n, A.String)]
+
+
+def _type_of(tc: A.TypeCast) -> str:
+    names = _names(tc.typeName.names)
+    return names[-1].lower() if names else ""
+
+
+def _stringish(node: Any) -> bool:
+    """Does this expression give a name (text) rather than an oid?"""
+    if isinstance(node, A.A_Const):
+        return isinstance(node.val, A.String)
+    if isinstance(node, A.ParamRef | A.FuncCall):
+        return True
+    if isinstance(node, A.TypeCast):
+        return _type_of(node) in _TEXT_TYPES or _type_of(node) in ("varchar", "unknown")
+    if isinstance(node, A.A_Expr):
+        return _names(node.name or ())[-1:] == ["||"]
+    if isinstance(node, A.CoalesceExpr):
+        return bool(node.args) and _stringish(node.args[0])
+    return False
+
+
+# -- the pass ----------
+def rewrite(stmt: Any) -> None:
+    """Rewrite `stmt` in place (see the module docstring)."""
+    _visit(stmt)
+
+
+def _visit(node: Any) -> Any:
+    if isinstance(node, A.SelectStmt) and node.targetList:
+        # A bare `x::regclass` output column shows the relation's name.
+        for rt in node.targetList:
+            if (
+                isinstance(rt, A.ResTarget)
+                and isinstance(rt.val, A.TypeCast)
+                and _type_of(rt.val) in _REG_TYPES
+            ):
+                rt.val = _cast(rt.val, "text")
+    new = _transform(node)
+    if new is not node:
+        return _visit(new)
+    for name in node:
+        child = getattr(node, name)
+        replaced = _visit_any(child)
+        if replaced is not child:
+            setattr(node, name, replaced)
+    return node
+
+
+def _visit_any(child: Any) -> Any:
+    if isinstance(child, A.Node):
+        return _visit(child)
+    if isinstance(child, tuple) and child:
+        items = tuple(_visit_any(c) for c in child)
+        if any(a is not b for a, b in zip(items, child, strict=True)):
+            return items
+    return child
+
+
+def _transform(node: Any) -> Any:
+    """The replacement of `node`, or `node` itself."""
+    if isinstance(node, A.FuncCall):
+        return _func(node)
+    if isinstance(node, A.TypeCast):
+        return _typecast(node)
+    if isinstance(node, A.SQLValueFunction):
+        return _sql_value_function(node)
+    if isinstance(node, A.A_Expr):
+        return _a_expr(node)
+    if isinstance(node, A.CollateClause):
+        return node.arg
+    if isinstance(node, A.ColumnRef):
+        fields = node.fields
+        if (
+            len(fields) >= 3
+            and isinstance(fields[0], A.String)
+            and fields[0].sval in SYSTEM_QUALIFIERS
+        ):
+            node.fields = fields[1:]
+        return node
+    if isinstance(node, A.A_Const) and isinstance(node.val, A.String):
+        if _ARRAY_LITERAL.match(node.val.sval):  # '{1,2}': PostgreSQL's array literal
+            node.val = A.String(sval="[" + node.val.sval[1:-1] + "]")
+        return node
+    return node
+
+
+def _func(fc: A.FuncCall) -> Any:
+    names = _names(fc.funcname)
+    if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
+        fc.funcname = (A.String(sval=names[1]),)
+        names = names[1:]
+    if len(names) != 1:
+        return fc
+    name = names[0].lower()
+    args = list(fc.args or ())
+    if name in _RENAMED:
+        fc.funcname = (A.String(sval=_RENAMED[name]),)
+        return fc
+    if name == "version" and not args:
+        return _const(SERVER_VERSION_TEXT)
+    if name == "current_database" and not args:
+        return _template(_SESSION.format(col="database"))
+    if name == "current_schema" and not args:
+        return _template(_SESSION.format(col="current_schema"))
+    if name == "current_schemas" and len(args) == 1:
+        return _template(
+            "(SELECT CASE WHEN __hwarg0 THEN s.schemas_implicit ELSE s.schemas END "
+            "FROM pg_catalog._hw_session s)",
+            args[0],
+        )
+    if name == "pg_backend_pid" and not args:
+        return _template(_SESSION.format(col="pid"))
+    if name == "current_setting" and args:
+        return _template(_SETTING, args[0])
+    if name == "format_type" and len(args) == 2:
+        return _template(_FORMAT_TYPE, args[0], args[1])
+    if name == "pg_get_expr" and args:
+        return args[0]
+    if name == "pg_get_indexdef" and args:
+        n = args[1] if len(args) >= 2 else _const(0)
+        return _template(_DEF, args[0], n)
+    if name in ("pg_get_constraintdef", "pg_get_viewdef") and args:
+        target = args[0]
+        if name == "pg_get_viewdef" and _stringish(target):
+            target = _template(_RELNAME_OID, target)
+        return _template(_DEF, target, _const(0))
+    if name == "pg_table_is_visible" and len(args) == 1:
+        return _template(_TABLE_VISIBLE, args[0])
+    if name in _VISIBLE_FUNCS and len(args) == 1:
+        return _template("(__hwarg0 IS NOT NULL)", args[0])
+    if name in _NULL_TEXT_FUNCS:
+        return _cast(_const(None), "text")
+    if name in _TRUE_FUNCS:
+        return _const(True)
+    if name in _FALSE_FUNCS:
+        return _const(False)
+    if name == "pg_get_userbyid" and len(args) == 1:
+        return _template(_USERBYID, args[0])
+    if name == "pg_encoding_to_char" and len(args) == 1:
+        return _template(_ENCODING, args[0])
+    if name in _SIZE_FUNCS and args:
+        return _cast(_const(0), "int8")
+    if name == "pg_size_pretty" and len(args) == 1:
+        return _template(_SIZE_PRETTY, args[0])
+    if name == "quote_ident" and len(args) == 1:
+        return _template(_QUOTE_IDENT, args[0])
+    if name == "to_regclass" and len(args) == 1:
+        return _template(_RELNAME_OID, args[0])
+    if name == "to_regtype" and len(args) == 1:
+        return _template(_TYPNAME_OID, args[0])
+    if name == "to_regnamespace" and len(args) == 1:
+        return _template(_NSPNAME_OID, args[0])
+    if name == "to_regrole" and len(args) == 1:
+        return _template(_ROLNAME_OID, args[0])
+    if name == "_pg_expandarray" and len(args) == 1:
+        return _template(_EXPANDARRAY, args[0])
+    if name == "array_upper" and len(args) == 2:
+        return _template(_ARRAY_UPPER, args[0])
+    if name == "array_lower" and len(args) == 2:
+        return _template(_ARRAY_LOWER, args[0])
+    if name == "pg_my_temp_schema" and not args:
+        return _cast(_const(0), "int8")
+    return fc
+
+
+def _oid_of(reg: str, arg: Any) -> Any:
+    """The oid a `arg::reg*` cast stands for (a name is looked up)."""
+    if not _stringish(arg):
+        return _cast(arg, "int8")
+    if reg == "regclass":
+        return _template(_RELNAME_OID, arg)
+    if reg == "regtype":
+        return _template(_TYPNAME_OID, arg)
+    if reg == "regnamespace":
+        return _template(_NSPNAME_OID, arg)
+    if reg == "regrole":
+        return _template(_ROLNAME_OID, arg)
+    return _cast(arg, "int8")
+
+
+def _typecast(tc: A.TypeCast) -> Any:
+    tn = tc.typeName
+    names = _names(tn.names)
+    if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
+        tn.names = (A.String(sval=names[1]),)
+        names = names[1:]
+    if len(names) != 1:
+        return tc
+    name = names[0].lower()
+    arg = tc.arg
+    # x::regclass::text and friends: the object's name
+    if name in _TEXT_TYPES and isinstance(arg, A.TypeCast) and _type_of(arg) in _REG_TYPES:
+        inner = _type_of(arg)
+        if inner in ("regproc", "regprocedure"):
+            return _typecast(arg)
+        oid = _oid_of(inner, arg.arg)
+        if inner == "regclass":
+            return _template(_RELVIS_DISPLAY, oid)
+        if inner == "regtype":
+            return _template(_FORMAT_TYPE, oid, _cast(_const(None), "int4"))
+        if inner == "regnamespace":
+            return _template(_NSP_DISPLAY, oid)
+        return _template(_ROLE_DISPLAY, oid)
+    if name in ("regclass", "regtype", "regnamespace", "regrole"):
+        return _oid_of(name, arg)
+    if name in ("regproc", "regprocedure"):
+        if _stringish(arg):
+            return A.FuncCall(
+                funcname=(A.String(sval="regexp_replace"),),
+                args=(arg, _const(r"^pg_catalog\."), _const("")),
+            )
+        return _template(_PROC_DISPLAY, arg)
+    mapped = _TYPE_MAP.get(name)
+    if mapped is not None and not (name == "char" and tn.typmods):
+        duck, is_list = mapped
+        return A.TypeCast(arg=arg, typeName=_type_name(duck, is_list or bool(tn.arrayBounds)))
+    return tc
+
+
+def _sql_value_function(node: A.SQLValueFunction) -> Any:
+    op = node.op
+    if op in (
+        SQLValueFunctionOp.SVFOP_CURRENT_USER,
+        SQLValueFunctionOp.SVFOP_USER,
+        SQLValueFunctionOp.SVFOP_CURRENT_ROLE,
+    ):
+        return _template(_SESSION.format(col="user_name"))
+    if op == SQLValueFunctionOp.SVFOP_SESSION_USER:
+        return _template(_SESSION.format(col="session_user_name"))
+    if op == SQLValueFunctionOp.SVFOP_CURRENT_CATALOG:
+        return _template(_SESSION.format(col="database"))
+    if op == SQLValueFunctionOp.SVFOP_CURRENT_SCHEMA:
+        return _template(_SESSION.format(col="current_schema"))
+    return node
+
+
+def _a_expr(node: A.A_Expr) -> Any:
+    names = _names(node.name or ())
+    if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
+        node.name = (A.String(sval=names[1]),)
+        names = names[1:]
+    if node.kind in (A_Expr_Kind.AEXPR_LIKE, A_Expr_Kind.AEXPR_ILIKE):
+        r = node.rexpr
+        if isinstance(r, A.FuncCall) and _names(r.funcname)[-1:] == ["like_escape"]:
+            fn = "like_escape" if node.kind == A_Expr_Kind.AEXPR_LIKE else "ilike_escape"
+            call = A.FuncCall(
+                funcname=(A.String(sval=fn),), args=(node.lexpr, *tuple(r.args or ()))
+            )
+            if names and names[0].startswith("!"):
+                return A.BoolExpr(boolop=2, args=(call,))  # NOT_EXPR
+            return call
+    return node
