@@ -785,6 +785,7 @@ class Checker:
                 stmt.relation.schemaname, stmt.relation.relname, self.search_path
             )
             if rel is not None:
+                self.schema_usage(rel.schema, self.role_oid)
                 self.must_own(rel)
         elif isinstance(stmt, A.CreateSchemaStmt):
             raise PermissionDenied("permission denied for database headwater")
@@ -814,6 +815,7 @@ class Checker:
             schema, name = (names[-2], names[-1]) if len(names) > 1 else (None, names[-1])
             rel = self.cat.resolve(schema, name, self.search_path)
             if rel is not None:
+                self.schema_usage(rel.schema, self.role_oid)
                 self.must_own(rel)
 
 
@@ -939,14 +941,14 @@ def _role_options(
             if opt.arg is None:
                 fields["password"] = None
             else:
-                pw = opt.arg.sval
+                pw = _string_option(opt, "PASSWORD")
                 if pw == "":
                     notices.append("empty string is not a valid password, clearing password")
                     fields["password"] = None
                 else:
                     fields["password"] = encrypt_password(pw)
         elif name == "validUntil":
-            fields["valid_until"] = _parse_valid_until(opt.arg.sval)
+            fields["valid_until"] = _parse_valid_until(_string_option(opt, "VALID UNTIL"))
         elif name == "addroleto":
             in_roles = [r.rolename for r in opt.arg]
         elif name in ("rolemembers", "adminmembers"):
@@ -956,6 +958,12 @@ def _role_options(
         else:
             raise FeatureNotSupported(f"role option {name} is not supported")
     return fields, in_roles, members
+
+
+def _string_option(opt: A.DefElem, what: str) -> str:
+    if not isinstance(opt.arg, A.String):
+        raise SQLError(f"{what} takes a string constant", "42601")
+    return str(opt.arg.sval)
 
 
 def _check_role_name(name: str) -> None:

@@ -28,6 +28,7 @@ class HeadwaterServer:
     host: str = "127.0.0.1"
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    args: list[str] = field(default_factory=list)  # more `headwater start` options
 
     @property
     def dsn(self) -> str:
@@ -47,6 +48,7 @@ class HeadwaterServer:
             self.host,
             "--port",
             str(self.port),
+            *self.args,
         ]
         self.proc = subprocess.Popen(
             exe,
