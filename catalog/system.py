@@ -78,6 +78,31 @@ _PREDEFINED_ROLES = (
     (6182, "pg_write_all_data"),
 )
 
+# Default btree operator classes: type oid -> (opclass oid, name, family oid, input type).
+_BTREE_OPCLASSES: dict[int, tuple[int, str, int, int]] = {
+    23: (1978, "int4_ops", 1976, 23),
+    21: (1979, "int2_ops", 1976, 21),
+    26: (1981, "oid_ops", 1989, 26),
+    1082: (3122, "date_ops", 434, 1082),
+    701: (3123, "float8_ops", 1970, 701),
+    20: (3124, "int8_ops", 1976, 20),
+    1700: (3125, "numeric_ops", 1988, 1700),
+    25: (3126, "text_ops", 1994, 25),
+    1043: (3126, "text_ops", 1994, 25),  # varchar indexes use text's operators
+    1184: (3127, "timestamptz_ops", 434, 1184),
+    1114: (3128, "timestamp_ops", 434, 1114),
+    16: (10003, "bool_ops", 424, 16),
+    1042: (10004, "bpchar_ops", 426, 1042),
+    17: (10006, "bytea_ops", 428, 17),
+    18: (10007, "char_ops", 429, 18),
+    700: (10012, "float4_ops", 1970, 700),
+    1186: (10022, "interval_ops", 1982, 1186),
+    19: (10028, "name_ops", 1994, 19),
+    1083: (10038, "time_ops", 1996, 1083),
+    2950: (10065, "uuid_ops", 2968, 2950),
+    3802: (10088, "jsonb_ops", 4033, 3802),
+}
+
 # Settings that exist in pg_settings but not as session settings.
 _EXTRA_SETTINGS = {
     "max_index_keys": "32",
@@ -192,32 +217,43 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "time_stamp": pa.timestamp("us", tz="UTC"),
     "interval": pa.month_day_nano_interval(),
     "bytea": pa.binary(),
-    "int2vector": pa.list_(pa.int16()),
-    "oidvector": pa.list_(pa.int64()),
+    "int2vector": pa.list_(pa.uint16()),  # USMALLINT[]: results report int2vector
+    "oidvector": pa.list_(pa.uint32()),  # UINTEGER[]: results report oidvector
 }
 
-# Columns of internal relations (used by planner/pg_compat.py rewrites only).
+# Columns of internal relations (used by planner/pg_compat.py rewrites only). Their
+# columns start with hw_ so that they never capture a column the rewritten
+# function's arguments name (the rows below use the names without the prefix).
 INTERNAL: dict[str, tuple[tuple[str, str], ...]] = {
     "_hw_session": (
-        ("user_name", "text"),
-        ("session_user_name", "text"),
-        ("database", "text"),
-        ("current_schema", "text"),
-        ("schemas", "text[]"),
-        ("schemas_implicit", "text[]"),
-        ("pid", "integer"),
-        ("version", "text"),
+        ("hw_user_name", "text"),
+        ("hw_session_user_name", "text"),
+        ("hw_database", "text"),
+        ("hw_current_schema", "text"),
+        ("hw_schemas", "text[]"),
+        ("hw_schemas_implicit", "text[]"),
+        ("hw_pid", "integer"),
+        ("hw_version", "text"),
     ),
     # every pg_class row: is it visible on the search path, and its regclass text
-    "_hw_relvis": (("oid", "oid"), ("visible", "boolean"), ("display", "text")),
+    "_hw_relvis": (("hw_oid", "oid"), ("hw_visible", "boolean"), ("hw_display", "text")),
     # every accepted spelling of a relation name ('t', 'public.t', '"T"', ...)
-    "_hw_relnames": (("name", "text"), ("folds", "boolean"), ("oid", "oid")),
+    "_hw_relnames": (("hw_name", "text"), ("hw_folds", "boolean"), ("hw_oid", "oid")),
     # pg_get_indexdef / pg_get_constraintdef / pg_get_viewdef text: n = 0 whole, n = column
-    "_hw_defs": (("oid", "oid"), ("n", "integer"), ("def", "text")),
+    "_hw_defs": (("hw_oid", "oid"), ("hw_n", "integer"), ("hw_def", "text")),
     # type names accepted by ::regtype and to_regtype()
-    "_hw_typnames": (("name", "text"), ("oid", "oid")),
+    "_hw_typnames": (("hw_name", "text"), ("hw_oid", "oid")),
     # format_type(): base name, typmod rule (varchar/bpchar/numeric/plain), '[]' for arrays
-    "_hw_typfmt": (("oid", "oid"), ("base", "text"), ("kind", "text"), ("suffix", "text")),
+    "_hw_typfmt": (
+        ("hw_oid", "oid"),
+        ("hw_base", "text"),
+        ("hw_kind", "text"),
+        ("hw_suffix", "text"),
+    ),
+    # names of schemas, roles and functions by oid: hw_kind is 'namespace', 'role', 'proc'
+    "_hw_objnames": (("hw_kind", "text"), ("hw_oid", "oid"), ("hw_name", "text")),
+    # current_setting(): lower-case name -> value
+    "_hw_settings": (("hw_name", "text"), ("hw_setting", "text")),
 }
 
 
@@ -388,9 +424,7 @@ class Builder:
             if isinstance(obj, Index):
                 table = self.catalog.by_oid(obj.table_oid)
                 cols = _index_columns(table, obj.keys)
-                rels.append(
-                    _Rel(obj.oid, obj.name, nsp, obj.schema, "i", cols, obj, obj.table_oid)
-                )
+                rels.append(_Rel(obj.oid, obj.name, nsp, obj.schema, "i", cols, obj, obj.table_oid))
                 rels[-1].index_cols, rels[-1].unique = obj.keys, obj.unique
                 continue
             kind = RELKIND.get(obj.kind)
@@ -647,7 +681,7 @@ def _pg_index(b: Builder) -> list[dict[str, Any]]:
                 "indisreplident": False,
                 "indkey": keys,
                 "indcollation": colls,
-                "indclass": [0] * len(keys),
+                "indclass": [_BTREE_OPCLASSES.get(t, (0,))[0] for _, t, *_ in r.columns],
                 "indoption": [0] * len(keys),
             }
         )
@@ -805,6 +839,25 @@ def _pg_am(b: Builder) -> list[dict[str, Any]]:
         (3580, "brin", "brinhandler", "i"),
     ]
     return [{"oid": o, "amname": n, "amhandler": h, "amtype": t} for o, n, h, t in rows]
+
+
+@_builder("pg_catalog", "pg_opclass")
+def _pg_opclass(b: Builder) -> list[dict[str, Any]]:
+    rows = sorted({v for k, v in _BTREE_OPCLASSES.items()})
+    return [
+        {
+            "oid": o,
+            "opcmethod": BTREE_AM,
+            "opcname": n,
+            "opcnamespace": PG_CATALOG_OID,
+            "opcowner": SUPERUSER_OID,
+            "opcfamily": f,
+            "opcintype": t,
+            "opcdefault": True,
+            "opckeytype": 0,
+        }
+        for o, n, f, t in rows
+    ]
 
 
 @_builder("pg_catalog", "pg_collation")
@@ -1277,6 +1330,19 @@ def _hw_defs(b: Builder) -> list[dict[str, Any]]:
     return out
 
 
+@_builder("pg_catalog", "_hw_objnames")
+def _hw_objnames(b: Builder) -> list[dict[str, Any]]:
+    out = [{"kind": "namespace", "oid": o, "name": n} for o, n, _ in b.namespaces()]
+    out += [{"kind": "role", "oid": r["oid"], "name": r["rolname"]} for r in _roles(b)]
+    out += [{"kind": "proc", "oid": r["oid"], "name": r["proname"]} for r in _pg_proc(b)]
+    return out
+
+
+@_builder("pg_catalog", "_hw_settings")
+def _hw_settings(b: Builder) -> list[dict[str, Any]]:
+    return [{"name": r["name"].lower(), "setting": r["setting"]} for r in _pg_settings(b)]
+
+
 @_builder("pg_catalog", "_hw_typnames")
 def _hw_typnames(b: Builder) -> list[dict[str, Any]]:
     return list(_TYPNAMES)
@@ -1348,9 +1414,11 @@ def arrow_table(schema: str, name: str, rows: list[dict[str, Any]]) -> pa.Table:
     cols = columns_of(schema, name)
     assert cols is not None
     arrays = []
+    internal = schema == "pg_catalog" and name in INTERNAL
     for cname, ctype in cols:
         t = _arrow_type(ctype)
-        arrays.append(pa.array([r.get(cname) for r in rows], type=t))
+        key = cname[3:] if internal else cname
+        arrays.append(pa.array([r.get(key) for r in rows], type=t))
     return pa.Table.from_arrays(arrays, names=[c for c, _ in cols])
 
 
@@ -1362,6 +1430,8 @@ _SESSION_DEPENDENT = {
         "_hw_session",
         "_hw_relvis",
         "_hw_relnames",
+        "_hw_objnames",
+        "_hw_settings",
         "pg_settings",
         "pg_database",
         "pg_roles",

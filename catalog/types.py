@@ -95,6 +95,10 @@ ARRAY_TYPES: dict[str, PgType] = {
     if t.array_oid
 }
 ARRAY_ELEMENT: dict[str, PgType] = {a.name: BY_NAME[e] for e, a in ARRAY_TYPES.items()}
+# pg_index.indkey and friends (system catalogs only). The replica keeps them as DuckDB
+# USMALLINT[] / UINTEGER[] lists, which is how results tell them from int2[] / oid[].
+INT2VECTOR = _t("int2vector", 22, -1, 1006, "int2vector", "A")
+OIDVECTOR = _t("oidvector", 30, -1, 1013, "oidvector", "A")
 
 # Names a user may write in DDL or a cast, as pglast reports them (pg_catalog names
 # after the grammar's normalisation, e.g. "integer" arrives as int4).
@@ -247,6 +251,8 @@ def resolve_type_name(names: list[str], mods: list[int], array_bounds: int = 0) 
 # did not pin down itself.
 def from_duckdb(dtype: str) -> ColumnType:
     d = dtype.upper()
+    if d in ("USMALLINT[]", "UINTEGER[]"):
+        return ColumnType(INT2VECTOR if d == "USMALLINT[]" else OIDVECTOR)
     if d.endswith("[]"):
         elem = None if d[:-2].endswith("]") else ARRAY_TYPES.get(from_duckdb(d[:-2]).pg.name)
         return ColumnType(elem) if elem is not None else ColumnType(TEXT)

@@ -118,45 +118,54 @@ _RENAMED = {
 _ARRAY_LITERAL = re.compile(r"^\{-?\d+(,-?\d+)*\}$")
 
 # -- templates ----------
-# SQL with placeholders __hwarg0, __hwarg1 ... for the call's arguments.
-_SESSION = "(SELECT s.{col} FROM pg_catalog._hw_session s)"
+# SQL with placeholders __hwarg0, __hwarg1 ... for the call's arguments. The internal
+# relations' columns start with hw_ and their aliases with _hw_, so that an argument's
+# unqualified column never binds inside the template's subquery.
+_SESSION = "(SELECT _hw_s.hw_{col} FROM pg_catalog._hw_session _hw_s)"
 _RELNAME_OID = (
-    "(SELECT min(c.oid) FROM pg_catalog._hw_relnames c "
-    "WHERE c.name = __hwarg0 OR (c.folds AND c.name = lower(__hwarg0)))"
+    "(SELECT min(_hw_c.hw_oid) FROM pg_catalog._hw_relnames _hw_c "
+    "WHERE _hw_c.hw_name = __hwarg0 OR (_hw_c.hw_folds AND _hw_c.hw_name = lower(__hwarg0)))"
 )
 _RELVIS_DISPLAY = (
-    "coalesce((SELECT min(v.display) FROM pg_catalog._hw_relvis v WHERE v.oid = __hwarg0), "
-    "CAST(__hwarg0 AS text))"
+    "coalesce((SELECT min(_hw_v.hw_display) FROM pg_catalog._hw_relvis _hw_v "
+    "WHERE _hw_v.hw_oid = __hwarg0), CAST(__hwarg0 AS text))"
 )
 _TYPNAME_OID = (
-    "(SELECT min(t.oid) FROM pg_catalog._hw_typnames t "
-    "WHERE t.name = __hwarg0 OR t.name = lower(__hwarg0))"
+    "(SELECT min(_hw_t.hw_oid) FROM pg_catalog._hw_typnames _hw_t "
+    "WHERE _hw_t.hw_name = __hwarg0 OR _hw_t.hw_name = lower(__hwarg0))"
 )
-_NSPNAME_OID = "(SELECT min(n.oid) FROM pg_catalog.pg_namespace n WHERE n.nspname = __hwarg0)"
-_NSP_DISPLAY = (
-    "coalesce((SELECT min(n.nspname) FROM pg_catalog.pg_namespace n WHERE n.oid = __hwarg0), "
-    "CAST(__hwarg0 AS text))"
+_NAME_OID = (
+    "(SELECT min(_hw_o.hw_oid) FROM pg_catalog._hw_objnames _hw_o "
+    "WHERE _hw_o.hw_kind = '{kind}' AND _hw_o.hw_name = __hwarg0)"
 )
-_ROLNAME_OID = "(SELECT min(r.oid) FROM pg_catalog.pg_authid r WHERE r.rolname = __hwarg0)"
-_ROLE_DISPLAY = (
-    "coalesce((SELECT min(r.rolname) FROM pg_catalog.pg_authid r WHERE r.oid = __hwarg0), "
-    "CAST(__hwarg0 AS text))"
+_OID_NAME = (
+    "coalesce((SELECT min(_hw_o.hw_name) FROM pg_catalog._hw_objnames _hw_o "
+    "WHERE _hw_o.hw_kind = '{kind}' AND _hw_o.hw_oid = __hwarg0), CAST(__hwarg0 AS text))"
 )
-_PROC_DISPLAY = (
-    "coalesce((SELECT min(p.proname) FROM pg_catalog.pg_proc p WHERE p.oid = __hwarg0), "
-    "CAST(__hwarg0 AS text))"
-)
+_NSPNAME_OID = _NAME_OID.format(kind="namespace")
+_NSP_DISPLAY = _OID_NAME.format(kind="namespace")
+_ROLNAME_OID = _NAME_OID.format(kind="role")
+_ROLE_DISPLAY = _OID_NAME.format(kind="role")
+_PROC_DISPLAY = _OID_NAME.format(kind="proc")
 _USERBYID = (
-    "coalesce((SELECT min(r.rolname) FROM pg_catalog.pg_authid r WHERE r.oid = __hwarg0), "
+    "coalesce((SELECT min(_hw_o.hw_name) FROM pg_catalog._hw_objnames _hw_o "
+    "WHERE _hw_o.hw_kind = 'role' AND _hw_o.hw_oid = __hwarg0), "
     "'unknown (OID=' || CAST(__hwarg0 AS text) || ')')"
 )
-_DEF = "(SELECT min(d.def) FROM pg_catalog._hw_defs d WHERE d.oid = __hwarg0 AND d.n = __hwarg1)"
-_TABLE_VISIBLE = "(SELECT bool_or(v.visible) FROM pg_catalog._hw_relvis v WHERE v.oid = __hwarg0)"
+_DEF = (
+    "(SELECT min(_hw_d.hw_def) FROM pg_catalog._hw_defs _hw_d "
+    "WHERE _hw_d.hw_oid = __hwarg0 AND _hw_d.hw_n = __hwarg1)"
+)
+_TABLE_VISIBLE = (
+    "(SELECT bool_or(_hw_v.hw_visible) FROM pg_catalog._hw_relvis _hw_v "
+    "WHERE _hw_v.hw_oid = __hwarg0)"
+)
 _SETTING = (
-    "(SELECT min(s.setting) FROM pg_catalog.pg_settings s WHERE lower(s.name) = lower(__hwarg0))"
+    "(SELECT min(_hw_g.hw_setting) FROM pg_catalog._hw_settings _hw_g "
+    "WHERE _hw_g.hw_name = lower(__hwarg0))"
 )
 _FORMAT_TYPE = """CASE WHEN __hwarg0 IS NULL THEN NULL WHEN __hwarg0 = 0 THEN '-' ELSE coalesce(
-  (SELECT CASE f.kind
+  (SELECT CASE _hw_f.hw_kind
      WHEN 'varchar' THEN CASE WHEN __hwarg1 >= 4
        THEN 'character varying(' || CAST(__hwarg1 - 4 AS text) || ')'
        ELSE 'character varying' END
@@ -167,8 +176,8 @@ _FORMAT_TYPE = """CASE WHEN __hwarg0 IS NULL THEN NULL WHEN __hwarg0 = 0 THEN '-
        THEN 'numeric(' || CAST((__hwarg1 - 4) >> 16 AS text) || ','
             || CAST((__hwarg1 - 4) & 65535 AS text) || ')'
        ELSE 'numeric' END
-     ELSE f.base END || f.suffix
-   FROM pg_catalog._hw_typfmt f WHERE f.oid = __hwarg0), '???') END"""
+     ELSE _hw_f.hw_base END || _hw_f.hw_suffix
+   FROM pg_catalog._hw_typfmt _hw_f WHERE _hw_f.hw_oid = __hwarg0), '???') END"""
 _SIZE_PRETTY = """CASE
   WHEN abs(__hwarg0) < 10240 THEN CAST(__hwarg0 AS text) || ' bytes'
   WHEN abs(__hwarg0) < 10485760 THEN CAST(round(__hwarg0 / 1024.0) AS bigint) || ' kB'
@@ -287,8 +296,13 @@ def _visit(node: Any) -> Any:
                 and _type_of(rt.val) in _REG_TYPES
             ):
                 rt.val = _cast(rt.val, "text")
+    before = _params(node) if isinstance(node, A.FuncCall | A.TypeCast) else None
     new = _transform(node)
     if new is not node:
+        if before:
+            missing = before - _params(new)
+            if missing:
+                new = _keep_params(new, sorted(missing))
         return _visit(new)
     for name in node:
         child = getattr(node, name)
@@ -306,6 +320,30 @@ def _visit_any(child: Any) -> Any:
         if any(a is not b for a, b in zip(items, child, strict=True)):
             return items
     return child
+
+
+def _params(node: Any) -> set[int]:
+    """Numbers of the $n parameters an expression refers to."""
+    out: set[int] = set()
+
+    def walk(n: Any) -> None:
+        if isinstance(n, A.ParamRef):
+            out.add(n.number)
+        elif isinstance(n, A.Node):
+            for name in n:
+                walk(getattr(n, name))
+        elif isinstance(n, tuple):
+            for c in n:
+                walk(c)
+
+    walk(node)
+    return out
+
+
+def _keep_params(expr: Any, numbers: list[int]) -> Any:
+    """`expr`, still naming parameters a rewrite dropped (DuckDB wants every $n used)."""
+    cond = " AND ".join(f"${n} IS NULL" for n in numbers)
+    return _template(f"CASE WHEN {cond} THEN __hwarg0 ELSE __hwarg0 END", expr)
 
 
 def _transform(node: Any) -> Any:
@@ -356,8 +394,8 @@ def _func(fc: A.FuncCall) -> Any:
         return _template(_SESSION.format(col="current_schema"))
     if name == "current_schemas" and len(args) == 1:
         return _template(
-            "(SELECT CASE WHEN __hwarg0 THEN s.schemas_implicit ELSE s.schemas END "
-            "FROM pg_catalog._hw_session s)",
+            "(SELECT CASE WHEN __hwarg0 THEN _hw_s.hw_schemas_implicit ELSE _hw_s.hw_schemas "
+            "END FROM pg_catalog._hw_session _hw_s)",
             args[0],
         )
     if name == "pg_backend_pid" and not args:

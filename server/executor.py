@@ -48,6 +48,11 @@ from headwater.errors import (
 )
 
 UNCONSTRAINED_NUMERIC = "DECIMAL(38,16)"
+_SAVEPOINT_KINDS = (
+    TransactionStmtKind.TRANS_STMT_SAVEPOINT,
+    TransactionStmtKind.TRANS_STMT_RELEASE,
+    TransactionStmtKind.TRANS_STMT_ROLLBACK_TO,
+)
 # DuckDB warns that DB-API results copy once more into Arrow; results are small
 # next to that cost, and the DB-API form is the one that takes parameters.
 warnings.filterwarnings("ignore", message="Arrow output on a DB-API result")
@@ -144,6 +149,7 @@ class Executor:
     def __init__(self, session: Session) -> None:
         self.s = session
         self.instance = session.instance
+        self.savepoints: list[tuple[str, bool]] = []  # (name, had written)
 
     # -- entry ----------------------------------------------------------------------
     async def execute(self, stmt: Any, params: list[Any]) -> Result:
@@ -219,6 +225,8 @@ class Executor:
                 return Result("BEGIN", notices=["there is already a transaction in progress"])
             s.status = "T"
             return Result("BEGIN")
+        if kind in (TransactionStmtKind.TRANS_STMT_COMMIT, TransactionStmtKind.TRANS_STMT_ROLLBACK):
+            self.savepoints = []
         if kind == TransactionStmtKind.TRANS_STMT_COMMIT:
             if s.status == "I":
                 return Result("COMMIT", notices=["there is no transaction in progress"])
@@ -237,11 +245,50 @@ class Executor:
             await self._rollback_write()
             s.status = "I"
             return Result("ROLLBACK")
+        if kind in _SAVEPOINT_KINDS:
+            return self._savepoint(stmt)
         if s.status == "E":
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
-        raise FeatureNotSupported("savepoints and two-phase commit are not supported")
+        raise FeatureNotSupported("two-phase commit is not supported")
+
+    def _savepoint(self, stmt: A.TransactionStmt) -> Result:
+        """SAVEPOINT, RELEASE and ROLLBACK TO. Rolling back to a savepoint undoes reads
+        only: a transaction that wrote since then cannot go back (0A000)."""
+        s = self.s
+        if s.status == "I":
+            self.savepoints = []
+            word = stmt.kind.name.removeprefix("TRANS_STMT_").replace("_", " ")
+            raise SQLError(f"{word} can only be used in transaction blocks", "25P01")
+        name = stmt.savepoint_name
+        if stmt.kind == TransactionStmtKind.TRANS_STMT_SAVEPOINT:
+            if s.status == "E":
+                raise InFailedTransaction(
+                    "current transaction is aborted, commands ignored until end of transaction "
+                    "block"
+                )
+            self.savepoints.append((name, s.write is not None))
+            return Result("SAVEPOINT")
+        names = [n for n, _ in self.savepoints]
+        if name not in names:
+            raise SQLError(f'savepoint "{name}" does not exist', "3B001")
+        pos = len(names) - 1 - names[::-1].index(name)
+        if stmt.kind == TransactionStmtKind.TRANS_STMT_RELEASE:
+            if s.status == "E":
+                raise InFailedTransaction(
+                    "current transaction is aborted, commands ignored until end of transaction "
+                    "block"
+                )
+            del self.savepoints[pos:]
+            return Result("RELEASE")
+        if s.write is not None:
+            raise FeatureNotSupported(
+                "ROLLBACK TO SAVEPOINT after a write in the transaction is not supported"
+            )
+        del self.savepoints[pos + 1 :]
+        s.status = "T"
+        return Result("ROLLBACK")
 
     async def _begin_write(self) -> WriteTxn:
         s = self.s

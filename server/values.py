@@ -822,7 +822,13 @@ _TEXT_FACTORIES: dict[str, _TextFactory] = {
     "timestamptz": lambda ct, s: _timestamptz_text(s),
     "interval": lambda ct, s: _interval_text(s),
     "uuid": lambda ct, s: _uuid_text,
+    "int2vector": lambda ct, s: _vector_text,
+    "oidvector": lambda ct, s: _vector_text,
 }
+
+
+def _vector_text(v: Any) -> bytes:
+    return " ".join(str(x) for x in v).encode()
 
 
 @lru_cache(maxsize=4096)  # callers may ask per value; ColumnType/SessionFormat are frozen
@@ -982,7 +988,17 @@ _BIN_FACTORIES: dict[str, _BinFactory] = {
     "timestamptz": lambda ct, s: _timestamptz_bin,
     "interval": lambda ct, s: _interval_bin,
     "uuid": lambda ct, s: _uuid_bin,
+    "int2vector": lambda ct, s: lambda v: _vector_bin(v, 21, _I16.pack),
+    "oidvector": lambda ct, s: lambda v: _vector_bin(v, 26, _U32.pack),
 }
+
+
+def _vector_bin(v: Any, elem_oid: int, pack: Callable[[int], bytes]) -> bytes:
+    """int2vector/oidvector send: a one-dimensional array with lower bound 0."""
+    if not v:
+        return struct.pack(">iiI", 0, 0, elem_oid)
+    head = struct.pack(">iiIii", 1, 0, elem_oid, len(v), 0)
+    return head + b"".join(_I32.pack(len(b)) + b for b in (pack(x) for x in v))
 
 
 @lru_cache(maxsize=4096)

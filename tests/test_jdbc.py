@@ -21,10 +21,6 @@ JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "JdbcSmoke.java"
 PGJDBC_JAR = Path(os.environ.get("PGJDBC_JAR", "/usr/share/java/postgresql.jar"))
 RUN_TIMEOUT = 180.0
 
-# DatabaseMetaData (getTables/getColumns) needs pg_catalog emulation; remove this
-# marker when the catalog lands.
-METADATA_PENDING = pytest.mark.skip(reason="pg_catalog metadata for JDBC not implemented yet")
-
 
 @pytest.fixture(scope="session")
 def jdbc_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
@@ -74,6 +70,5 @@ def test_jdbc_smoke(jdbc_classpath: str, hw_server: Any) -> None:
     run_smoke(jdbc_classpath, hw_server)
 
 
-@METADATA_PENDING
 def test_jdbc_metadata(jdbc_classpath: str, hw_server: Any) -> None:
     run_smoke(jdbc_classpath, hw_server, "--metadata")

@@ -10,8 +10,11 @@
 // and through one PreparedStatement run more than prepareThreshold (5) times, so that
 // pgjdbc turns it into a server-side named statement (and asks for binary results),
 // checks every value, expects SQLSTATE 42P01 for a missing table and keeps using the
-// connection, then drops the table. DatabaseMetaData getTables/getColumns are checked
-// only with --metadata. Prints "JDBC OK" and exits 0, or "JDBC FAIL: ..." and exits 1.
+// connection, then drops the table. With --metadata it also checks DatabaseMetaData as
+// DBeaver uses it on connect: getCatalogs/getSchemas/getTableTypes, getTables with TABLE,
+// VIEW and MATERIALIZED VIEW types, getColumns (types, nullability, defaults),
+// getPrimaryKeys, getIndexInfo, getImportedKeys, and ResultSetMetaData's catalog lookups.
+// Prints "JDBC OK" and exits 0, or "JDBC FAIL: ..." and exits 1.
 
 import java.math.BigDecimal;
 import java.sql.Connection;
@@ -259,30 +262,7 @@ public final class JdbcSmoke {
         }
 
         if (metadata) {
-            step = "DatabaseMetaData";
-            DatabaseMetaData md = c.getMetaData();
-            try (ResultSet rs = md.getTables(null, null, table, new String[] {"TABLE"})) {
-                check(rs.next(), "getTables: table " + table + " not found");
-                eq(table, rs.getString("TABLE_NAME"), "getTables TABLE_NAME");
-                eq("TABLE", rs.getString("TABLE_TYPE"), "getTables TABLE_TYPE");
-                check(!rs.next(), "getTables: more than one row");
-            }
-            try (ResultSet rs = md.getColumns(null, null, table, null)) {
-                for (int col = 1; col <= 8; col++) {
-                    check(rs.next(), "getColumns: missing column " + NAMES[col - 1]);
-                    eq(NAMES[col - 1], rs.getString("COLUMN_NAME"), "getColumns COLUMN_NAME");
-                    eq(col, rs.getInt("ORDINAL_POSITION"), "getColumns ORDINAL_POSITION");
-                    eq(SQL_TYPES[col - 1], rs.getInt("DATA_TYPE"),
-                        "getColumns DATA_TYPE of " + NAMES[col - 1]);
-                    eq(DatabaseMetaData.columnNullable, rs.getInt("NULLABLE"),
-                        "getColumns NULLABLE of " + NAMES[col - 1]);
-                    if (col == 4) {
-                        eq(10, rs.getInt("COLUMN_SIZE"), "numeric(10,2) COLUMN_SIZE");
-                        eq(2, rs.getInt("DECIMAL_DIGITS"), "numeric(10,2) DECIMAL_DIGITS");
-                    }
-                }
-                check(!rs.next(), "getColumns: more than 8 columns");
-            }
+            metadataChecks(c, table);
         }
 
         step = "DROP TABLE";
@@ -291,6 +271,189 @@ public final class JdbcSmoke {
         }
         expectMissingTable(c, "SELECT * FROM " + table, false);
         selectOne(c, "after DROP TABLE");
+    }
+
+    /** DatabaseMetaData as DBeaver and other BI tools use it on connect. */
+    private static void metadataChecks(Connection c, String table) throws SQLException {
+        step = "DatabaseMetaData";
+        DatabaseMetaData md = c.getMetaData();
+        check(md.getDatabaseProductName().equals("PostgreSQL"),
+            "getDatabaseProductName: " + md.getDatabaseProductName());
+        check(md.getDatabaseMajorVersion() >= 15,
+            "getDatabaseMajorVersion: " + md.getDatabaseMajorVersion());
+        eq("headwater", md.getUserName(), "getUserName");
+
+        step = "DatabaseMetaData.getCatalogs";
+        List<String> catalogs = new ArrayList<>();
+        try (ResultSet rs = md.getCatalogs()) {
+            while (rs.next()) {
+                catalogs.add(rs.getString("TABLE_CAT"));
+            }
+        }
+        check(catalogs.contains("headwater"), "getCatalogs: " + catalogs);
+
+        step = "DatabaseMetaData.getSchemas";
+        List<String> schemas = new ArrayList<>();
+        try (ResultSet rs = md.getSchemas()) {
+            while (rs.next()) {
+                schemas.add(rs.getString("TABLE_SCHEM"));
+            }
+        }
+        check(schemas.contains("public") && schemas.contains("pg_catalog")
+            && schemas.contains("information_schema"), "getSchemas: " + schemas);
+        try (ResultSet rs = md.getSchemas(null, "pub%")) {
+            check(rs.next(), "getSchemas(null, pub%): no row");
+            eq("public", rs.getString("TABLE_SCHEM"), "getSchemas(null, pub%)");
+            check(!rs.next(), "getSchemas(null, pub%): more than one row");
+        }
+
+        step = "DatabaseMetaData.getTableTypes";
+        List<String> types = new ArrayList<>();
+        try (ResultSet rs = md.getTableTypes()) {
+            while (rs.next()) {
+                types.add(rs.getString("TABLE_TYPE"));
+            }
+        }
+        check(types.contains("TABLE") && types.contains("VIEW")
+            && types.contains("MATERIALIZED VIEW"), "getTableTypes: " + types);
+
+        step = "DatabaseMetaData.getTables(TABLE)";
+        try (ResultSet rs = md.getTables(null, null, table, new String[] {"TABLE"})) {
+            check(rs.next(), "getTables: table " + table + " not found");
+            eq(table, rs.getString("TABLE_NAME"), "getTables TABLE_NAME");
+            eq("public", rs.getString("TABLE_SCHEM"), "getTables TABLE_SCHEM");
+            eq("TABLE", rs.getString("TABLE_TYPE"), "getTables TABLE_TYPE");
+            check(!rs.next(), "getTables: more than one row");
+        }
+
+        step = "DatabaseMetaData.getColumns";
+        try (ResultSet rs = md.getColumns(null, null, table, null)) {
+            for (int col = 1; col <= 8; col++) {
+                check(rs.next(), "getColumns: missing column " + NAMES[col - 1]);
+                eq(NAMES[col - 1], rs.getString("COLUMN_NAME"), "getColumns COLUMN_NAME");
+                eq(col, rs.getInt("ORDINAL_POSITION"), "getColumns ORDINAL_POSITION");
+                eq(SQL_TYPES[col - 1], rs.getInt("DATA_TYPE"),
+                    "getColumns DATA_TYPE of " + NAMES[col - 1]);
+                eq(DatabaseMetaData.columnNullable, rs.getInt("NULLABLE"),
+                    "getColumns NULLABLE of " + NAMES[col - 1]);
+                if (col == 4) {
+                    eq(10, rs.getInt("COLUMN_SIZE"), "numeric(10,2) COLUMN_SIZE");
+                    eq(2, rs.getInt("DECIMAL_DIGITS"), "numeric(10,2) DECIMAL_DIGITS");
+                }
+            }
+            check(!rs.next(), "getColumns: more than 8 columns");
+        }
+
+        step = "metadata objects (table with keys, indexes, view)";
+        String keyed = table + "_k";
+        String view = table + "_v";
+        try (Statement s = c.createStatement()) {
+            s.executeUpdate("CREATE TABLE " + keyed + " (id int, code varchar(12) NOT NULL, "
+                + "amount numeric(10,2) DEFAULT 0, note text, PRIMARY KEY (id, code))");
+            s.executeUpdate("CREATE INDEX " + keyed + "_amount_idx ON " + keyed + " (amount)");
+            s.executeUpdate("CREATE UNIQUE INDEX " + keyed + "_note_key ON " + keyed + " (note)");
+            s.executeUpdate("CREATE VIEW " + view + " AS SELECT id, note FROM " + keyed);
+        }
+        try {
+            step = "DatabaseMetaData.getTables(TABLE, VIEW, MATERIALIZED VIEW)";
+            List<String> found = new ArrayList<>();
+            try (ResultSet rs = md.getTables(null, "public", table + "%",
+                    new String[] {"TABLE", "VIEW", "MATERIALIZED VIEW"})) {
+                while (rs.next()) {
+                    found.add(rs.getString("TABLE_NAME") + ":" + rs.getString("TABLE_TYPE"));
+                }
+            }
+            List<String> expected = List.of(table + ":TABLE", keyed + ":TABLE", view + ":VIEW");
+            eq(expected, found, "getTables(TABLE, VIEW, MATERIALIZED VIEW)");
+            try (ResultSet rs = md.getTables(null, "public", view, new String[] {"TABLE"})) {
+                check(!rs.next(), "getTables(TABLE) lists view " + view);
+            }
+
+            step = "DatabaseMetaData.getColumns(view)";
+            try (ResultSet rs = md.getColumns(null, "public", view, "%")) {
+                check(rs.next(), "getColumns(view): no id");
+                eq("id", rs.getString("COLUMN_NAME"), "view column 1");
+                eq(Types.INTEGER, rs.getInt("DATA_TYPE"), "view id DATA_TYPE");
+                check(rs.next(), "getColumns(view): no note");
+                eq("note", rs.getString("COLUMN_NAME"), "view column 2");
+                eq(Types.VARCHAR, rs.getInt("DATA_TYPE"), "view note DATA_TYPE");
+                check(!rs.next(), "getColumns(view): more than 2 columns");
+            }
+            try (ResultSet rs = md.getColumns(null, "public", keyed, "%")) {
+                String[] names = {"id", "code", "amount", "note"};
+                int[] nullable = {DatabaseMetaData.columnNoNulls, DatabaseMetaData.columnNoNulls,
+                    DatabaseMetaData.columnNullable, DatabaseMetaData.columnNullable};
+                for (int k = 0; k < names.length; k++) {
+                    check(rs.next(), "getColumns(" + keyed + "): missing " + names[k]);
+                    eq(names[k], rs.getString("COLUMN_NAME"), "getColumns(keyed) name");
+                    eq(nullable[k], rs.getInt("NULLABLE"), "NULLABLE of " + names[k]);
+                    if (k == 1) {
+                        eq("varchar", rs.getString("TYPE_NAME"), "TYPE_NAME of code");
+                        eq(12, rs.getInt("COLUMN_SIZE"), "varchar(12) COLUMN_SIZE");
+                    }
+                    if (k == 2) {
+                        eq("0", rs.getString("COLUMN_DEF"), "COLUMN_DEF of amount");
+                    }
+                }
+                check(!rs.next(), "getColumns(keyed): more than 4 columns");
+            }
+
+            step = "DatabaseMetaData.getPrimaryKeys";
+            try (ResultSet rs = md.getPrimaryKeys(null, "public", keyed)) {
+                String[] cols = {"id", "code"}; // ordered by KEY_SEQ
+                int[] seq = {1, 2};
+                for (int k = 0; k < cols.length; k++) {
+                    check(rs.next(), "getPrimaryKeys: missing " + cols[k]);
+                    eq(cols[k], rs.getString("COLUMN_NAME"), "getPrimaryKeys COLUMN_NAME");
+                    eq(seq[k], rs.getInt("KEY_SEQ"), "getPrimaryKeys KEY_SEQ of " + cols[k]);
+                    eq(keyed + "_pkey", rs.getString("PK_NAME"), "getPrimaryKeys PK_NAME");
+                }
+                check(!rs.next(), "getPrimaryKeys: more than 2 rows");
+            }
+
+            step = "DatabaseMetaData.getIndexInfo";
+            List<String> indexes = new ArrayList<>();
+            try (ResultSet rs = md.getIndexInfo(null, "public", keyed, false, false)) {
+                while (rs.next()) {
+                    indexes.add(rs.getString("INDEX_NAME") + ":" + rs.getBoolean("NON_UNIQUE")
+                        + ":" + rs.getInt("ORDINAL_POSITION") + ":"
+                        + rs.getString("COLUMN_NAME"));
+                }
+            }
+            List<String> expectedIdx = List.of(
+                keyed + "_note_key:false:1:note",
+                keyed + "_pkey:false:1:id",
+                keyed + "_pkey:false:2:code",
+                keyed + "_amount_idx:true:1:amount");
+            eq(expectedIdx, indexes, "getIndexInfo");
+            List<String> unique = new ArrayList<>();
+            try (ResultSet rs = md.getIndexInfo(null, "public", keyed, true, false)) {
+                while (rs.next()) {
+                    unique.add(rs.getString("INDEX_NAME"));
+                }
+            }
+            eq(List.of(keyed + "_note_key", keyed + "_pkey", keyed + "_pkey"), unique,
+                "getIndexInfo(unique only)");
+
+            step = "DatabaseMetaData.getImportedKeys";
+            try (ResultSet rs = md.getImportedKeys(null, "public", keyed)) {
+                check(!rs.next(), "getImportedKeys: unexpected foreign key");
+            }
+
+            step = "ResultSetMetaData of a table column";
+            try (Statement s = c.createStatement();
+                 ResultSet rs = s.executeQuery("SELECT id, code FROM " + keyed)) {
+                ResultSetMetaData rmd = rs.getMetaData();
+                eq("int4", rmd.getColumnTypeName(1), "getColumnTypeName(id)");
+                eq(keyed, rmd.getTableName(1), "getTableName(id)");
+                eq(ResultSetMetaData.columnNoNulls, rmd.isNullable(2), "isNullable(code)");
+            }
+        } finally {
+            try (Statement s = c.createStatement()) {
+                s.executeUpdate("DROP VIEW IF EXISTS " + view);
+                s.executeUpdate("DROP TABLE IF EXISTS " + keyed);
+            }
+        }
     }
 
     public static void main(String[] args) {
