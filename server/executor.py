@@ -208,6 +208,15 @@ class Executor:
             raise FeatureNotSupported("CREATE TABLE AS is not supported yet")
         if isinstance(stmt, A.DiscardStmt):
             return Result("DISCARD ALL")
+        if isinstance(stmt, A.DeallocateStmt):  # psycopg evicting its prepared statements
+            prepared = self.s.prepared
+            if stmt.isall or stmt.name is None:
+                for name in [n for n in prepared if n]:
+                    del prepared[name]
+                return Result("DEALLOCATE ALL")
+            if prepared.pop(stmt.name, None) is None:
+                raise SQLError(f'prepared statement "{stmt.name}" does not exist', "26000")
+            return Result("DEALLOCATE")
         raise FeatureNotSupported(f"statement {type(stmt).__name__} is not supported")
 
     def format(self) -> SessionFormat:
