@@ -10,6 +10,7 @@ import asyncio
 import logging
 import secrets
 import ssl
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,13 @@ class Prepared:
     stmt: Any  # the parsed statement (None if empty); passes restore it after use
     text_decoders: list[Any]
     binary_decoders: list[Any]
+
+
+def _content_error(e: Exception) -> SQLError:
+    if isinstance(e, UnicodeDecodeError):
+        bad = e.object[e.start : e.start + 1].hex() if isinstance(e.object, bytes) else "?"
+        return SQLError(f'invalid byte sequence for encoding "UTF8": 0x{bad}', "22021")
+    return SQLError(f"invalid message format: {e}", "08P01")
 
 
 def locate_column(err: SQLError, stmt: Any) -> None:
@@ -314,8 +322,17 @@ class Connection:
                     if self.executor:
                         await self.executor.fail()
                 await self.flush()
-            except (IndexError, ValueError, UnicodeDecodeError) as e:
-                raise ProtocolViolation(f"malformed message: {e}") from None
+            except (IndexError, ValueError, UnicodeDecodeError, struct.error) as e:
+                # The framing is intact (the length was right), so like PostgreSQL
+                # report the bad content as an ERROR and keep the session.
+                self.send_error(_content_error(e))
+                if kind == "Q":
+                    self.send_ready()
+                else:
+                    skipping = True
+                    if self.executor:
+                        await self.executor.fail()
+                await self.flush()
 
     def send_ready(self) -> None:
         assert self.session is not None
@@ -519,9 +536,10 @@ class Connection:
         pformats = [r.int16() for _ in range(nfmt)]
         n = r.int16()
         if n != len(prep.param_types):
-            raise ProtocolViolation(
+            raise SQLError(
                 f'bind message supplies {n} parameters, but prepared statement "{stmt_name}" '
-                f"requires {len(prep.param_types)}"
+                f"requires {len(prep.param_types)}",
+                "08P01",
             )
         values: list[Any] = []
         for i in range(n):

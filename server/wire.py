@@ -49,7 +49,7 @@ class Reader:
 
     def bytes_(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.buf):
-            raise ProtocolViolation("message field runs past the end of the message")
+            raise ValueError("insufficient data left in message")
         b = self.buf[self.pos : self.pos + n]
         self.pos += n
         return b
