@@ -194,10 +194,12 @@ def is_md5(verifier: str | None) -> bool:
     )
 
 
-def encrypt_password(password: str) -> str:
-    """What CREATE/ALTER ROLE ... PASSWORD stores (password_encryption = scram-sha-256)."""
+def encrypt_password(password: str, role: str = "", method: str = "scram-sha-256") -> str:
+    """What CREATE/ALTER ROLE ... PASSWORD stores, per password_encryption."""
     if parse_scram(password) is not None or is_md5(password):
         return password  # already hashed by the client (psql's \\password, pg_dump)
+    if method == "md5":
+        return "md5" + hashlib.md5((password + role).encode("utf-8")).hexdigest()
     return scram_verifier(password)
 
 
@@ -631,6 +633,8 @@ def is_superuser(catalog: Catalog, oid: int) -> bool:
     return r is not None and r.superuser
 
 
+SUPERUSER_ONLY = ("pg_authid", "pg_shadow")
+
 _VIEW_REFS: dict[tuple[int, str], list[tuple[str | None, str]]] = {}
 
 
@@ -698,11 +702,14 @@ class Checker:
     def relation(
         self, schema: str | None, name: str, letters: str, as_role: int, depth: int = 0
     ) -> Relation | None:
-        if schema in SYSTEM_SCHEMAS:
-            return None
-        rel = self.cat.resolve(schema, name, self.search_path)
+        rel = None if schema in SYSTEM_SCHEMAS else self.cat.resolve(schema, name, self.search_path)
         if rel is None:
-            return None  # a system relation, or missing: binding reports it
+            # a system relation, or missing (binding reports it); password verifiers
+            # are for superusers only, as in PostgreSQL
+            if name in SUPERUSER_ONLY and schema in (None, "pg_catalog"):
+                if not self.superuser(as_role):
+                    raise PermissionDenied(f"permission denied for table {name}")
+            return None
         if self.superuser(as_role):
             return rel
         self.schema_usage(rel.schema, as_role)
@@ -923,7 +930,7 @@ _IGNORED_OPTIONS = ("connectionlimit", "isreplication", "bypassrls", "sysid")
 
 
 def _role_options(
-    options: Any, catalog: Catalog, notices: list[str]
+    options: Any, role: str, encryption: str, notices: list[str]
 ) -> tuple[dict[str, Any], list[str], list[str]]:
     """Changes to a role from CREATE/ALTER ROLE options; (fields, IN ROLE, ROLE members)."""
     fields: dict[str, Any] = {}
@@ -946,7 +953,7 @@ def _role_options(
                     notices.append("empty string is not a valid password, clearing password")
                     fields["password"] = None
                 else:
-                    fields["password"] = encrypt_password(pw)
+                    fields["password"] = encrypt_password(pw, role, encryption)
         elif name == "validUntil":
             fields["valid_until"] = _parse_valid_until(_string_option(opt, "VALID UNTIL"))
         elif name == "addroleto":
@@ -1004,6 +1011,7 @@ def execute(executor: Any, w: Any, stmt: Any) -> Any:
     superuser = me is not None and me.superuser
     createrole = superuser or (me is not None and me.createrole)
     notices: list[str] = []
+    encryption = s.settings.values.get("password_encryption", "scram-sha-256")
 
     if isinstance(stmt, A.CreateRoleStmt):
         name = stmt.role
@@ -1012,7 +1020,7 @@ def execute(executor: Any, w: Any, stmt: Any) -> Any:
         _check_role_name(name)
         if cat.role(name) is not None:
             raise DuplicateObject(f'role "{name}" already exists')
-        fields, in_roles, members = _role_options(stmt.options, cat, notices)
+        fields, in_roles, members = _role_options(stmt.options, name, encryption, notices)
         if fields.get("superuser") and not superuser:
             raise PermissionDenied("must be superuser to create superusers")
         login = stmt.stmt_type == RoleStmtType.ROLESTMT_USER
@@ -1027,7 +1035,7 @@ def execute(executor: Any, w: Any, stmt: Any) -> Any:
     if isinstance(stmt, A.AlterRoleStmt):
         name = _role_name(stmt.role, s, cat)
         role = _lookup_role(cat, name)
-        fields, in_roles, members = _role_options(stmt.options, cat, notices)
+        fields, in_roles, members = _role_options(stmt.options, name, encryption, notices)
         if in_roles or members:
             raise FeatureNotSupported("use GRANT and REVOKE to change role memberships")
         if not superuser:

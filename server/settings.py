@@ -65,6 +65,7 @@ DEFAULTS: dict[str, str] = {
     "xmloption": "content",
     "headwater.freshness": "session",
     "headwater.read_after": "0",
+    "password_encryption": "scram-sha-256",  # psql's \password asks for it
 }
 
 _CANONICAL = {k.lower(): k for k in DEFAULTS}

@@ -711,3 +711,23 @@ def test_roles_and_grants_survive_restart(tmp_path: Path) -> None:
             a.execute("DROP TABLE work.hers")
     finally:
         server.stop()
+
+
+def test_password_encryption_md5_and_pg_authid(
+    sec: HeadwaterServer, su: psycopg.Connection[Any], alice: psycopg.Connection[Any]
+) -> None:
+    su.execute("SET password_encryption = 'md5'")
+    su.execute("CREATE USER md5b PASSWORD 'md5b-Secret'")
+    su.execute("RESET password_encryption")
+    # the hba rule for md5b is scram-sha-256: an md5 hash cannot answer SCRAM
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        connect(sec, "md5b", password="md5b-Secret")
+    su.execute("ALTER ROLE md5user PASSWORD 'md5-Secret-3'")  # SCRAM now: md5 rule uses SCRAM
+    out = psql(
+        dsn(sec, "md5user", sslmode="require"), "SELECT 'scram via md5 rule'", "md5-Secret-3"
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "scram via md5 rule", out.stderr
+    # password verifiers are for superusers only
+    _denied(alice, "SELECT * FROM pg_authid", "permission denied for table pg_authid")
+    _denied(alice, "SELECT * FROM pg_catalog.pg_authid", "permission denied for table pg_authid")
+    su.execute("SELECT count(*) FROM pg_authid")
