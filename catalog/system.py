@@ -30,7 +30,7 @@ import pglast.ast as A
 import pyarrow as pa
 from headwater.catalog import pg_specs
 from headwater.catalog.catalog import PUBLIC_SCHEMA_OID, Catalog
-from headwater.catalog.objects import Column, Index, Key, Relation, Table
+from headwater.catalog.objects import Column, Index, Key, Relation, Table, View
 from headwater.catalog.types import BPCHAR, NUMERIC, TEXT, VARCHAR, ColumnType
 from pglast import parse_sql
 from pglast.keywords import UNRESERVED_KEYWORDS
@@ -239,7 +239,7 @@ INTERNAL: dict[str, tuple[tuple[str, str], ...]] = {
     "_hw_relvis": (("hw_oid", "oid"), ("hw_visible", "boolean"), ("hw_display", "text")),
     # every accepted spelling of a relation name ('t', 'public.t', '"T"', ...)
     "_hw_relnames": (("hw_name", "text"), ("hw_folds", "boolean"), ("hw_oid", "oid")),
-    # pg_get_indexdef / pg_get_constraintdef / pg_get_viewdef text: n = 0 whole, n = column
+    # pg_get_indexdef/constraintdef/viewdef text: n = 0 whole, n > 0 a column, -1 pretty
     "_hw_defs": (("hw_oid", "oid"), ("hw_n", "integer"), ("hw_def", "text")),
     # type names accepted by ::regtype and to_regtype()
     "_hw_typnames": (("hw_name", "text"), ("hw_oid", "oid")),
@@ -909,14 +909,174 @@ def _user_rels(b: Builder, *kinds: str) -> list[_Rel]:
     return [r for r in b.relations() if r.obj is not None and r.relkind in kinds]
 
 
-def _definition(r: _Rel) -> str | None:
+def _definition(r: _Rel, b: Builder, pretty: bool = False) -> str | None:
     d = getattr(r.obj, "definition", None)
-    return view_definition(d) if d is not None else None
+    if d is None:
+        return None
+    try:
+        return _pretty_view(d, b, pretty)
+    except _Unsupported:
+        return " " + d.strip().rstrip(";") + ";"
 
 
-def view_definition(sql: str) -> str:
-    """pg_get_viewdef() text: the stored SELECT, laid out one clause a line like PostgreSQL."""
-    return " " + sql.strip().rstrip(";") + ";"
+class _Unsupported(Exception):
+    pass
+
+
+_CMP_OPS = ("=", "<>", "<", ">", "<=", ">=")
+
+
+def _pretty_view(sql: str, b: Builder, pretty: bool) -> str:
+    """pg_get_viewdef() as PostgreSQL 15 prints a simple view: one table, plain column
+    outputs, a WHERE of comparisons with constants. Anything else: _Unsupported."""
+    stmt = parse_sql(sql)[0].stmt
+    if (
+        not isinstance(stmt, A.SelectStmt)
+        or stmt.op
+        or stmt.withClause
+        or stmt.distinctClause
+        or stmt.groupClause
+        or stmt.havingClause
+        or stmt.sortClause
+        or stmt.limitCount
+        or stmt.limitOffset
+        or stmt.windowClause
+        or stmt.valuesLists
+        or not stmt.fromClause
+        or len(stmt.fromClause) != 1
+        or not isinstance(stmt.fromClause[0], A.RangeVar)
+    ):
+        raise _Unsupported
+    rv = stmt.fromClause[0]
+    table = b.catalog.resolve(rv.schemaname, rv.relname, b.session.search_path)
+    if table is None or not isinstance(table, Table | View):
+        raise _Unsupported
+    qual = rv.alias.aliasname if rv.alias else table.name
+    q = quote_ident(qual)
+    targets = []
+    for rt in stmt.targetList or ():
+        val = rt.val
+        if not isinstance(val, A.ColumnRef):
+            raise _Unsupported
+        last = val.fields[-1]
+        if isinstance(last, A.A_Star):
+            targets += [f"{q}.{quote_ident(c.name)}" for c in table.columns]
+            continue
+        col = last.sval
+        if table.column(col) is None:
+            raise _Unsupported
+        out = f"{q}.{quote_ident(col)}"
+        if rt.name and rt.name != col:
+            out += f" AS {quote_ident(rt.name)}"
+        targets.append(out)
+    visible = b.visible().get(table.oid, False)
+    name = (
+        quote_ident(table.name)
+        if visible
+        else f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
+    )
+    text = " SELECT " + ",\n    ".join(targets) + "\n   FROM " + name
+    if rv.alias:
+        text += " " + quote_ident(rv.alias.aliasname)
+    if stmt.whereClause is not None:
+        where = _pretty_expr(stmt.whereClause, table, q, pretty)
+        if pretty and where.startswith("(") and where.endswith(")") and _balanced(where[1:-1]):
+            where = where[1:-1]
+        text += "\n  WHERE " + where
+    return text + ";"
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _pretty_expr(node: Any, table: Relation, q: str, pretty: bool, parent: int = -1) -> str:
+    """PostgreSQL's ruleutils: every operator in parentheses, or (pretty) only where
+    precedence needs them: an OR inside an AND; constants cast as 3::numeric."""
+    if isinstance(node, A.BoolExpr):
+        op = node.boolop
+        parts = [_pretty_expr(a, table, q, pretty, op) for a in node.args]
+        if op == 2:
+            text = f"NOT {parts[0]}"
+        else:
+            text = (" AND " if op == 0 else " OR ").join(parts)
+        if pretty and (op in (0, 2) and parent in (0, 1) or op == 1 and parent == 1):
+            return text
+        return f"({text})"
+    if isinstance(node, A.ColumnRef):
+        col = _pretty_col(node, table)
+        if col.type.pg.name != "bool":
+            raise _Unsupported
+        return f"{q}.{quote_ident(col.name)}"
+    if isinstance(node, A.A_Expr) and node.kind == 0 and len(node.name) == 1:
+        op = node.name[0].sval
+        if op not in _CMP_OPS:
+            raise _Unsupported
+        left, right = node.lexpr, node.rexpr
+        if isinstance(left, A.ColumnRef) and isinstance(right, A.ColumnRef):
+            lc, rc = _pretty_col(left, table), _pretty_col(right, table)
+            if lc.type.pg is not rc.type.pg:
+                raise _Unsupported
+            text = f"{q}.{quote_ident(lc.name)} {op} {q}.{quote_ident(rc.name)}"
+        elif isinstance(left, A.ColumnRef) and isinstance(right, A.A_Const):
+            col = _pretty_col(left, table)
+            side, const = _pretty_side(col, q, right, pretty), _pretty_const(col, right, pretty)
+            text = f"{side} {op} {const}"
+        elif isinstance(right, A.ColumnRef) and isinstance(left, A.A_Const):
+            col = _pretty_col(right, table)
+            side, const = _pretty_side(col, q, left, pretty), _pretty_const(col, left, pretty)
+            text = f"{const} {op} {side}"
+        else:
+            raise _Unsupported
+        return text if pretty and parent in (0, 1, 2) else f"({text})"
+    raise _Unsupported
+
+
+def _pretty_col(ref: A.ColumnRef, table: Relation) -> Column:
+    last = ref.fields[-1]
+    col = table.column(last.sval) if isinstance(last, A.String) else None
+    if col is None:
+        raise _Unsupported
+    return col
+
+
+def _pretty_side(col: Column, q: str, const: A.A_Const, pretty: bool) -> str:
+    ref = f"{q}.{quote_ident(col.name)}"
+    if col.type.pg.name == "varchar" and isinstance(const.val, A.String):
+        return f"{ref}::text" if pretty else f"({ref})::text"
+    return ref
+
+
+def _pretty_const(col: Column, const: A.A_Const, pretty: bool) -> str:
+    t = col.type.pg.name
+    v = const.val
+    if const.isnull:
+        raise _Unsupported
+
+    def cast(text: str, to: str) -> str:
+        return f"{text}::{to}" if pretty else f"({text})::{to}"
+
+    if isinstance(v, A.Integer) and v.ival >= 0:
+        if t in ("int2", "int4", "int8"):
+            return str(v.ival)
+        if t == "numeric":
+            return cast(str(v.ival), "numeric")
+        if t in ("float4", "float8"):
+            return cast(str(v.ival), "double precision")
+    if isinstance(v, A.Float) and not v.fval.startswith("-"):
+        if t == "numeric":
+            return v.fval
+        if t in ("float4", "float8"):
+            return cast(v.fval, "double precision")
+    if isinstance(v, A.String) and t in ("text", "varchar"):
+        return "'" + v.sval.replace("'", "''") + "'::text"
+    raise _Unsupported
 
 
 @_builder("pg_catalog", "pg_views")
@@ -926,7 +1086,7 @@ def _pg_views(b: Builder) -> list[dict[str, Any]]:
             "schemaname": r.schema,
             "viewname": r.name,
             "viewowner": b.session.user,
-            "definition": _definition(r),
+            "definition": _definition(r, b),
         }
         for r in b.relations()
         if r.relkind == "v"
@@ -943,7 +1103,7 @@ def _pg_matviews(b: Builder) -> list[dict[str, Any]]:
             "matviewowner": b.session.user,
             "hasindexes": r.oid in has_index,
             "ispopulated": True,
-            "definition": _definition(r),
+            "definition": _definition(r, b),
         }
         for r in _user_rels(b, "m")
     ]
@@ -1137,7 +1297,7 @@ def _is_views(b: Builder) -> list[dict[str, Any]]:
             "table_catalog": b.session.database,
             "table_schema": r.schema,
             "table_name": r.name,
-            "view_definition": _definition(r),
+            "view_definition": _definition(r, b),
             "check_option": "NONE",
             "is_updatable": "NO",
             "is_insertable_into": "NO",
@@ -1326,7 +1486,8 @@ def _hw_defs(b: Builder) -> list[dict[str, Any]]:
         if r.constraint_oid:
             out.append({"oid": r.constraint_oid, "n": 0, "def": constraint_def(r)})
     for r in _user_rels(b, "v", "m"):
-        out.append({"oid": r.oid, "n": 0, "def": _definition(r)})
+        out.append({"oid": r.oid, "n": 0, "def": _definition(r, b)})
+        out.append({"oid": r.oid, "n": -1, "def": _definition(r, b, pretty=True)})
     return out
 
 
@@ -1430,6 +1591,7 @@ _SESSION_DEPENDENT = {
         "_hw_session",
         "_hw_relvis",
         "_hw_relnames",
+        "_hw_defs",
         "_hw_objnames",
         "_hw_settings",
         "pg_settings",

@@ -70,9 +70,17 @@ def pg_column_name(node: Any) -> str:
     if isinstance(node, A.RowExpr):
         return "row"
     if isinstance(node, A.SQLValueFunction):
-        return {0: "current_date", 1: "current_time", 3: "current_timestamp"}.get(
-            node.op, "?column?"
-        )
+        return {
+            0: "current_date",
+            1: "current_time",
+            3: "current_timestamp",
+            9: "current_role",
+            10: "current_user",
+            11: "user",
+            12: "session_user",
+            13: "current_catalog",
+            14: "current_schema",
+        }.get(node.op, "?column?")
     return "?column?"
 
 

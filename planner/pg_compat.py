@@ -411,9 +411,13 @@ def _func(fc: A.FuncCall) -> Any:
         return _template(_DEF, args[0], n)
     if name in ("pg_get_constraintdef", "pg_get_viewdef") and args:
         target = args[0]
-        if name == "pg_get_viewdef" and _stringish(target):
-            target = _template(_RELNAME_OID, target)
-        return _template(_DEF, target, _const(0))
+        n = _const(0)
+        if name == "pg_get_viewdef":
+            if _stringish(target):
+                target = _template(_RELNAME_OID, target)
+            if len(args) > 1:  # pretty (or a wrap column, which implies pretty)
+                n = _template("CASE WHEN CAST(__hwarg0 AS boolean) THEN -1 ELSE 0 END", args[1])
+        return _template(_DEF, target, n)
     if name == "pg_table_is_visible" and len(args) == 1:
         return _template(_TABLE_VISIBLE, args[0])
     if name in _VISIBLE_FUNCS and len(args) == 1:
