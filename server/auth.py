@@ -633,6 +633,37 @@ def is_superuser(catalog: Catalog, oid: int) -> bool:
     return r is not None and r.superuser
 
 
+def has_privilege(catalog: Catalog, role_oid: int, obj: Relation | Schema, privs: str) -> bool:
+    """has_table_privilege / has_schema_privilege: privs are names ('SELECT, INSERT')
+    or letters; true if the role holds any of them (PostgreSQL's semantics)."""
+    if is_superuser(catalog, role_oid):
+        return True
+    letters = ""
+    for p in privs.split(","):
+        p = p.strip().lower().removesuffix(" with grant option")
+        letters += PRIV_LETTERS.get(p, p if len(p) == 1 else "")
+    roles = memberships(catalog, role_oid)
+    return any(has_priv(obj, letter, roles) for letter in letters)
+
+
+def acl_items(catalog: Catalog, obj: Relation | Schema) -> list[str] | None:
+    """PostgreSQL's aclitem[] text for relacl / nspacl (None: the default, NULL)."""
+    if not obj.acl:
+        return None
+
+    def name(oid: int) -> str:
+        r = catalog.roles.get(oid)
+        return "" if oid == 0 else (r.name if r is not None else str(oid))
+
+    owner = name(_owner(obj))
+    order = TABLE_ALL if isinstance(obj, Relation) else SCHEMA_ALL
+    items = [f"{owner}={order}/{owner}"]
+    for grantee, letters in obj.acl:
+        shown = "".join(c for c in order if c in letters)
+        items.append(f"{name(grantee)}={shown}/{owner}")
+    return items
+
+
 SUPERUSER_ONLY = ("pg_authid", "pg_shadow")
 
 _VIEW_REFS: dict[tuple[int, str], list[tuple[str | None, str]]] = {}

@@ -161,8 +161,8 @@ class Connection:
             await self.loop()
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
             pass
-        except ssl.SSLError as e:
-            log.info("TLS connection from %s failed: %s", self.peer_host, e.reason or e)
+        except (ssl.SSLError, TimeoutError) as e:
+            log.info("TLS connection from %s failed: %s", self.peer_host, e)
         except ProtocolViolation as e:
             try:
                 self.send_error(SQLError(str(e), "08P01", severity="FATAL"))
