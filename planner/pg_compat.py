@@ -296,13 +296,14 @@ def _visit(node: Any) -> Any:
                 and _type_of(rt.val) in _REG_TYPES
             ):
                 rt.val = _cast(rt.val, "text")
-    before = _params(node) if isinstance(node, A.FuncCall | A.TypeCast) else None
     new = _transform(node)
     if new is not node:
-        if before:
-            missing = before - _params(new)
-            if missing:
-                new = _keep_params(new, sorted(missing))
+        # `node` keeps its arguments: the parameters it named that `new` dropped
+        missing = (
+            _params(node) - _params(new) if isinstance(node, A.FuncCall | A.TypeCast) else None
+        )
+        if missing:
+            new = _keep_params(new, sorted(missing))
         return _visit(new)
     for name in node:
         child = getattr(node, name)
@@ -542,5 +543,13 @@ def _a_expr(node: A.A_Expr) -> Any:
             )
             if names and names[0].startswith("!"):
                 return A.BoolExpr(boolop=2, args=(call,))  # NOT_EXPR
+            return call
+        # PostgreSQL's LIKE escapes with a backslash by default; DuckDB's has no escape
+        backslash = isinstance(r, A.A_Const) and isinstance(r.val, A.String) and "\\" in r.val.sval
+        if backslash or isinstance(r, A.ParamRef):
+            fn = "like_escape" if node.kind == A_Expr_Kind.AEXPR_LIKE else "ilike_escape"
+            call = A.FuncCall(funcname=(A.String(sval=fn),), args=(node.lexpr, r, _const("\\")))
+            if names and names[0].startswith("!"):
+                return A.BoolExpr(boolop=2, args=(call,))
             return call
     return node

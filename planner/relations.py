@@ -17,6 +17,7 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Relation, Table, View
+from headwater.planner import pg_compat
 from headwater.storage.replica import quote
 from pglast import parse_sql
 from pglast.stream import RawStream
@@ -155,6 +156,7 @@ class Binder:
                 f'infinite recursion detected in rules for relation "{view.name}"', "42P17"
             )
         stmt = parse_sql(view.definition)[0].stmt
+        pg_compat.rewrite(stmt)  # catalog functions and casts, as in top-level reads
         self._view_depth += 1
         try:
             self.bind(stmt, frozenset())

@@ -904,6 +904,7 @@ class Executor:
         query = stmt.query
         name_targets(query)
         definition = deparse(query)
+        pg_compat.rewrite(query)
         probe, types = _fetch(w.cur, f"SELECT * FROM ({binder.to_sql(query)}) AS _hw_v LIMIT 0")
         fields = self._with_sources(query, arrow_fields(probe.schema, types))
         names = [f.name for f in fields]
