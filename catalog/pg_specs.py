@@ -877,6 +877,21 @@ RELATIONS: dict[tuple[str, str], tuple[int, str, tuple[tuple[str, str], ...]]] =
         ('cache_size', 'bigint'),
         ('last_value', 'bigint'),
     )),
+    ("pg_catalog", "pg_shadow"): (
+        12005,
+        "v",
+        (
+            ("usename", "name"),
+            ("usesysid", "oid"),
+            ("usecreatedb", "boolean"),
+            ("usesuper", "boolean"),
+            ("userepl", "boolean"),
+            ("usebypassrls", "boolean"),
+            ("passwd", "text"),
+            ("valuntil", "timestamp with time zone"),
+            ("useconfig", "text[]"),
+        ),
+    ),
     ('pg_catalog', 'pg_settings'): (12104, 'v', (
         ('name', 'text'),
         ('setting', 'text'),

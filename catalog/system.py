@@ -252,6 +252,9 @@ INTERNAL: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     # names of schemas, roles and functions by oid: hw_kind is 'namespace', 'role', 'proc'
     "_hw_objnames": (("hw_kind", "text"), ("hw_oid", "oid"), ("hw_name", "text")),
+    # privileges the session's role holds on each user table, view and schema; a row
+    # with hw_priv '-' marks every object (objects without rows: system ones, all allowed)
+    "_hw_privs": (("hw_oid", "oid"), ("hw_priv", "text")),
     # current_setting(): lower-case name -> value
     "_hw_settings": (("hw_name", "text"), ("hw_setting", "text")),
 }
@@ -399,7 +402,9 @@ class Builder:
             (INFORMATION_SCHEMA_OID, "information_schema", SUPERUSER_OID),
         ]
         for s in sorted(self.catalog.schemas.values(), key=lambda s: s.oid):
-            owner = DATABASE_OWNER_ROLE_OID if s.oid == PUBLIC_SCHEMA_OID else SUPERUSER_OID
+            owner = getattr(s, "owner", 0) or (
+                DATABASE_OWNER_ROLE_OID if s.oid == PUBLIC_SCHEMA_OID else SUPERUSER_OID
+            )
             out.append((s.oid, s.name, owner))
         return out
 
@@ -522,13 +527,14 @@ def _builder(schema: str, name: str) -> Callable[[Any], Any]:
 
 @_builder("pg_catalog", "pg_namespace")
 def _pg_namespace(b: Builder) -> list[dict[str, Any]]:
-    return [{"oid": o, "nspname": n, "nspowner": w} for o, n, w in b.namespaces()]
+    return [
+        {"oid": o, "nspname": n, "nspowner": w, "nspacl": _acl(b, b.catalog.schemas.get(n))}
+        for o, n, w in b.namespaces()
+    ]
 
 
 def _role_name(oid: int, b: Builder) -> str:
-    if oid == SUPERUSER_OID:
-        return b.session.user if b.session.user else "headwater"
-    return dict(_PREDEFINED_ROLES).get(oid, f"unknown (OID={oid})")
+    return _owner_name(b, oid)
 
 
 @_builder("pg_catalog", "pg_class")
@@ -544,7 +550,8 @@ def _pg_class(b: Builder) -> list[dict[str, Any]]:
                 "relnamespace": r.nsp_oid,
                 "reltype": 0,
                 "reloftype": 0,
-                "relowner": SUPERUSER_OID,
+                "relowner": getattr(r.obj, "owner", 0) or SUPERUSER_OID,
+                "relacl": _acl(b, r.obj),
                 "relam": HEAP_AM if kind in ("r", "m") else BTREE_AM if kind == "i" else 0,
                 "relfilenode": r.oid if kind in ("r", "m", "i") else 0,
                 "reltablespace": 0,
@@ -742,36 +749,79 @@ def _pg_database(b: Builder) -> list[dict[str, Any]]:
 
 
 def _roles(b: Builder) -> list[dict[str, Any]]:
-    """The session user as the one superuser, and PostgreSQL's predefined roles."""
-    me = {
-        "oid": SUPERUSER_OID,
-        "rolname": b.session.user,
-        "rolsuper": True,
-        "rolinherit": True,
-        "rolcreaterole": True,
-        "rolcreatedb": True,
-        "rolcanlogin": True,
-        "rolreplication": True,
-        "rolbypassrls": True,
-        "rolconnlimit": -1,
-    }
-    out = [me]
-    for oid, name in _PREDEFINED_ROLES:
-        out.append(
-            {
-                "oid": oid,
-                "rolname": name,
-                "rolsuper": False,
-                "rolinherit": True,
-                "rolcreaterole": False,
-                "rolcreatedb": False,
-                "rolcanlogin": False,
-                "rolreplication": False,
-                "rolbypassrls": False,
-                "rolconnlimit": -1,
-            }
+    """The catalog's roles (CREATE ROLE) and PostgreSQL's predefined roles."""
+    out = []
+    roles = getattr(b.catalog, "roles", None) or {}
+    if not roles:  # a catalog without roles: the session user is the superuser
+        out.append(_role_row(SUPERUSER_OID, b.session.user, super_=True, login=True))
+    for r in sorted(roles.values(), key=lambda r: r.oid):
+        row = _role_row(r.oid, r.name, super_=r.superuser, login=r.login)
+        bootstrap = r.oid == SUPERUSER_OID
+        row.update(
+            rolinherit=r.inherit,
+            rolcreaterole=r.createrole or bootstrap,
+            rolcreatedb=r.createdb or bootstrap,
+            rolreplication=bootstrap,
+            rolbypassrls=bootstrap,
+            rolpassword=r.password,
+            rolvaliduntil=_timestamp(r.valid_until),
+            member_of=r.member_of,
         )
+        out.append(row)
+    for oid, name in _PREDEFINED_ROLES:
+        out.append(_role_row(oid, name, super_=False, login=False))
     return out
+
+
+def _role_row(oid: int, name: str, *, super_: bool, login: bool) -> dict[str, Any]:
+    return {
+        "oid": oid,
+        "rolname": name,
+        "rolsuper": super_,
+        "rolinherit": True,
+        "rolcreaterole": super_,
+        "rolcreatedb": super_,
+        "rolcanlogin": login,
+        "rolreplication": super_,
+        "rolbypassrls": super_,
+        "rolconnlimit": -1,
+        "member_of": (),
+    }
+
+
+def _timestamp(text: str | None) -> Any:
+    if not text:
+        return None
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+@_builder("pg_catalog", "pg_auth_members")
+def _pg_auth_members(b: Builder) -> list[dict[str, Any]]:
+    return [
+        {"roleid": m, "member": r["oid"], "grantor": SUPERUSER_OID, "admin_option": False}
+        for r in _roles(b)
+        for m in r["member_of"]
+    ]
+
+
+def _owner_name(b: Builder, oid: int) -> str:
+    for r in _roles(b):
+        if r["oid"] == oid:
+            return str(r["rolname"])
+    return f"unknown (OID={oid})"
+
+
+def _acl(b: Builder, obj: Any) -> list[str] | None:
+    if obj is None or not getattr(obj, "acl", None):
+        return None
+    from headwater.server.auth import acl_items
+
+    return acl_items(b.catalog, obj)
 
 
 @_builder("pg_catalog", "pg_authid")
@@ -782,6 +832,24 @@ def _pg_authid(b: Builder) -> list[dict[str, Any]]:
 @_builder("pg_catalog", "pg_roles")
 def _pg_roles(b: Builder) -> list[dict[str, Any]]:
     return [{**r, "rolpassword": "********"} for r in _roles(b)]
+
+
+@_builder("pg_catalog", "pg_shadow")
+def _pg_shadow(b: Builder) -> list[dict[str, Any]]:
+    return [
+        {
+            "usename": r["rolname"],
+            "usesysid": r["oid"],
+            "usecreatedb": r["rolcreatedb"],
+            "usesuper": r["rolsuper"],
+            "userepl": r["rolreplication"],
+            "usebypassrls": r["rolbypassrls"],
+            "passwd": r.get("rolpassword"),
+            "valuntil": r.get("rolvaliduntil"),
+        }
+        for r in _roles(b)
+        if r["rolcanlogin"]
+    ]
 
 
 @_builder("pg_catalog", "pg_user")
@@ -795,6 +863,7 @@ def _pg_user(b: Builder) -> list[dict[str, Any]]:
             "userepl": r["rolreplication"],
             "usebypassrls": r["rolbypassrls"],
             "passwd": "********",
+            "valuntil": r.get("rolvaliduntil"),
         }
         for r in _roles(b)
         if r["rolcanlogin"]
@@ -1085,7 +1154,7 @@ def _pg_views(b: Builder) -> list[dict[str, Any]]:
         {
             "schemaname": r.schema,
             "viewname": r.name,
-            "viewowner": b.session.user,
+            "viewowner": _owner_name(b, getattr(r.obj, "owner", 0) or SUPERUSER_OID),
             "definition": _definition(r, b),
         }
         for r in b.relations()
@@ -1100,7 +1169,7 @@ def _pg_matviews(b: Builder) -> list[dict[str, Any]]:
         {
             "schemaname": r.schema,
             "matviewname": r.name,
-            "matviewowner": b.session.user,
+            "matviewowner": _owner_name(b, getattr(r.obj, "owner", 0) or SUPERUSER_OID),
             "hasindexes": r.oid in has_index,
             "ispopulated": True,
             "definition": _definition(r, b),
@@ -1116,7 +1185,7 @@ def _pg_tables(b: Builder) -> list[dict[str, Any]]:
         {
             "schemaname": r.schema,
             "tablename": r.name,
-            "tableowner": b.session.user,
+            "tableowner": _owner_name(b, getattr(r.obj, "owner", 0) or SUPERUSER_OID),
             "hasindexes": r.oid in has_index,
             "hasrules": False,
             "hastriggers": False,
@@ -1499,6 +1568,31 @@ def _hw_objnames(b: Builder) -> list[dict[str, Any]]:
     return out
 
 
+_TABLE_PRIVS = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
+_SCHEMA_PRIVS = ("USAGE", "CREATE")
+
+
+@_builder("pg_catalog", "_hw_privs")
+def _hw_privs(b: Builder) -> list[dict[str, Any]]:
+    find = getattr(b.catalog, "role", None)
+    role = find(b.session.user) if find is not None else None
+    if role is None or role.superuser:
+        return []  # a superuser holds every privilege
+    from headwater.server.auth import has_privilege
+
+    out = []
+    objects: list[tuple[Any, tuple[str, ...]]] = [
+        (r, _TABLE_PRIVS) for r in b.catalog.relations.values() if not isinstance(r, Index)
+    ]
+    objects += [(sch, _SCHEMA_PRIVS) for sch in b.catalog.schemas.values()]
+    for obj, privs in objects:
+        out.append({"oid": obj.oid, "priv": "-"})
+        out += [
+            {"oid": obj.oid, "priv": p} for p in privs if has_privilege(b.catalog, role.oid, obj, p)
+        ]
+    return out
+
+
 @_builder("pg_catalog", "_hw_settings")
 def _hw_settings(b: Builder) -> list[dict[str, Any]]:
     return [{"name": r["name"].lower(), "setting": r["setting"]} for r in _pg_settings(b)]
@@ -1598,6 +1692,9 @@ _SESSION_DEPENDENT = {
         "pg_database",
         "pg_roles",
         "pg_authid",
+        "pg_shadow",
+        "pg_auth_members",
+        "_hw_privs",
         "pg_user",
         "pg_views",
         "pg_tables",

@@ -76,11 +76,7 @@ _NULL_TEXT_FUNCS = frozenset(
 )
 _TRUE_FUNCS = frozenset(
     {
-        "has_table_privilege",
-        "has_schema_privilege",
         "has_database_privilege",
-        "has_column_privilege",
-        "has_any_column_privilege",
         "has_function_privilege",
         "has_sequence_privilege",
         "has_type_privilege",
@@ -89,6 +85,14 @@ _TRUE_FUNCS = frozenset(
         "has_foreign_data_wrapper_privilege",
         "has_server_privilege",
         "pg_has_role",
+    }
+)
+_PRIV_FUNCS = frozenset(
+    {
+        "has_table_privilege",
+        "has_schema_privilege",
+        "has_column_privilege",
+        "has_any_column_privilege",
     }
 )
 _FALSE_FUNCS = frozenset(
@@ -178,6 +182,9 @@ _FORMAT_TYPE = """CASE WHEN __hwarg0 IS NULL THEN NULL WHEN __hwarg0 = 0 THEN '-
        ELSE 'numeric' END
      ELSE _hw_f.hw_base END || _hw_f.hw_suffix
    FROM pg_catalog._hw_typfmt _hw_f WHERE _hw_f.hw_oid = __hwarg0), '???') END"""
+_HAS_PRIV = """(SELECT CASE WHEN count(*) = 0 THEN true ELSE coalesce(bool_or(
+    _hw_p.hw_priv <> '-' AND position(_hw_p.hw_priv IN upper(__hwarg1)) > 0), false) END
+  FROM pg_catalog._hw_privs _hw_p WHERE _hw_p.hw_oid = __hwarg0)"""
 _SIZE_PRETTY = """CASE
   WHEN abs(__hwarg0) < 10240 THEN CAST(__hwarg0 AS text) || ' bytes'
   WHEN abs(__hwarg0) < 10485760 THEN CAST(round(__hwarg0 / 1024.0) AS bigint) || ' kB'
@@ -425,6 +432,13 @@ def _func(fc: A.FuncCall) -> Any:
         return _template("(__hwarg0 IS NOT NULL)", args[0])
     if name in _NULL_TEXT_FUNCS:
         return _cast(_const(None), "text")
+    if name in _PRIV_FUNCS and len(args) >= 2:
+        # (object, privilege) or (role, object, privilege): the session's role is asked
+        obj, priv = (args[-2], args[-1]) if name != "has_column_privilege" else (args[-3], args[-1])
+        if len(args) == 4 or (name == "has_column_privilege" and len(args) < 3):
+            return _const(True)
+        kind = "regnamespace" if name == "has_schema_privilege" else "regclass"
+        return _template(_HAS_PRIV, _oid_of(kind, obj), priv)
     if name in _TRUE_FUNCS:
         return _const(True)
     if name in _FALSE_FUNCS:
