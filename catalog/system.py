@@ -1673,7 +1673,10 @@ def arrow_table(schema: str, name: str, rows: list[dict[str, Any]]) -> pa.Table:
     for cname, ctype in cols:
         t = _arrow_type(ctype)
         key = cname[3:] if internal else cname
-        arrays.append(pa.array([r.get(key) for r in rows], type=t))
+        values = [r.get(key) for r in rows]
+        if pa.types.is_list(t):  # int2vector/oidvector text from the specs: '23 25'
+            values = [[int(x) for x in v.split()] if isinstance(v, str) else v for v in values]
+        arrays.append(pa.array(values, type=t))
     return pa.Table.from_arrays(arrays, names=[c for c, _ in cols])
 
 
@@ -1710,7 +1713,10 @@ _cache_lock = threading.Lock()
 
 
 def _fingerprint(catalog: Catalog) -> tuple[Any, ...]:
-    return tuple(catalog.relations.values()) + tuple(catalog.schemas.values())
+    roles = getattr(catalog, "roles", None) or {}
+    return (
+        tuple(catalog.relations.values()) + tuple(catalog.schemas.values()) + tuple(roles.values())
+    )
 
 
 def build(catalog: Catalog, session: SessionInfo, schema: str, name: str) -> pa.Table:

@@ -185,3 +185,25 @@ def test_psql_describe_matches_postgres(fresh_server: HeadwaterServer, pg_oracle
     actual = _psql(fresh_server.host, fresh_server.port, SCRIPT)
     assert "\\l headwater" in actual and "List of relations" in actual
     assert _normalise(actual) == _normalise(expected)
+
+
+def test_system_relations_have_postgres_columns(
+    fresh_server: HeadwaterServer, pg_oracle: Any
+) -> None:
+    """Every emulated relation answers SELECT * with PostgreSQL 15's column names."""
+    import psycopg
+    from headwater.catalog.pg_specs import RELATIONS
+    from psycopg import sql
+
+    with (
+        psycopg.connect(fresh_server.dsn, autocommit=True) as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        for schema, name in RELATIONS:
+            query = sql.SQL("SELECT * FROM {}.{}").format(
+                sql.Identifier(schema), sql.Identifier(name)
+            )
+            expected = [d.name for d in pg.execute(query).description or ()]
+            cur = hw.execute(query)
+            cur.fetchall()
+            assert [d.name for d in cur.description or ()] == expected, (schema, name)
