@@ -269,6 +269,8 @@ class SessionInfo:
     settings: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, str] = field(default_factory=dict)
     pid: int = 0
+    # pg_stat_activity rows of the server's sessions (asked only when named)
+    activity: Callable[[], list[dict[str, Any]]] | None = None
 
 
 # -- helpers ----------
@@ -891,6 +893,37 @@ def _pg_settings(b: Builder) -> list[dict[str, Any]]:
                 "boot_val": default,
                 "reset_val": default,
                 "pending_restart": False,
+            }
+        )
+    return out
+
+
+@_builder("pg_catalog", "pg_stat_activity")
+def _pg_stat_activity(b: Builder) -> list[dict[str, Any]]:
+    rows = b.session.activity() if b.session.activity is not None else []
+    return [{"datid": DATABASE_OID, "backend_type": "client backend", **r} for r in rows]
+
+
+def _activity(session: Any) -> list[dict[str, Any]]:
+    server = getattr(session.instance, "server", None)
+    conns = list(getattr(server, "sessions", {}).values()) if server is not None else []
+    out = []
+    for conn in conns:
+        s = getattr(conn, "session", None)
+        if s is None:
+            continue
+        state = {"I": "idle", "T": "idle in transaction", "E": "idle in transaction (aborted)"}
+        out.append(
+            {
+                "datname": s.database,
+                "pid": s.pid,
+                "usesysid": getattr(s, "role_oid", 0) or None,
+                "usename": s.user,
+                "application_name": s.settings.values.get("application_name", ""),
+                "client_addr": getattr(conn, "peer_host", None),
+                "client_port": -1,
+                "state": "active" if s is session else state.get(s.status, "idle"),
+                "query": "",
             }
         )
     return out
@@ -1692,6 +1725,7 @@ _SESSION_DEPENDENT = {
         "_hw_objnames",
         "_hw_settings",
         "pg_settings",
+        "pg_stat_activity",
         "pg_database",
         "pg_roles",
         "pg_authid",
@@ -1807,6 +1841,7 @@ def session_info(session: Any) -> SessionInfo:
         settings=dict(session.settings.values),
         defaults=DEFAULTS,
         pid=session.pid,
+        activity=lambda: _activity(session),
     )
 
 
