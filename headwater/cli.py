@@ -57,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="pg_hba.conf-style rule file (default: trust on loopback, scram-sha-256 elsewhere)",
     )
+    start.add_argument(
+        "--min-free-space-mb",
+        type=int,
+        default=64,
+        help="refuse writes (SQLSTATE 53100) while the data directory has less free space (64)",
+    )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     if args.command != "start":
@@ -76,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         hba_file=args.hba,
+        min_free_mb=args.min_free_space_mb,
     )
     return asyncio.run(_serve(config))
 

@@ -36,6 +36,7 @@ class Config:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     hba_file: Path | None = None  # pg_hba.conf-style rules; None: trust loopback, SCRAM else
+    min_free_mb: int = 64  # writes are refused (53100) when the data dir has less free space
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -66,6 +67,8 @@ class Instance:
             last,
             self.meta,
             self._undo,
+            data_dir=self.config.data_dir,
+            min_free_bytes=self.config.min_free_mb << 20,
             prepare=self.batcher.applied,
         )
         self.committer.start()

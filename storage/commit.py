@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -54,6 +56,8 @@ class Committer:
         meta: Callable[[], dict[str, Any]],
         on_undo: Callable[[int], None],
         prepare: Callable[[int], Awaitable[None]] | None = None,
+        data_dir: Path | None = None,
+        min_free_bytes: int = 0,
     ) -> None:
         self.changelog = changelog
         self.write_lock = asyncio.Lock()
@@ -63,6 +67,9 @@ class Committer:
         self._meta = meta
         self._on_undo = on_undo
         self._prepare = prepare  # readies the replica for the epoch while it is written
+        self.data_dir = data_dir
+        self.min_free_bytes = min_free_bytes
+        self._resume_from = 0  # first epoch after the last undone failure
         self._open = self._new_epoch(last_epoch + 1)
         self._sealing: _OpenEpoch | None = None
         self._wake = asyncio.Event()
@@ -140,7 +147,7 @@ class Committer:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            if self._open.empty or self.failed is not None:
+            if self._open.empty:
                 continue
             ep = self._open
             self._sealing = ep
@@ -151,11 +158,12 @@ class Committer:
             self._sealing = None
             await self._in_flight.acquire()
             rec = self._record(ep)
-            try:
-                handle = await self.changelog.submit_epoch(rec)
-                error: BaseException | None = None
-            except Exception as exc:
-                handle, error = None, exc
+            handle, error = None, self.failed or self._space_error()
+            if error is None:  # nothing is submitted after a failure, until it is undone
+                try:
+                    handle = await self.changelog.submit_epoch(rec)
+                except Exception as exc:
+                    error = exc
             asyncio.get_running_loop().create_task(self._finish(ep, rec, handle, error, previous))
             assert ep.durable is not None and ep.visible is not None
             previous = (ep.durable, ep.visible)
@@ -202,7 +210,8 @@ class Committer:
                 try:
                     await asyncio.shield(previous[0])
                 except Exception as exc:
-                    error = error or exc
+                    if ep.epoch < self._resume_from:  # else the predecessor was undone
+                        error = error or exc
             if error is not None or self.failed is not None:
                 if prepared is not None:
                     await asyncio.gather(prepared, return_exceptions=True)
@@ -226,19 +235,59 @@ class Committer:
                 ep.visible.set_result(None)
             self._in_flight.release()
 
+    def _space_error(self) -> SQLError | None:
+        """Refuse an epoch before SlateDB sees it when the disk is nearly full.
+
+        SlateDB retries a write that hits ENOSPC forever, which would leave writers
+        waiting without an answer; checking first turns a full disk into 53100.
+        """
+        if self.data_dir is None or not self.min_free_bytes:
+            return None
+        try:
+            free = shutil.disk_usage(self.data_dir).free
+        except OSError as exc:
+            return _storage_error(exc)
+        if free < self.min_free_bytes:
+            return DiskFull(
+                f"could not write to the data directory {self.data_dir}: only {free >> 20} MB "
+                f"free, {self.min_free_bytes >> 20} MB are kept in reserve",
+                hint="Free disk space; writes resume by themselves once space returns.",
+            )
+        return None
+
     def _fail(self, ep: _OpenEpoch, error: BaseException | None) -> None:
-        """Storage refused an epoch: it and every later one are undone, writers told."""
+        """Storage refused an epoch: it and every later one are undone, writers told.
+
+        Epochs sealed meanwhile fail too (their transactions saw the failed state).
+        Once the undo is done, later epochs are written normally again.
+        """
         assert ep.durable is not None
         if self.failed is None:
             self.failed = (
-                _storage_error(error)
+                error if isinstance(error, SQLError) else _storage_error(error)
                 if isinstance(error, Exception)
                 else IOError_("an earlier epoch could not be made durable")
             )
             log.error("epoch %d could not be made durable: %s", ep.epoch, self.failed)
-            self._on_undo(ep.epoch)
+            asyncio.get_running_loop().create_task(self._undo_failure(ep.epoch))
         ep.durable.set_exception(self.failed)
         ep.durable.exception()  # retrieved: each waiter re-raises it
+
+    async def _undo_failure(self, first: int) -> None:
+        """With writers stopped, fail the open epoch, undo everything from `first`, resume."""
+        async with self.write_lock:
+            while self._in_flight._value < MAX_IN_FLIGHT:  # earlier epochs settle first
+                await asyncio.sleep(0.01)
+            failed = self._open
+            self._open = self._new_epoch(failed.epoch + 1)
+            assert failed.durable is not None and self.failed is not None
+            if not failed.empty:
+                failed.durable.set_exception(self.failed)
+                failed.durable.exception()
+            await asyncio.to_thread(self._on_undo, first)
+            self._resume_from = self._open.epoch  # its history no longer contains the failure
+            self.failed = None
+            log.info("epochs %d-%d undone; writes resume", first, failed.epoch)
 
     async def wait_visible(self, epoch: int, timeout: float | None = None) -> bool:
         """Wait until readers can see `epoch` (read-your-writes)."""
