@@ -1,0 +1,623 @@
+"""Incremental rules per operator: one view's changes for a range of epochs.
+
+A change table has the operator's columns plus `_w` (weight) and `_e` (epoch): the
+Z-set of changes, per epoch, of that operator's output. `ViewProgram.advance`
+computes, for the epochs (frontier, end] of one micro-batch, the change table of
+every operator bottom-up, updates the operators' states, and integrates the view's
+changes into its versioned output. A micro-batch covering many epochs still yields
+the view's state at each of them: every rule carries `_e` through, stateful rules
+integrate in epoch order inside the batch (window functions over `_e`).
+
+The operator table (docs/engine.md has the same, with the reasoning):
+
+    Scan        the table's change rows of each epoch                     no state
+    Values      its rows once, at the view's first epoch                   no state
+    Filter      filter the changes                                         no state
+    Project     project the changes                                        no state
+    Difference  left changes, and right changes negated                   no state
+    UNION ALL   both inputs' changes                                       no state
+    Join        dL⋈R + L⋈dR + dL⋈dR (epoch = the later of the two),      L and R (rows, weight;
+                L and R at the start of the batch                          appended, compacted)
+    Aggregate   linear calls (COUNT/SUM/AVG): running sums per group and   one row per group
+    (linear)    epoch; emit -old row +new row where the group changed      (accumulators)
+    Aggregate   others (MIN/MAX/STRING_AGG/BOOL_*/DISTINCT): re-aggregate   the group's input rows
+    (general)   each changed group at each epoch it changed                 (multiset) + last output
+    Distinct    a linear count per row; emit when it crosses zero          one row per row value
+    INTERSECT / counts per row on each side; multiplicity f(l, r)          one row per row value
+    EXCEPT
+
+Scalar expressions are evaluated by DuckDB as SQL text (planner/ir.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from headwater.engine.sqlgen import agg_sql, full_sql, join_condition, q
+from headwater.planner.ir import (
+    Aggregate,
+    Difference,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    Plan,
+    Project,
+    Scan,
+    SetOp,
+    Values,
+    walk,
+)
+
+LIVE = 2**63 - 1
+CUMULATIVE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+COMPACT_MIN_ROWS = 10_000  # join/multiset states are compacted when they doubled past this
+
+
+def fetch_all(
+    db: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
+) -> list[tuple]:
+    """Run and fully consume a statement (DuckDB 2 keeps unfinished results open)."""
+    return db.execute(sql, params or []).fetchall()
+
+
+def ns_eq(a: list[str], b: list[str]) -> str:
+    """Null-safe equality of two column lists (GROUP BY semantics)."""
+    return (
+        " AND ".join(f"{x} IS NOT DISTINCT FROM {y}" for x, y in zip(a, b, strict=True)) or "true"
+    )
+
+
+@dataclass
+class ScanInfo:
+    """A scanned relation: its column names and DuckDB types, and where its changes are."""
+
+    oid: int
+    columns: list[str]
+    types: list[str]
+    view: int | None = None  # a materialized view's id: its changes are the engine's own
+
+
+@dataclass
+class Batch:
+    """What one micro-batch gives every view: changes of epochs (start, end]."""
+
+    end: int
+    changes: Callable[
+        [int, int], str
+    ]  # (oid, after epoch) -> SQL relation of (cols, _hw_w, _hw_epoch)
+
+
+@dataclass
+class ViewProgram:
+    """One materialized view's lowered plan, its operators' states and its output.
+
+    Tables in the engine's DuckDB database (v = view id, i = operator index):
+        o{v}        output versions: columns, _n (multiplicity), _from, _to (epochs)
+        l{v}        output changes: columns, _w, _e (read by views over this view)
+        s{v}_{i}_x  operator states
+    """
+
+    view: int
+    plan: Plan
+    scans: dict[int, ScanInfo]
+    nodes: list[Node] = field(default_factory=list)
+    index: dict[int, int] = field(default_factory=dict)  # id(node) -> operator index
+    types: dict[int, list[str]] = field(default_factory=dict)
+    states: dict[str, int] = field(default_factory=dict)  # state table -> rows at last compaction
+
+    def __post_init__(self) -> None:
+        for n in walk(self.plan.root):
+            if id(n) not in self.index:
+                self.index[id(n)] = len(self.nodes)
+                self.nodes.append(n)
+
+    # -- setup ------------------------------------------------------------------------
+    def prepare(self, db: duckdb.DuckDBPyConnection) -> None:
+        """Type every operator and create the state and output tables (idempotent)."""
+        for oid, info in self.scans.items():
+            cols = ", ".join(f"{q(c)} {t}" for c, t in zip(info.columns, info.types, strict=True))
+            db.execute(f"CREATE OR REPLACE TEMP TABLE _t{oid} ({cols or '_z INTEGER'})")
+
+        def scan(node: Scan) -> str:
+            return f"_t{node.table}"
+
+        for i, node in enumerate(self.nodes):
+            rows = fetch_all(db, f"DESCRIBE SELECT * FROM {full_sql(node, scan)} AS _x")
+            by_name = {r[0]: r[1] for r in rows}
+            self.types[i] = [_storable(by_name.get(c, "INTEGER")) for c in node.columns]
+            # an empty change table of the operator, to create states from
+            db.execute(f"CREATE OR REPLACE TEMP TABLE _e{self.view}_{i} ({self._typed(i)})")
+        root = self.index[id(self.plan.root)]
+        typed = self._typed(root, with_meta=False)
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS o{self.view}"
+            f" ({typed}, _n BIGINT, _from BIGINT, _to BIGINT)"
+        )
+        db.execute(f"CREATE TABLE IF NOT EXISTS l{self.view} ({self._typed(root)})")
+        for i, node in enumerate(self.nodes):
+            for name, sql in self._state_schemas(i, node):
+                db.execute(f"CREATE TABLE IF NOT EXISTS {name} AS {sql} LIMIT 0")
+
+    def _typed(self, i: int, with_meta: bool = True) -> str:
+        node = self.nodes[i]
+        parts = [f"{c} {t}" for c, t in zip(node.columns, self.types[i], strict=True)]
+        if with_meta:
+            parts += ["_w BIGINT", "_e BIGINT"]
+        return ", ".join(parts)
+
+    def _state_schemas(self, i: int, node: Node) -> list[tuple[str, str]]:
+        v = self.view
+        if isinstance(node, Join):
+            li, ri = self.index[id(node.left)], self.index[id(node.right)]
+            return [
+                (f"s{v}_{i}_l", f"SELECT * EXCLUDE (_e) FROM _e{v}_{li}"),
+                (f"s{v}_{i}_r", f"SELECT * EXCLUDE (_e) FROM _e{v}_{ri}"),
+            ]
+        if isinstance(node, Aggregate | Distinct):
+            ii = self.index[id(node.input)]
+            if _linear(node):
+                return [
+                    (f"s{v}_{i}_g", self._linear_partial_sql(node, f"_e{v}_{ii}", with_epoch=False))
+                ]
+            return [
+                (f"s{v}_{i}_m", f"SELECT {', '.join(_needed(node))}, _w FROM _e{v}_{ii}"),
+                (f"s{v}_{i}_o", f"SELECT * EXCLUDE (_e, _w), 0::BIGINT AS _n FROM _e{v}_{i}"),
+            ]
+        if isinstance(node, SetOp) and node.op != "union":
+            return [
+                (
+                    f"s{v}_{i}_c",
+                    f"SELECT * EXCLUDE (_e, _w), 0::BIGINT AS _a, 0::BIGINT AS _b FROM _e{v}_{i}",
+                )
+            ]
+        return []
+
+    def drop(self, db: duckdb.DuckDBPyConnection) -> None:
+        v = self.view
+        for name in [f"o{v}", f"l{v}"] + [
+            n for i, node in enumerate(self.nodes) for n, _ in self._state_schemas(i, node)
+        ]:
+            db.execute(f"DROP TABLE IF EXISTS {name}")
+
+    # -- one micro-batch --------------------------------------------------------------
+    def advance(
+        self, db: duckdb.DuckDBPyConnection, batch: Batch, frontier: int, first: bool
+    ) -> int:
+        """Process epochs (frontier, batch.end]; `first`: the view's backfill batch, in
+        which the inputs' changes are their whole contents at `batch.end`. Returns the
+        number of output changes. The caller holds the transaction."""
+        self._frontier, self._end, self._first = frontier, batch.end, first
+        self._batch = batch
+        self._done: dict[int, str] = {}
+        root = self.delta(self.plan.root)
+        return self.integrate(db, root)
+
+    def delta(self, node: Node) -> str:
+        i = self.index[id(node)]
+        if i in self._done:
+            return self._done[i]
+        kids = [self.delta(c) for c in node.children()]
+        rule = getattr(self, f"_{type(node).__name__.lower()}")
+        name = rule(node, i, kids)
+        self._done[i] = name
+        return name
+
+    def _put(self, i: int, select: str) -> str:
+        """Materialize an operator's changes, typed as the operator's output."""
+        node = self.nodes[i]
+        name = f"d{self.view}_{i}"
+        casts = [
+            f"CAST({c} AS {t}) AS {c}" for c, t in zip(node.columns, self.types[i], strict=True)
+        ]
+        casts += ["CAST(_w AS BIGINT) AS _w", "CAST(_e AS BIGINT) AS _e"]
+        self.db.execute(
+            f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {', '.join(casts)}"
+            f" FROM ({select}) AS _s"
+        )
+        return name
+
+    # -- stateless rules --------------------------------------------------------------
+    def _scan(self, node: Scan, i: int, kids: list[str]) -> str:
+        rel = self._batch.changes(node.table, self._frontier)
+        sel = ", ".join(f"{q(s)} AS {n}" for s, n in zip(node.source, node.names, strict=True))
+        sep = ", " if sel else ""
+        return self._put(i, f"SELECT {sel}{sep}_hw_w AS _w, _hw_epoch AS _e FROM {rel}")
+
+    def _values(self, node: Values, i: int, kids: list[str]) -> str:
+        e = self._end
+        if not node.names:
+            sql = f"SELECT 1 AS _w, {e} AS _e WHERE {str(self._first).lower()}"
+        else:
+            rows = ", ".join("(" + ", ".join(r) + ")" for r in node.rows)
+            sql = (
+                f"SELECT *, 1 AS _w, {e} AS _e FROM (VALUES {rows}) AS _v({', '.join(node.names)})"
+                f" WHERE {str(self._first).lower()}"
+            )
+        return self._put(i, sql)
+
+    def _filter(self, node: Filter, i: int, kids: list[str]) -> str:
+        return self._put(i, f"SELECT * FROM {kids[0]} WHERE {node.predicate}")
+
+    def _project(self, node: Project, i: int, kids: list[str]) -> str:
+        sel = ", ".join(f"{e} AS {n}" for n, e in node.exprs)
+        sep = ", " if sel else ""
+        return self._put(i, f"SELECT {sel}{sep}_w, _e FROM {kids[0]}")
+
+    def _difference(self, node: Difference, i: int, kids: list[str]) -> str:
+        c = ", ".join(node.columns)
+        sep = ", " if c else ""
+        return self._put(
+            i, f"SELECT * FROM {kids[0]} UNION ALL SELECT {c}{sep}-_w, _e FROM {kids[1]}"
+        )
+
+    # -- joins ------------------------------------------------------------------------
+    def _join(self, node: Join, i: int, kids: list[str]) -> str:
+        if node.kind not in ("inner", "cross"):
+            raise AssertionError("outer joins are lowered by planner/incremental.py")
+        v = self.view
+        dl, dr = kids
+        sl, sr = f"s{v}_{i}_l", f"s{v}_{i}_r"
+        on = join_condition(node.left_keys, node.right_keys, node.residual, node.null_safe)
+        sel = ", ".join(node.columns)
+        sep = ", " if sel else ""
+        sql = (
+            f"SELECT {sel}{sep}_a._w * _b._w AS _w, _a._e AS _e FROM {dl} _a JOIN {sr} _b ON {on}"
+            f" UNION ALL SELECT {sel}{sep}_a._w * _b._w, _b._e FROM {sl} _a JOIN {dr} _b ON {on}"
+            f" UNION ALL SELECT {sel}{sep}_a._w * _b._w, greatest(_a._e, _b._e)"
+            f" FROM {dl} _a JOIN {dr} _b ON {on}"
+        )
+        out = self._put(i, sql)
+        self._append_state(sl, f"SELECT * EXCLUDE (_e) FROM {dl}")
+        self._append_state(sr, f"SELECT * EXCLUDE (_e) FROM {dr}")
+        return out
+
+    def _append_state(self, table: str, select: str) -> None:
+        """Append rows (a Z-set: weights add up) and compact when it has doubled."""
+        self.db.execute(f"INSERT INTO {table} {select}")
+        rows = fetch_all(self.db, f"SELECT count(*) FROM {table}")[0][0]
+        base = self.states.get(table)
+        if base is None:
+            self.states[table] = base = rows
+        if rows > max(COMPACT_MIN_ROWS, 2 * base):
+            self.db.execute(
+                f"CREATE OR REPLACE TABLE {table} AS SELECT * EXCLUDE (_w), sum(_w)::BIGINT AS _w"
+                f" FROM {table} GROUP BY ALL HAVING sum(_w) <> 0"
+            )
+            self.states[table] = fetch_all(self.db, f"SELECT count(*) FROM {table}")[0][0]
+
+    # -- aggregation ------------------------------------------------------------------
+    def _aggregate(self, node: Aggregate, i: int, kids: list[str]) -> str:
+        if _linear(node):
+            return self._linear_aggregate(node, i, kids[0])
+        return self._general_aggregate(node, i, kids[0])
+
+    def _distinct(self, node: Distinct, i: int, kids: list[str]) -> str:
+        return self._linear_aggregate(node, i, kids[0])
+
+    def _linear_partial_sql(
+        self, node: Aggregate | Distinct, src: str, with_epoch: bool = True
+    ) -> str:
+        """Per group (and epoch): the change of each accumulator."""
+        keys = _group(node)
+        sel = [f"{e} AS {n}" for n, e in keys]
+        if with_epoch:
+            sel.append("_e")
+        sel.append("sum(_w)::BIGINT AS _n")
+        for a in getattr(node, "aggs", ()):
+            f = f"({a.filter})" if a.filter else "true"
+            if a.func == "count":
+                nn = "true" if a.arg is None else f"({a.arg}) IS NOT NULL"
+                sel.append(f"sum(CASE WHEN {f} AND {nn} THEN _w ELSE 0 END)::BIGINT AS {a.name}_c")
+            else:
+                sel.append(
+                    f"sum(CASE WHEN {f} AND ({a.arg}) IS NOT NULL THEN _w ELSE 0 END)::BIGINT"
+                    f" AS {a.name}_c"
+                )
+                sel.append(f"sum(CASE WHEN {f} THEN _w * ({a.arg}) END) AS {a.name}_s")
+        group = " GROUP BY ALL" if keys or with_epoch else ""
+        return f"SELECT {', '.join(sel)} FROM {src}{group}"
+
+    def _linear_aggregate(self, node: Aggregate | Distinct, i: int, src: str) -> str:
+        db, v = self.db, self.view
+        keys = [n for n, _ in _group(node)]
+        aggs = list(getattr(node, "aggs", ()))
+        scalar = isinstance(node, Aggregate) and node.scalar
+        state = f"s{v}_{i}_g"
+        acc = ["_n"] + [
+            x
+            for a in aggs
+            for x in ([f"{a.name}_c"] if a.func == "count" else [f"{a.name}_c", f"{a.name}_s"])
+        ]
+        partial = self._linear_partial_sql(node, src)
+        if scalar and self._first:
+            # the empty-input row exists from the view's first epoch on
+            zeros = ", ".join(f"0 AS {x}" for x in acc)
+            sums = ", ".join(f"sum({x}) AS {x}" for x in acc)
+            partial = (
+                f"SELECT _e, {sums} FROM ({partial} UNION ALL SELECT {self._end} AS _e, {zeros})"
+                " GROUP BY _e"
+            )
+        db.execute(f"CREATE OR REPLACE TEMP TABLE _p AS {partial}")
+        pk = [f"_p.{k}" for k in keys]
+        win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
+        running = [
+            f"coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w AS {x},"
+            f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
+            for x in acc
+        ]
+        db.execute(
+            f"CREATE OR REPLACE TEMP TABLE _r AS SELECT {', '.join(pk + ['_p._e'] + running)},"
+            f" _s._n IS NOT NULL AS _had, row_number() OVER _w AS _i"
+            f" FROM _p LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{k}' for k in keys])}"
+            f" WINDOW _w AS ({win})"
+        )
+
+        def final(old: bool) -> str:
+            sfx = "_old" if old else ""
+            out = list(keys)
+            for a in aggs:
+                c, s = f"{a.name}_c{sfx}", f"{a.name}_s{sfx}"
+                if a.func == "count":
+                    out.append(f"{c} AS {a.name}")
+                elif a.func == "sum":
+                    out.append(f"CASE WHEN {c} = 0 THEN NULL ELSE {s} END AS {a.name}")
+                else:  # avg
+                    out.append(
+                        f"CASE WHEN {c} = 0 THEN NULL ELSE CAST({s} AS DOUBLE) / {c} END"
+                        f" AS {a.name}"
+                    )
+            return ", ".join(out)
+
+        sep = ", " if keys or aggs else ""
+        if scalar:
+            new_exists, old_exists = "true", "(_had OR _i > 1)"
+        else:
+            new_exists, old_exists = "_n > 0", "_n_old > 0"
+        out = self._put(
+            i,
+            f"SELECT {final(False)}{sep}1 AS _w, _e FROM _r WHERE {new_exists}"
+            f" UNION ALL SELECT {final(True)}{sep}-1, _e FROM _r WHERE {old_exists}",
+        )
+        # state: the last value of every group the batch changed
+        cond = ns_eq([f"{state}.{k}" for k in keys], [f"_q.{k}" for k in keys])
+        kl = ", ".join(keys) or "1 AS _one"
+        db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {kl} FROM _p) _q WHERE {cond}")
+        keep = "true" if scalar else "_n <> 0"
+        part = ", ".join(keys) or "1"
+        db.execute(
+            f"INSERT INTO {state} SELECT {', '.join(keys + acc)} FROM _r"
+            f" WHERE {keep} QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY _e DESC) = 1"
+        )
+        return out
+
+    def _general_aggregate(self, node: Aggregate, i: int, src: str) -> str:
+        """Re-aggregate each changed group at each epoch it changed, from its rows."""
+        db, v = self.db, self.view
+        keys = [n for n, _ in node.group]
+        kexpr = [e for _, e in node.group]
+        need = _needed(node)
+        m, o = f"s{v}_{i}_m", f"s{v}_{i}_o"
+        ch_sel = ", ".join([f"{e} AS {n}" for n, e in node.group] + ["_e"])
+        db.execute(f"CREATE OR REPLACE TEMP TABLE _ch AS SELECT DISTINCT {ch_sel} FROM {src}")
+        if node.scalar and self._first:
+            e = self._end
+            db.execute(
+                f"INSERT INTO _ch SELECT {e} WHERE NOT EXISTS (SELECT 1 FROM _ch WHERE _e = {e})"
+            )
+        nl = ", ".join(need)
+        sep = ", " if nl else ""
+        rows = (
+            f"(SELECT {nl}{sep}_w, -1 AS _e FROM {m} UNION ALL SELECT {nl}{sep}_w, _e FROM {src})"
+        )
+        on = ns_eq([f"({e})" for e in kexpr], [f"_ch.{k}" for k in keys])
+        chk = ", ".join(f"_ch.{k}" for k in keys)
+        chk_sep = ", " if chk else ""
+        db.execute(
+            f"CREATE OR REPLACE TEMP TABLE _ms AS SELECT {chk}{chk_sep}_ch._e AS _t{sep}"
+            f"{', '.join(f'_x.{c}' for c in need)}, sum(_x._w)::BIGINT AS _cnt"
+            f" FROM _ch JOIN {rows} _x"
+            f" ON {on} AND _x._e <= _ch._e GROUP BY ALL HAVING sum(_x._w) <> 0"
+        )
+        bad = fetch_all(db, "SELECT count(*) FROM _ms WHERE _cnt < 0")[0][0]
+        if bad:
+            raise RuntimeError(f"view {v}: negative multiplicity in an aggregate's input")
+        calls = ", ".join(f"{agg_sql(a)} AS {a.name}" for a in node.aggs)
+        gk = ", ".join(keys + ["_t"])
+        db.execute(
+            f"CREATE OR REPLACE TEMP TABLE _nv AS SELECT {gk}, count(*)::BIGINT AS _n, {calls}"
+            f" FROM (SELECT * FROM _ms, range(_ms._cnt)) AS _x GROUP BY {gk}"
+        )
+        if node.scalar:
+            # PostgreSQL's answer on no rows (count 0, the others NULL) where a
+            # scalar aggregate's input is empty at an epoch
+            empty = f"SELECT {calls} FROM (SELECT {nl or '1 AS _z'} FROM {m} WHERE false) AS _z"
+            vals = ", ".join(
+                f"CASE WHEN _nv._t IS NULL THEN _em.{a.name} ELSE _nv.{a.name} END AS {a.name}"
+                for a in node.aggs
+            )
+            db.execute(
+                f"CREATE OR REPLACE TEMP TABLE _nv AS SELECT _ch._e AS _t,"
+                f" coalesce(_nv._n, 0) AS _n, {vals}"
+                f" FROM _ch LEFT JOIN _nv ON _nv._t = _ch._e, ({empty}) AS _em"
+            )
+        vcols = [a.name for a in node.aggs]
+        # old value per (group, epoch): the previous epoch's new value, or the state
+        pk = [f"_ch.{k}" for k in keys]
+        win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _ch._e"
+        nv_on = ns_eq([f"_nv.{k}" for k in keys], pk) + " AND _nv._t = _ch._e"
+        o_on = ns_eq([f"_o.{k}" for k in keys], pk)
+        cols_new = [f"_nv.{c} AS {c}" for c in vcols]
+        cols_old = [
+            f"CASE WHEN row_number() OVER ({win}) = 1 THEN _o.{c}"
+            f" ELSE lag(_nv.{c}) OVER ({win}) END AS {c}_old"
+            for c in vcols
+        ]
+        db.execute(
+            "CREATE OR REPLACE TEMP TABLE _r AS SELECT"
+            f" {', '.join(pk + ['_ch._e'] + cols_new + cols_old)},"
+            f" coalesce(_nv._n, 0) AS _n,"
+            f" CASE WHEN row_number() OVER ({win}) = 1 THEN coalesce(_o._n, 0)"
+            f" ELSE coalesce(lag(_nv._n) OVER ({win}), 0) END AS _n_old,"
+            f" _o._n IS NOT NULL AS _had, row_number() OVER ({win}) AS _i"
+            f" FROM _ch LEFT JOIN _nv ON {nv_on} LEFT JOIN {o} _o ON {o_on}"
+        )
+        if node.scalar:
+            new_exists, old_exists = "true", "(_had OR _i > 1)"
+        else:
+            new_exists, old_exists = "_n > 0", "_n_old > 0"
+        sep2 = ", " if keys or vcols else ""
+        newc = ", ".join(keys + vcols)
+        oldc = ", ".join(keys + [f"{c}_old AS {c}" for c in vcols])
+        out = self._put(
+            i,
+            f"SELECT {newc}{sep2}1 AS _w, _e FROM _r WHERE {new_exists}"
+            f" UNION ALL SELECT {oldc}{sep2}-1, _e FROM _r WHERE {old_exists}",
+        )
+        cond = ns_eq([f"{o}.{k}" for k in keys], [f"_q.{k}" for k in keys])
+        kl = ", ".join(keys) or "1 AS _one"
+        db.execute(f"DELETE FROM {o} USING (SELECT DISTINCT {kl} FROM _r) _q WHERE {cond}")
+        keep = "true" if node.scalar else "_n > 0"
+        part = ", ".join(keys) or "1"
+        db.execute(
+            f"INSERT INTO {o} SELECT {', '.join(keys + vcols)}, _n FROM _r WHERE {keep}"
+            f" QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY _e DESC) = 1"
+        )
+        self._append_state(m, f"SELECT {nl}{sep}_w FROM {src}")
+        return out
+
+    # -- set operations ---------------------------------------------------------------
+    def _setop(self, node: SetOp, i: int, kids: list[str]) -> str:
+        dl, dr = kids
+        ln = ", ".join(f"{a} AS {b}" for a, b in zip(node.left.columns, node.columns, strict=True))
+        rn = ", ".join(f"{a} AS {b}" for a, b in zip(node.right.columns, node.columns, strict=True))
+        sep = ", " if ln else ""
+        if node.op == "union":
+            assert node.all, "UNION is lowered to Distinct(UNION ALL)"
+            return self._put(
+                i, f"SELECT {ln}{sep}_w, _e FROM {dl} UNION ALL SELECT {rn}{sep}_w, _e FROM {dr}"
+            )
+        db, v = self.db, self.view
+        state = f"s{v}_{i}_c"
+        names = list(node.columns)
+        nl = ", ".join(names)
+        db.execute(
+            f"CREATE OR REPLACE TEMP TABLE _p AS SELECT {nl}{sep}_e,"
+            " sum(_a)::BIGINT AS _a, sum(_b)::BIGINT AS _b FROM"
+            f" (SELECT {ln}{sep}_w AS _a, 0 AS _b, _e FROM {dl} UNION ALL"
+            f" SELECT {rn}{sep}0, _w, _e FROM {dr}) GROUP BY ALL"
+        )
+        pk = [f"_p.{c}" for c in names]
+        win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
+        run = ", ".join(
+            f"coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w AS {x},"
+            f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
+            for x in ("_a", "_b")
+        )
+        db.execute(
+            f"CREATE OR REPLACE TEMP TABLE _r AS SELECT {', '.join(pk + ['_p._e'])}, {run}"
+            f" FROM _p LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{c}' for c in names])}"
+            f" WINDOW _w AS ({win})"
+        )
+        f = {
+            ("intersect", True): "least({a}, {b})",
+            ("intersect", False): "CASE WHEN {a} > 0 AND {b} > 0 THEN 1 ELSE 0 END",
+            ("except", True): "greatest({a} - {b}, 0)",
+            ("except", False): "CASE WHEN {a} > 0 AND {b} <= 0 THEN 1 ELSE 0 END",
+        }[(node.op, node.all)]
+        new, old = f.format(a="_a", b="_b"), f.format(a="_a_old", b="_b_old")
+        out = self._put(
+            i, f"SELECT {nl}{sep}({new}) - ({old}) AS _w, _e FROM _r WHERE ({new}) <> ({old})"
+        )
+        cond = ns_eq([f"{state}.{c}" for c in names], [f"_q.{c}" for c in names])
+        db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {nl} FROM _p) _q WHERE {cond}")
+        db.execute(
+            f"INSERT INTO {state} SELECT {nl}{sep}_a, _b FROM _r WHERE _a <> 0 OR _b <> 0"
+            f" QUALIFY row_number() OVER (PARTITION BY {nl or '1'} ORDER BY _e DESC) = 1"
+        )
+        return out
+
+    # -- the view's output ------------------------------------------------------------
+    def integrate(self, db: duckdb.DuckDBPyConnection, root: str) -> int:
+        """Fold the root's changes into the output versions and the output log."""
+        v = self.view
+        names = list(self.plan.root.columns)
+        nl = ", ".join(names)
+        sep = ", " if nl else ""
+        db.execute(
+            f"CREATE OR REPLACE TEMP TABLE _q AS SELECT {nl}{sep}_e, sum(_w)::BIGINT AS _w"
+            f" FROM {root} GROUP BY ALL HAVING sum(_w) <> 0"
+        )
+        n = fetch_all(db, "SELECT count(*) FROM _q")[0][0]
+        if not n:
+            return 0
+        db.execute(f"INSERT INTO l{v} SELECT {nl}{sep}_w, _e FROM _q")
+        qk = [f"_q.{c}" for c in names]
+        win = f"PARTITION BY {', '.join(qk) or '1'} ORDER BY _q._e"
+        db.execute(
+            f"CREATE OR REPLACE TEMP TABLE _r AS SELECT {', '.join(qk + ['_q._e'])},"
+            f" coalesce(_c._n, 0) + sum(_q._w) OVER ({win} {CUMULATIVE}) AS _n,"
+            f" lead(_q._e) OVER ({win}) AS _next"
+            f" FROM _q LEFT JOIN (SELECT * FROM o{v} WHERE _to = {LIVE}) _c"
+            f" ON {ns_eq(qk, [f'_c.{c}' for c in names])}"
+        )
+        neg = fetch_all(db, "SELECT count(*) FROM _r WHERE _n < 0")[0][0]
+        if neg:
+            raise RuntimeError(f"view {v}: a row's multiplicity went negative")
+        cond = ns_eq([f"o{v}.{c}" for c in names], [f"_m.{c}" for c in names])
+        db.execute(
+            f"UPDATE o{v} SET _to = _m._first"
+            f" FROM (SELECT {nl}{sep}min(_e) AS _first FROM _q GROUP BY ALL) _m"
+            f" WHERE o{v}._to = {LIVE} AND {cond}"
+        )
+        db.execute(
+            f"INSERT INTO o{v} SELECT {nl}{sep}_n, _e, coalesce(_next, {LIVE}) FROM _r WHERE _n > 0"
+        )
+        return int(n)
+
+    @property
+    def db(self) -> duckdb.DuckDBPyConnection:
+        return self._db
+
+    @db.setter
+    def db(self, value: duckdb.DuckDBPyConnection) -> None:
+        self._db = value
+
+
+def _group(node: Aggregate | Distinct) -> list[tuple[str, str]]:
+    if isinstance(node, Distinct):
+        return [(c, c) for c in node.columns]
+    return list(node.group)
+
+
+def _linear(node: Node) -> bool:
+    if isinstance(node, Distinct):
+        return True
+    return isinstance(node, Aggregate) and all(a.linear for a in node.aggs)
+
+
+def _needed(node: Aggregate) -> list[str]:
+    """Input columns a general aggregate keeps per group: those its keys and calls use."""
+    from headwater.planner.ir import refs
+
+    used: set[str] = set()
+    for _, e in node.group:
+        used |= refs(e)
+    for a in node.aggs:
+        for e in (a.arg, a.filter, *a.extra, *a.order):
+            if e:
+                used |= refs(e)
+    return [c for c in node.input.columns if c in used]
+
+
+def _storable(t: str) -> str:
+    """DuckDB types of literals that cannot be stored as such."""
+    return {"NULL": "INTEGER", '"NULL"': "INTEGER"}.get(t, t)
+
+
+def arrow_rows(db: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    return db.execute(sql).to_arrow_table()

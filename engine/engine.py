@@ -1,0 +1,439 @@
+"""The maintenance engine: one shared Spark stage that advances every view by epoch.
+
+    engine = Engine(state_dir, spool_dir)               # opens (or recovers) the state
+    engine.create_view(16500, plan, scans)              # backfills at the last epoch
+    engine.start()                                      # the Spark stage (lazy session)
+    engine.frontier(16500); engine.read(16500, epoch)   # state at any retained epoch
+
+Design (docs/engine.md): ONE Spark Structured Streaming query per process, the
+stage, whose source is the spool (offsets = epochs) and whose plan does not depend
+on the views (so views come and go without restarting it, and N views cost one
+query's per-batch overhead, not N). Its foreachBatch sink runs in the driver's
+Python process and advances every view over the batch's epochs with the operator
+rules of engine/delta.py, evaluated by DuckDB over the engine's state database. Each
+view's batch is one DuckDB transaction that also moves its frontier, so a batch
+replayed after SIGKILL (Spark re-runs the last uncommitted batch from its offset
+log) is skipped by the views that committed it and redone by the others: no
+change lost, none counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from headwater.engine import spool as sp
+from headwater.engine.delta import LIVE, Batch, ScanInfo, ViewProgram, arrow_rows, fetch_all
+from headwater.planner.incremental import incrementalize
+from headwater.planner.ir import Plan
+
+log = logging.getLogger("headwater.engine")
+
+Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
+
+
+@dataclass
+class ViewStatus:
+    view: int
+    name: str
+    frontier: int
+    created: int
+    status: str  # running | error
+    error: str | None
+    rows: int
+
+
+_spark_lock = threading.Lock()
+_spark: Any = None
+
+
+def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) -> Any:
+    """The process's one SparkSession, started on first use."""
+    global _spark
+    with _spark_lock:
+        if _spark is None:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            from pyspark.sql import SparkSession
+
+            b = (
+                SparkSession.builder.master(master)
+                .appName("headwater-engine")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.shuffle.partitions", "1")
+                .config("spark.sql.streaming.pollingDelay", "10ms")
+                .config("spark.sql.streaming.minBatchesToRetain", "20")
+                .config("spark.driver.memory", "1g")
+            )
+            for k, v in (conf or {}).items():
+                b = b.config(k, v)
+            _spark = b.getOrCreate()
+            _spark.sparkContext.setLogLevel("ERROR")
+            _spark.dataSource.register(sp.EpochSource)
+            _spark.dataSource.register(sp.ChangeSource)
+        return _spark
+
+
+class Engine:
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        spool_dir: str | os.PathLike[str],
+        master: str = "local[2]",
+        snapshot: Snapshot | None = None,
+        wait_ms: int = 250,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.spool = Path(spool_dir)
+        self.master = master
+        self.wait_ms = wait_ms
+        self._snapshot = snapshot or self._spool_snapshot
+        self._db = duckdb.connect(str(self.state_dir / "engine.duckdb"))
+        self._lock = threading.RLock()  # one batch (or DDL) at a time
+        self._cur = self._cursor()
+        self._cur.execute(
+            "CREATE TABLE IF NOT EXISTS hw_views (view BIGINT PRIMARY KEY, name VARCHAR,"
+            " created BIGINT, frontier BIGINT, status VARCHAR, error VARCHAR, plan BLOB)"
+        )
+        self._cur.execute("CREATE TABLE IF NOT EXISTS hw_stage (k VARCHAR PRIMARY KEY, v BIGINT)")
+        self.views: dict[int, ViewProgram] = {}
+        self.names: dict[int, str] = {}
+        for view, name, blob in fetch_all(
+            self._cur, "SELECT view, name, plan FROM hw_views ORDER BY view"
+        ):
+            plan, scans = pickle.loads(blob)
+            prog = ViewProgram(int(view), plan, scans)
+            prog.db = self._cur
+            prog.prepare(self._cur)
+            self.views[int(view)] = prog
+            self.names[int(view)] = name
+        self.query: Any = None
+        self.on_advance: list[Callable[[int], None]] = []
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        cur = self._db.cursor()
+        cur.execute("SET integer_division = true")
+        return cur
+
+    # -- views ----------------------------------------------------------------------
+    @property
+    def last_epoch(self) -> int:
+        """The newest epoch the stage has processed (views are created at it)."""
+        rows = fetch_all(self._cur, "SELECT v FROM hw_stage WHERE k = 'end'")
+        return int(rows[0][0]) if rows else 0
+
+    def create_view(
+        self,
+        view: int,
+        plan: Plan,
+        scans: dict[int, ScanInfo],
+        name: str = "",
+        at_epoch: int | None = None,
+    ) -> int:
+        """Register a view and backfill it: its state at `at_epoch` (default: the last
+        epoch the stage processed) from a snapshot of its inputs. Returns that epoch."""
+        lowered = incrementalize(plan)
+        with self._lock:
+            epoch = self.last_epoch if at_epoch is None else at_epoch
+            prog = ViewProgram(view, lowered, scans)
+            prog.db = self._cur
+            prog.prepare(self._cur)
+            blob = pickle.dumps((lowered, scans))
+            cur = self._cur
+            cur.execute("BEGIN")
+            try:
+                self._backfill(prog, epoch)
+                cur.execute(
+                    "INSERT INTO hw_views VALUES (?, ?, ?, ?, 'running', NULL, ?)",
+                    [view, name or str(view), epoch, epoch, blob],
+                )
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                prog.drop(cur)
+                raise
+            self.views[view] = prog
+            self.names[view] = name or str(view)
+            if at_epoch is None and epoch == 0:
+                self._set_end(0)
+            return epoch
+
+    def drop_view(self, view: int) -> None:
+        with self._lock:
+            prog = self.views.pop(view, None)
+            self.names.pop(view, None)
+            self._cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
+            if prog is not None:
+                prog.drop(self._cur)
+
+    def _backfill(self, prog: ViewProgram, epoch: int) -> None:
+        registered: list[str] = []
+
+        def changes(oid: int, after: int) -> str:
+            info = prog.scans[oid]
+            name = f"_snap{oid}"
+            if info.view is not None:
+                cols = ", ".join(info.columns)
+                return (
+                    f"(SELECT {cols}, _n AS _hw_w, {epoch} AS _hw_epoch FROM o{info.view}"
+                    f" WHERE _from <= {epoch} AND _to > {epoch})"
+                )
+            t = self._snapshot(oid, epoch)
+            self._cur.register(name, t)
+            registered.append(name)
+            if sp.WEIGHT in t.column_names:
+                return f"(SELECT *, {epoch} AS _hw_epoch FROM {name})"
+            return f"(SELECT *, 1 AS _hw_w, {epoch} AS _hw_epoch FROM {name})"
+
+        try:
+            prog.advance(self._cur, Batch(epoch, changes), epoch - 1, True)
+        finally:
+            for n in registered:
+                try:
+                    self._cur.unregister(n)
+                except duckdb.Error:
+                    pass
+
+    def _spool_snapshot(self, oid: int, epoch: int) -> pa.Table:
+        """A table's rows at `epoch` by integrating the spool from its start (for
+        standalone use; the server passes the DuckDB replica's versions instead)."""
+        batches = list(sp.read_table_changes(self.spool, oid, 0, epoch))
+        if not batches:
+            return pa.table({"_hw_w": pa.array([], pa.int64())})
+        t = pa.Table.from_batches(batches)
+        cols = [c for c in t.column_names if c not in (sp.WEIGHT, sp.EPOCH)]
+        cur = self._db.cursor()
+        cur.register("_s", t)
+        q = ", ".join(f'"{c}"' for c in cols)
+        out = arrow_rows(
+            cur,
+            f"SELECT {q}, sum({sp.WEIGHT})::BIGINT AS _hw_w FROM _s GROUP BY ALL"
+            f" HAVING sum({sp.WEIGHT}) > 0",
+        )
+        cur.close()
+        return out
+
+    # -- advancing ------------------------------------------------------------------
+    def _set_end(self, end: int) -> None:
+        self._cur.execute("INSERT OR REPLACE INTO hw_stage VALUES ('end', ?)", [end])
+
+    def advance(self, end: int) -> dict[int, int]:
+        """Advance every running view to `end`; returns output changes per view. A
+        view that fails is marked failed with its error; the others go on."""
+        out: dict[int, int] = {}
+        with self._lock:
+            cur = self._cur
+            fronts = dict(
+                fetch_all(cur, "SELECT view, frontier FROM hw_views WHERE status = 'running'")
+            )
+            todo = [v for v in self.views if v in fronts and fronts[v] < end]
+            if not todo:
+                self._set_end(max(end, self.last_epoch))
+                return out
+            low = min(fronts[v] for v in todo)
+            self._seq = getattr(self, "_seq", 0) + 1
+            registered: dict[int, str] = {}
+            changed_tables: dict[int, bool] = {}
+            # every changed table's changes, registered once, before any transaction
+            for oid in {o for v in todo for o, i in self.views[v].scans.items() if i.view is None}:
+                batches = list(sp.read_table_changes(self.spool, oid, low, end))
+                if batches:
+                    name = f"_chg{oid}_{self._seq}"
+                    cur.register(name, pa.Table.from_batches(batches))
+                    registered[oid] = name
+
+            def table_changes(oid: int, after: int) -> str:
+                name = registered.get(oid)
+                if name is None:  # no change in the batch: an empty relation of its type
+                    info = next(p.scans[oid] for p in self.views.values() if oid in p.scans)
+                    cols = ", ".join(
+                        f'NULL::{t} AS "{c}"' for c, t in zip(info.columns, info.types, strict=True)
+                    )
+                    sep = ", " if cols else ""
+                    return (
+                        f"(SELECT {cols}{sep}0::BIGINT AS _hw_w, 0::BIGINT AS _hw_epoch"
+                        " WHERE false)"
+                    )
+                return f"(SELECT * FROM {name} WHERE _hw_epoch > {after})"
+
+            def has_changes(prog: ViewProgram, after: int) -> bool:
+                for oid, info in prog.scans.items():
+                    if info.view is not None:
+                        n = fetch_all(
+                            cur,
+                            f"SELECT count(*) FROM l{info.view} WHERE _e > {after} AND _e <= {end}",
+                        )[0][0]
+                        if n:
+                            return True
+                        continue
+                    if oid not in changed_tables:
+                        changed_tables[oid] = bool(sp.spooled_epochs(self.spool, oid, low, end))
+                    if changed_tables[oid] and sp.spooled_epochs(self.spool, oid, after, end):
+                        return True
+                return False
+
+            for v in todo:
+                prog = self.views[v]
+                after = fronts[v]
+
+                def changes(oid: int, a: int, prog: ViewProgram = prog) -> str:
+                    info = prog.scans[oid]
+                    if info.view is not None:
+                        cols = ", ".join(info.columns)
+                        return (
+                            f"(SELECT {cols}, _w AS _hw_w, _e AS _hw_epoch FROM l{info.view}"
+                            f" WHERE _e > {a} AND _e <= {end})"
+                        )
+                    return table_changes(oid, a)
+
+                cur.execute("BEGIN")
+                try:
+                    n = (
+                        prog.advance(cur, Batch(end, changes), after, False)
+                        if has_changes(prog, after)
+                        else 0
+                    )
+                    cur.execute("UPDATE hw_views SET frontier = ? WHERE view = ?", [end, v])
+                    cur.execute("COMMIT")
+                    out[v] = n
+                except Exception as e:  # a view's error stops that view only
+                    cur.execute("ROLLBACK")
+                    log.warning("view %s failed at epochs (%s, %s]: %s", v, after, end, e)
+                    cur.execute(
+                        "UPDATE hw_views SET status = 'error', error = ? WHERE view = ?",
+                        [str(e), v],
+                    )
+            for name in registered.values():
+                cur.unregister(name)
+            self._set_end(max(end, self.last_epoch))
+        for fn in self.on_advance:
+            fn(end)
+        return out
+
+    # -- the Spark stage ------------------------------------------------------------
+    def start(self, conf: dict[str, str] | None = None) -> None:
+        """Start the stage: a streaming query over the spool that calls `advance`."""
+        if self.query is not None:
+            return
+        spark = spark_session(self.master, conf)
+        ck = str(self.state_dir / "checkpoint")
+        start = self.last_epoch
+
+        def on_batch(df: Any, batch_id: int) -> None:
+            end = _batch_end(ck, batch_id)
+            if end is not None:
+                self.advance(end)
+
+        self.query = (
+            spark.readStream.format("hw_epochs")
+            .option("root", str(self.spool))
+            .option("start_epoch", str(start))
+            .option("wait_ms", str(self.wait_ms))
+            .load()
+            .writeStream.option("checkpointLocation", ck)
+            .queryName(f"headwater-stage-{os.getpid()}")
+            .foreachBatch(on_batch)
+            .start()
+        )
+
+    def stop(self) -> None:
+        if self.query is not None:
+            self.query.stop()
+            self.query = None
+
+    def close(self) -> None:
+        self.stop()
+        self._cur.close()
+        self._db.close()
+
+    def wait_for(self, epoch: int, timeout: float = 60.0) -> bool:
+        """Wait until every running view's frontier is >= epoch."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.query is not None and self.query.exception() is not None:
+                raise RuntimeError(f"the stage failed: {self.query.exception()}")
+            if all(s.frontier >= epoch for s in self.status() if s.status == "running"):
+                return True
+            time.sleep(0.01)
+        return False
+
+    # -- reading --------------------------------------------------------------------
+    def frontier(self, view: int) -> int:
+        rows = fetch_all(self._reader(), "SELECT frontier FROM hw_views WHERE view = ?", [view])
+        return int(rows[0][0]) if rows else -1
+
+    def _reader(self) -> duckdb.DuckDBPyConnection:
+        local = getattr(self, "_tls", None)
+        if local is None:
+            local = self._tls = threading.local()
+        cur = getattr(local, "cur", None)
+        if cur is None:
+            cur = local.cur = self._cursor()
+        return cur
+
+    def read_sql(self, view: int, epoch: int | None = None) -> str:
+        """SQL (over the engine's database) for the view's rows at `epoch`."""
+        prog = self.views[view]
+        e = self.frontier(view) if epoch is None else epoch
+        names = ", ".join(
+            f'{c} AS "{n}"' for c, n in zip(prog.plan.root.columns, prog.plan.output, strict=True)
+        )
+        return (
+            f"SELECT {names} FROM (SELECT * FROM o{view} WHERE _from <= {e} AND _to > {e}) _o,"
+            " range(_o._n)"
+        )
+
+    def read(self, view: int, epoch: int | None = None) -> pa.Table:
+        """The view's rows at `epoch` (default: its frontier)."""
+        return arrow_rows(self._reader(), self.read_sql(view, epoch))
+
+    def changes(self, view: int, after: int, upto: int) -> pa.Table:
+        """The view's changes of epochs (after, upto]: (columns..., _w, _e)."""
+        return arrow_rows(
+            self._reader(), f"SELECT * FROM l{view} WHERE _e > {after} AND _e <= {upto} ORDER BY _e"
+        )
+
+    def status(self) -> list[ViewStatus]:
+        rows = fetch_all(
+            self._reader(),
+            "SELECT view, name, frontier, created, status, error FROM hw_views ORDER BY view",
+        )
+        out = []
+        for v, name, fr, created, st, err in rows:
+            n = fetch_all(
+                self._reader(), f"SELECT coalesce(sum(_n), 0) FROM o{v} WHERE _to = {LIVE}"
+            )[0][0]
+            out.append(ViewStatus(int(v), name, int(fr), int(created), st, err, int(n)))
+        return out
+
+    def vacuum(self, horizon: int) -> None:
+        """Forget versions and changes no read at or after `horizon` needs."""
+        with self._lock:
+            for v in self.views:
+                self._cur.execute(f"DELETE FROM o{v} WHERE _to <= {horizon}")
+                self._cur.execute(f"DELETE FROM l{v} WHERE _e <= {horizon}")
+
+
+def _batch_end(checkpoint: str, batch_id: int) -> int | None:
+    """The last epoch of a micro-batch, from Spark's offset log (written before the
+    batch runs, so it is there when the batch is replayed after a crash)."""
+    path = Path(checkpoint, "offsets", str(batch_id))
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    ends = [json.loads(line)["epoch"] for line in lines[2:] if line.startswith("{")]
+    return int(max(ends)) if ends else None

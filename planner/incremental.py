@@ -1,0 +1,265 @@
+"""Rewrites that turn a bound plan into the plan the engine maintains incrementally.
+
+Each rule is a small pure function `rule(node) -> node` over planner/ir.py nodes,
+applied bottom-up by `ir.transform`; `incrementalize(plan)` folds them in order:
+
+    merge_filters        Filter(Filter(x, a), b)          -> Filter(x, a AND b)
+    push_down_filters    Filter(Join(inner|cross), p)     -> keys, residual, side filters
+    lower_set_ops        UNION (distinct)                 -> Distinct(UNION ALL)
+    lower_semi_joins     [NOT] EXISTS / [NOT] IN          -> Join + Distinct (+ Difference)
+    lower_outer_joins    LEFT/RIGHT/FULL JOIN             -> inner join + padded anti-join
+
+After them, the plan holds only the operators whose incremental rules the engine
+implements (docs/engine.md, "Operators"): Scan, Values, Filter, Project, inner and
+cross Join, Aggregate, Distinct, UNION ALL / INTERSECT / EXCEPT, Difference.
+
+    >>> lower_set_ops(SetOp("union", False, a, b, ("c9",)))
+    Distinct(input=SetOp(op='union', all=True, ...))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+
+from headwater.planner.ir import (
+    AggCall,
+    Aggregate,
+    Difference,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    Plan,
+    Project,
+    SemiJoin,
+    SetOp,
+    refs,
+    transform,
+    walk,
+)
+from headwater.planner.relations import deparse
+from pglast import ast as A
+from pglast import enums, parse_sql
+
+from headwater.errors import FeatureNotSupported
+
+Rule = Callable[[Node], Node]
+
+
+# -- expression helpers ----------------------------------------------------------------
+def conjuncts(expr: str) -> list[str]:
+    """The AND-ed parts of a predicate, each as SQL text."""
+    node = parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
+    out: list[str] = []
+
+    def visit(n: object) -> None:
+        if isinstance(n, A.BoolExpr) and n.boolop == enums.BoolExprType.AND_EXPR:
+            for a in n.args:
+                visit(a)
+        else:
+            out.append(deparse(n))
+
+    visit(node)
+    return out
+
+
+def equality(expr: str) -> tuple[str, str] | None:
+    """`a = b` -> (a, b)."""
+    node = parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
+    if (
+        isinstance(node, A.A_Expr)
+        and node.kind == enums.A_Expr_Kind.AEXPR_OP
+        and len(node.name) == 1
+        and node.name[0].sval == "="
+        and node.lexpr is not None
+    ):
+        return deparse(node.lexpr), deparse(node.rexpr)
+    return None
+
+
+def conjoin(parts: list[str]) -> str | None:
+    return " AND ".join(f"({p})" for p in parts) or None
+
+
+class Namer:
+    """Fresh internal names past every name a plan already uses."""
+
+    def __init__(self, root: Node) -> None:
+        top = 0
+        for n in walk(root):
+            for c in n.columns:
+                m = re.fullmatch(r"c(\d+)", c)
+                if m:
+                    top = max(top, int(m.group(1)))
+            for a in getattr(n, "aggs", ()):
+                m = re.fullmatch(r"c(\d+)", a.name)
+                if m:
+                    top = max(top, int(m.group(1)))
+        self.n = top
+
+    def __call__(self) -> str:
+        self.n += 1
+        return f"c{self.n}"
+
+
+# -- rules ------------------------------------------------------------------------------
+def merge_filters(node: Node) -> Node:
+    """Filter(Filter(x, a), b) -> Filter(x, (a) AND (b))."""
+    if isinstance(node, Filter) and isinstance(node.input, Filter):
+        return Filter(node.input.input, f"({node.input.predicate}) AND ({node.predicate})")
+    return node
+
+
+def push_down_filters(node: Node) -> Node:
+    """A filter over an inner or cross join: conjuncts over one side move below the
+    join, equalities between the sides become join keys, the rest the residual.
+
+        Filter(Join(cross, A, B), "a1 = b1 AND a2 > 0")
+            -> Join(inner, Filter(A, "a2 > 0"), B, keys a1 = b1)
+    """
+    if not (isinstance(node, Filter) and isinstance(node.input, Join)):
+        return node
+    join = node.input
+    if join.kind not in ("inner", "cross"):
+        return node
+    lcols, rcols = set(join.left.columns), set(join.right.columns)
+    left: list[str] = []
+    right: list[str] = []
+    lkeys, rkeys = list(join.left_keys), list(join.right_keys)
+    residual = [join.residual] if join.residual else []
+    for c in conjuncts(node.predicate):
+        r = refs(c)
+        if r and r <= lcols:
+            left.append(c)
+            continue
+        if r and r <= rcols:
+            right.append(c)
+            continue
+        pair = equality(c)
+        if pair is not None:
+            a, b = pair
+            ra, rb = refs(a), refs(b)
+            if ra and rb and ra <= lcols and rb <= rcols:
+                lkeys.append(a), rkeys.append(b)
+                continue
+            if ra and rb and ra <= rcols and rb <= lcols:
+                lkeys.append(b), rkeys.append(a)
+                continue
+        residual.append(c)
+    lnode = push_down_filters(Filter(join.left, conjoin(left))) if left else join.left
+    rnode = push_down_filters(Filter(join.right, conjoin(right))) if right else join.right
+    kind = "inner" if lkeys or residual else "cross"
+    res = conjoin(residual) if len(residual) > 1 else (residual[0] if residual else None)
+    return Join(kind, lnode, rnode, tuple(lkeys), tuple(rkeys), res, join.null_safe)
+
+
+def lower_set_ops(node: Node) -> Node:
+    """UNION -> Distinct(UNION ALL); INTERSECT/EXCEPT [ALL] stay (a counting operator)."""
+    if isinstance(node, SetOp) and node.op == "union" and not node.all:
+        return Distinct(replace(node, all=True))
+    return node
+
+
+def _semi(
+    left: Node,
+    right: Node,
+    lkeys: tuple[str, ...],
+    rkeys: tuple[str, ...],
+    residual: str | None,
+    fresh: Namer,
+) -> Node:
+    """The rows of `left` (with their multiplicity) that have a match in `right`."""
+    if residual is None:
+        names = tuple(fresh() for _ in rkeys)
+        keys = Distinct(Project(right, tuple(zip(names, rkeys, strict=True))))
+        joined = Join("inner", left, keys, lkeys, names)
+        return Project(joined, tuple((c, c) for c in left.columns))
+    # With a residual: the distinct left rows that match, joined back on every column.
+    matched = Join("inner", left, right, lkeys, rkeys, residual)
+    names = tuple(fresh() for _ in left.columns)
+    rows = Distinct(Project(matched, tuple(zip(names, left.columns, strict=True))))
+    back = Join("inner", left, rows, left.columns, names, None, True)
+    return Project(back, tuple((c, c) for c in left.columns))
+
+
+def lower_semi_joins(node: Node, fresh: Namer | None = None) -> Node:
+    """EXISTS / IN as a join with the distinct matching keys; NOT EXISTS as the left
+    input minus that; NOT IN (uncorrelated) also checks the subquery for NULLs:
+
+        x NOT IN (SELECT y FROM R)  ==  R is empty OR (x IS NOT NULL AND no y IS NULL
+                                        AND no y = x)
+    """
+    if not isinstance(node, SemiJoin):
+        return node
+    fresh = fresh or Namer(node)
+    if node.null_aware:
+        if len(node.left_keys) != 1 or node.residual is not None:
+            raise FeatureNotSupported(
+                "NOT IN with a correlated subquery is not supported in materialized views"
+            )
+        semi = _semi(node.left, node.right, node.left_keys, node.right_keys, None, fresh)
+        anti = Difference(node.left, semi)
+        n, nn = fresh(), fresh()
+        y = node.right_keys[0]
+        stats = Aggregate(
+            node.right,
+            (),
+            (AggCall(n, "count"), AggCall(nn, "count", filter=f"({y}) IS NULL")),
+        )
+        x = node.left_keys[0]
+        cond = f"{n} = 0 OR ({nn} = 0 AND ({x}) IS NOT NULL)"
+        joined = Filter(Join("cross", anti, stats), cond)
+        return Project(joined, tuple((c, c) for c in node.left.columns))
+    semi = _semi(node.left, node.right, node.left_keys, node.right_keys, node.residual, fresh)
+    return Difference(node.left, semi) if node.anti else semi
+
+
+def lower_outer_joins(node: Node, fresh: Namer | None = None) -> Node:
+    """LEFT JOIN = inner join + the unmatched left rows padded with NULLs (the
+    unmatched rows: the left input minus its semi-join); RIGHT mirrors it; FULL
+    has both paddings."""
+    if not (isinstance(node, Join) and node.kind in ("left", "right", "full")):
+        return node
+    fresh = fresh or Namer(node)
+    inner = replace(node, kind="inner" if node.left_keys or node.residual else "cross")
+    parts: list[Node] = [inner]
+    L, R = node.left, node.right
+    if node.kind in ("left", "full"):
+        semi = _semi(L, R, node.left_keys, node.right_keys, node.residual, fresh)
+        pad = Project(
+            Difference(L, semi),
+            tuple((c, c) for c in L.columns) + tuple((c, "NULL") for c in R.columns),
+        )
+        parts.append(pad)
+    if node.kind in ("right", "full"):
+        semi = _semi(R, L, node.right_keys, node.left_keys, node.residual, fresh)
+        pad = Project(
+            Difference(R, semi),
+            tuple((c, "NULL") for c in L.columns) + tuple((c, c) for c in R.columns),
+        )
+        parts.append(pad)
+    out = parts[0]
+    for p in parts[1:]:
+        out = SetOp("union", True, out, p, tuple(node.columns))
+    return out
+
+
+RULES: tuple[Rule, ...] = (
+    merge_filters,
+    push_down_filters,
+    lower_set_ops,
+)
+
+
+def incrementalize(plan: Plan) -> Plan:
+    """Apply every rule; the result holds only operators the engine maintains."""
+    root = plan.root
+    for rule in RULES:
+        root = transform(root, rule)
+    fresh = Namer(root)
+    root = transform(root, lambda n: lower_semi_joins(n, fresh))
+    root = transform(root, lambda n: lower_outer_joins(n, fresh))
+    root = transform(root, merge_filters)
+    return replace(plan, root=root)
