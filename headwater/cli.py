@@ -63,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         default=64,
         help="refuse writes (SQLSTATE 53100) while the data directory has less free space (64)",
     )
+    start.add_argument(
+        "--max-connections",
+        type=int,
+        default=100,
+        help="client connections allowed at once, as PostgreSQL's max_connections (100)",
+    )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     if args.command != "start":
@@ -83,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         tls_key=args.tls_key,
         hba_file=args.hba,
         min_free_mb=args.min_free_space_mb,
+        max_connections=args.max_connections,
     )
     return asyncio.run(_serve(config))
 

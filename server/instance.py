@@ -37,6 +37,7 @@ class Config:
     tls_key: Path | None = None
     hba_file: Path | None = None  # pg_hba.conf-style rules; None: trust loopback, SCRAM else
     min_free_mb: int = 64  # writes are refused (53100) when the data dir has less free space
+    max_connections: int = 100  # as PostgreSQL's max_connections (superusers get 3 more)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -47,6 +47,7 @@ from headwater.errors import (
 log = logging.getLogger("headwater.server")
 
 DEFAULT_DATABASE = "headwater"
+RESERVED_SUPERUSER_CONNECTIONS = 3  # superuser_reserved_connections, as in PostgreSQL
 
 
 @dataclass
@@ -241,7 +242,22 @@ class Connection:
             self.send_error(e)
             await self.flush()
             return False
+        limit = self.instance.config.max_connections
+        if len(self.server.sessions) >= limit and not role.superuser:
+            self.send_error(SQLError("sorry, too many clients already", "53300", severity="FATAL"))
+            await self.flush()
+            return False
+        if len(self.server.sessions) >= limit + RESERVED_SUPERUSER_CONNECTIONS:
+            self.send_error(
+                SQLError(
+                    "remaining connection slots are reserved for superusers", "53300",
+                    severity="FATAL",
+                )
+            )
+            await self.flush()
+            return False
         s = Session(self.instance, user, database)
+        s.settings.values["max_connections"] = str(limit)
         s.role_oid = role.oid
         s.settings.values["is_superuser"] = "on" if role.superuser else "off"
         s.secret = secrets.randbits(31)
