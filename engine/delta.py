@@ -80,6 +80,12 @@ class ScanInfo:
     columns: list[str]
     types: list[str]
     view: int | None = None  # a materialized view's id: its changes are the engine's own
+    internal: list[str] | None = None  # that view's internal column names (o{v}, l{v})
+
+    def select_from_view(self) -> str:
+        """The view's internal columns under the names its readers use."""
+        assert self.internal is not None
+        return ", ".join(f'{i} AS "{c}"' for i, c in zip(self.internal, self.columns, strict=True))
 
 
 @dataclass
@@ -318,7 +324,7 @@ class ViewProgram:
                     f"sum(CASE WHEN {f} AND ({a.arg}) IS NOT NULL THEN _w ELSE 0 END)::BIGINT"
                     f" AS {a.name}_c"
                 )
-                sel.append(f"sum(CASE WHEN {f} THEN _w * ({a.arg}) END) AS {a.name}_s")
+                sel.append(f"coalesce(sum(CASE WHEN {f} THEN _w * ({a.arg}) END), 0) AS {a.name}_s")
         group = " GROUP BY ALL" if keys or with_epoch else ""
         return f"SELECT {', '.join(sel)} FROM {src}{group}"
 

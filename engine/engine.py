@@ -169,6 +169,18 @@ class Engine:
                 self._set_end(0)
             return epoch
 
+    def output_scan(self, view: int, oid: int) -> ScanInfo:
+        """How a view over this view scans it: its output columns and their types."""
+        prog = self.views[view]
+        root = prog.index[id(prog.plan.root)]
+        return ScanInfo(
+            oid,
+            list(prog.plan.output),
+            list(prog.types[root]),
+            view=view,
+            internal=list(prog.plan.root.columns),
+        )
+
     def drop_view(self, view: int) -> None:
         with self._lock:
             prog = self.views.pop(view, None)
@@ -184,7 +196,7 @@ class Engine:
             info = prog.scans[oid]
             name = f"_snap{oid}"
             if info.view is not None:
-                cols = ", ".join(info.columns)
+                cols = info.select_from_view()
                 return (
                     f"(SELECT {cols}, _n AS _hw_w, {epoch} AS _hw_epoch FROM o{info.view}"
                     f" WHERE _from <= {epoch} AND _to > {epoch})"
@@ -290,7 +302,7 @@ class Engine:
                 def changes(oid: int, a: int, prog: ViewProgram = prog) -> str:
                     info = prog.scans[oid]
                     if info.view is not None:
-                        cols = ", ".join(info.columns)
+                        cols = info.select_from_view()
                         return (
                             f"(SELECT {cols}, _w AS _hw_w, _e AS _hw_epoch FROM l{info.view}"
                             f" WHERE _e > {a} AND _e <= {end})"

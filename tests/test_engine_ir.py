@@ -1,0 +1,134 @@
+"""The relational IR and its rewrites (planner/ir.py, planner/incremental.py): no Spark."""
+
+from __future__ import annotations
+
+import pytest
+from headwater.planner.incremental import (
+    conjuncts,
+    incrementalize,
+    lower_set_ops,
+    push_down_filters,
+)
+from headwater.planner.ir import (
+    Aggregate,
+    Difference,
+    Distinct,
+    Filter,
+    Join,
+    Scan,
+    SemiJoin,
+    SetOp,
+    walk,
+)
+
+from headwater.errors import SQLError
+from tests.test_engine_support import catalog, plan_of
+
+UNSUPPORTED = {
+    "SELECT a FROM t LIMIT 3": "LIMIT",
+    "SELECT sum(b) OVER (PARTITION BY a) FROM t": "window functions",
+    "SELECT (SELECT max(x) FROM u) FROM t": "subquery in this position",
+    "SELECT a FROM t WHERE b > (SELECT 1)": "subquery in this position",
+    "SELECT array_agg(b) FROM t": "aggregate function array_agg",
+    "SELECT random() FROM t": "volatile function random()",
+    "SELECT now() FROM t": "volatile function now()",
+    "SELECT CURRENT_TIMESTAMP FROM t": "time-dependent",
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION SELECT n + 1 FROM r) SELECT n FROM r": "RECURSIVE",
+    "SELECT a, count(*) FROM t GROUP BY ROLLUP (a)": "ROLLUP",
+    "SELECT DISTINCT ON (a) a, b FROM t": "DISTINCT ON",
+    "SELECT * FROM generate_series(1, 3)": "function in FROM",
+    "SELECT * FROM t, LATERAL (SELECT x FROM u WHERE u.a = t.a) s": "LATERAL",
+    "SELECT * FROM pg_catalog.pg_class": "system relation",
+    "SELECT id FROM t WHERE a NOT IN (SELECT a FROM u WHERE u.x = t.b)": "NOT IN with a correlated",
+}
+
+
+@pytest.mark.parametrize("sql", sorted(UNSUPPORTED))
+def test_out_of_scope_is_0A000_naming_the_construct(sql: str) -> None:
+    with pytest.raises(SQLError) as err:
+        incrementalize(plan_of(sql, catalog()))
+    assert err.value.sqlstate == "0A000"
+    assert UNSUPPORTED[sql] in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("sql", "sqlstate"),
+    [
+        ("SELECT a, b FROM t GROUP BY a", "42803"),
+        ("SELECT nope FROM t", "42703"),
+        ("SELECT a FROM t, u", "42702"),
+        ("SELECT * FROM missing", "42P01"),
+        ("SELECT a FROM t UNION SELECT a, x FROM u", "42601"),
+    ],
+)
+def test_binding_errors_keep_postgres_sqlstates(sql: str, sqlstate: str) -> None:
+    with pytest.raises(SQLError) as err:
+        plan_of(sql, catalog())
+    assert err.value.sqlstate == sqlstate
+
+
+def test_output_names_follow_postgres() -> None:
+    plan = plan_of("SELECT a, count(*), sum(b) AS total, b + 1 FROM t GROUP BY a, b", catalog())
+    assert plan.output == ("a", "count", "total", "?column?")
+    assert plan_of("SELECT * FROM t JOIN u USING (a)", catalog()).output == (
+        "a",
+        "id",
+        "b",
+        "s",
+        "id",
+        "x",
+    )
+
+
+def test_views_are_expanded_inline() -> None:
+    plan = plan_of("SELECT a FROM big_t", catalog())
+    scans = [n for n in walk(plan.root) if isinstance(n, Scan)]
+    assert [s.table for s in scans] == [16400]
+    assert any(isinstance(n, Filter) and "3" in n.predicate for n in walk(plan.root))
+
+
+def test_comma_join_becomes_keyed_join() -> None:
+    plan = incrementalize(plan_of("SELECT t.id FROM t, u WHERE t.a = u.a AND u.x > 2", catalog()))
+    joins = [n for n in walk(plan.root) if isinstance(n, Join)]
+    assert len(joins) == 1 and joins[0].kind == "inner" and len(joins[0].left_keys) == 1
+    assert isinstance(joins[0].right, Filter)  # u.x > 2 pushed below the join
+
+
+def test_push_down_filters_is_a_pure_rule() -> None:
+    a = Scan(1, ("x", "y"), ("c1", "c2"))
+    b = Scan(2, ("x",), ("c3",))
+    out = push_down_filters(Filter(Join("cross", a, b), "c1 = c3 AND c2 > 0 AND c1 + c3 > c2"))
+    assert isinstance(out, Join) and out.kind == "inner"
+    assert out.left_keys == ("c1",) and out.right_keys == ("c3",)
+    assert out.residual == "c1 + c3 > c2"
+    assert isinstance(out.left, Filter) and out.left.predicate == "(c2 > 0)"
+    assert conjuncts("(c1 > 0) AND c2 IS NULL AND (c3 = 1 OR c4 = 2)") == [
+        "c1 > 0",
+        "c2 IS NULL",
+        "c3 = 1 OR c4 = 2",
+    ]
+
+
+def test_union_is_distinct_of_union_all() -> None:
+    a = Scan(1, ("x",), ("c1",))
+    b = Scan(2, ("x",), ("c2",))
+    out = lower_set_ops(SetOp("union", False, a, b, ("c3",)))
+    assert isinstance(out, Distinct) and isinstance(out.input, SetOp) and out.input.all
+
+
+def test_subqueries_and_outer_joins_are_lowered() -> None:
+    sqls = [
+        "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",
+        "SELECT id FROM t WHERE a NOT IN (SELECT a FROM u)",
+        "SELECT * FROM t FULL JOIN u ON t.a = u.a AND t.b < u.x",
+    ]
+    for sql in sqls:
+        plan = plan_of(sql, catalog())
+        assert any(isinstance(n, SemiJoin) or isinstance(n, Join) for n in walk(plan.root))
+        low = incrementalize(plan)
+        kinds = {type(n) for n in walk(low.root)}
+        assert SemiJoin not in kinds
+        assert all(n.kind in ("inner", "cross") for n in walk(low.root) if isinstance(n, Join))
+    low = incrementalize(plan_of(sqls[1], catalog()))
+    assert any(isinstance(n, Difference) for n in walk(low.root))
+    assert any(isinstance(n, Aggregate) and n.scalar for n in walk(low.root))  # NULL check
