@@ -626,4 +626,4 @@ def _storable(t: str) -> str:
 
 
 def arrow_rows(db: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
-    return db.execute(sql).to_arrow_table()
+    return db.sql(sql).to_arrow_table()

@@ -39,6 +39,7 @@ from headwater.planner.ir import Plan
 
 log = logging.getLogger("headwater.engine")
 
+ATTACHED = "hw_engine"  # the engine's database, when attached to the server's DuckDB
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
 
 
@@ -92,14 +93,24 @@ class Engine:
         master: str = "local[2]",
         snapshot: Snapshot | None = None,
         wait_ms: int = 250,
+        connection: duckdb.DuckDBPyConnection | None = None,
     ) -> None:
+        """`connection`: a DuckDB database to attach the engine's database to (the
+        server's replica), so that reads of views are plain SQL on it (`read_sql`)."""
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.spool = Path(spool_dir)
         self.master = master
         self.wait_ms = wait_ms
         self._snapshot = snapshot or self._spool_snapshot
-        self._db = duckdb.connect(str(self.state_dir / "engine.duckdb"))
+        path = str(self.state_dir / "engine.duckdb")
+        if connection is None:
+            self._db = duckdb.connect(path)
+            self.schema = ""
+        else:
+            self._db = connection
+            connection.execute(f"ATTACH '{path}' AS {ATTACHED}")
+            self.schema = f"{ATTACHED}."
         self._lock = threading.RLock()  # one batch (or DDL) at a time
         self._cur = self._cursor()
         self._cur.execute(
@@ -124,6 +135,8 @@ class Engine:
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cur = self._db.cursor()
         cur.execute("SET integer_division = true")
+        if self.schema:
+            cur.execute(f"USE {ATTACHED}")
         return cur
 
     # -- views ----------------------------------------------------------------------
@@ -202,6 +215,8 @@ class Engine:
                     f" WHERE _from <= {epoch} AND _to > {epoch})"
                 )
             t = self._snapshot(oid, epoch)
+            if t.num_rows == 0:
+                return empty_changes(info)
             self._cur.register(name, t)
             registered.append(name)
             if sp.WEIGHT in t.column_names:
@@ -269,14 +284,7 @@ class Engine:
                 name = registered.get(oid)
                 if name is None:  # no change in the batch: an empty relation of its type
                     info = next(p.scans[oid] for p in self.views.values() if oid in p.scans)
-                    cols = ", ".join(
-                        f'NULL::{t} AS "{c}"' for c, t in zip(info.columns, info.types, strict=True)
-                    )
-                    sep = ", " if cols else ""
-                    return (
-                        f"(SELECT {cols}{sep}0::BIGINT AS _hw_w, 0::BIGINT AS _hw_epoch"
-                        " WHERE false)"
-                    )
+                    return empty_changes(info)
                 return f"(SELECT * FROM {name} WHERE _hw_epoch > {after})"
 
             def has_changes(prog: ViewProgram, after: int) -> bool:
@@ -367,7 +375,10 @@ class Engine:
     def close(self) -> None:
         self.stop()
         self._cur.close()
-        self._db.close()
+        if self.schema:
+            self._db.execute(f"DETACH {ATTACHED}")
+        else:
+            self._db.close()
 
     def wait_for(self, epoch: int, timeout: float = 60.0) -> bool:
         """Wait until every running view's frontier is >= epoch."""
@@ -404,7 +415,8 @@ class Engine:
             f'{c} AS "{n}"' for c, n in zip(prog.plan.root.columns, prog.plan.output, strict=True)
         )
         return (
-            f"SELECT {names} FROM (SELECT * FROM o{view} WHERE _from <= {e} AND _to > {e}) _o,"
+            f"SELECT {names} FROM (SELECT * FROM {self.schema}o{view}"
+            f" WHERE _from <= {e} AND _to > {e}) _o,"
             " range(_o._n)"
         )
 
@@ -437,6 +449,13 @@ class Engine:
             for v in self.views:
                 self._cur.execute(f"DELETE FROM o{v} WHERE _to <= {horizon}")
                 self._cur.execute(f"DELETE FROM l{v} WHERE _e <= {horizon}")
+
+
+def empty_changes(info: ScanInfo) -> str:
+    """An empty change relation with the scanned relation's columns and types."""
+    cols = ", ".join(f'NULL::{t} AS "{c}"' for c, t in zip(info.columns, info.types, strict=True))
+    sep = ", " if cols else ""
+    return f"(SELECT {cols}{sep}0::BIGINT AS _hw_w, 0::BIGINT AS _hw_epoch WHERE false)"
 
 
 def _batch_end(checkpoint: str, batch_id: int) -> int | None:

@@ -250,7 +250,8 @@ class _EpochReader(SimpleDataSourceStreamReader):
         return self.readBetweenOffsets(start, end), end
 
     def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[tuple]:
-        return iter([(int(start["epoch"]), int(end["epoch"]))])
+        s, e = int(start["epoch"]), int(end["epoch"])
+        return iter([(s, e)] if e > s else [])
 
     def commit(self, end: dict) -> None:
         pass

@@ -1,0 +1,126 @@
+"""Engine behaviour without Spark or PostgreSQL: `Engine.advance` driven by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+from headwater.engine.engine import Engine
+from headwater.engine.spool import SpoolWriter
+
+from tests.test_engine_support import T, U, arrow_rows, catalog, plan_of, scans
+
+
+def _t(rows: list[tuple], w: list[int]) -> pa.Table:
+    cols = list(zip(*rows, strict=True))
+    return pa.table(
+        {
+            "id": pa.array(cols[0], pa.int32()),
+            "a": pa.array(cols[1], pa.int32()),
+            "b": pa.array(cols[2], pa.int32()),
+            "s": pa.array(cols[3], pa.string()),
+            "_hw_w": pa.array(w, pa.int32()),
+        }
+    )
+
+
+def _u(rows: list[tuple], w: list[int]) -> pa.Table:
+    cols = list(zip(*rows, strict=True))
+    return pa.table(
+        {
+            "id": pa.array(cols[0], pa.int32()),
+            "a": pa.array(cols[1], pa.int32()),
+            "x": pa.array(cols[2], pa.int32()),
+            "_hw_w": pa.array(w, pa.int32()),
+        }
+    )
+
+
+def _engine(tmp: Path, **kw: object) -> tuple[Engine, SpoolWriter]:
+    w = SpoolWriter(tmp / "spool")
+    return Engine(tmp / "state", tmp / "spool", **kw), w  # type: ignore[arg-type]
+
+
+def _view(engine: Engine, vid: int, sql: str, at: int = 0) -> None:
+    plan = plan_of(sql, catalog())
+    sc = scans()
+    engine.create_view(vid, plan, {o: sc[o] for o in plan.tables}, name=f"v{vid}", at_epoch=at)
+
+
+def test_scalar_aggregate_on_empty_input_is_postgres_answer(tmp_path: Path) -> None:
+    engine, w = _engine(tmp_path)
+    _view(engine, 1, "SELECT count(*) AS n, sum(b) AS s, max(s) AS m FROM t")
+    assert arrow_rows(engine.read(1, 0)) == [(0, None, None)]
+    w.write_epoch(1, {T: _t([(1, 1, 5, "x")], [1])})
+    w.write_epoch(2, {T: _t([(1, 1, 5, "x")], [-1])})
+    engine.advance(2)
+    assert arrow_rows(engine.read(1, 1)) == [(1, 5, "x")]
+    assert arrow_rows(engine.read(1, 2)) == [(0, None, None)]
+
+
+def test_a_failing_view_stops_alone(tmp_path: Path) -> None:
+    engine, w = _engine(tmp_path)
+    _view(engine, 1, "SELECT id, 10 / b AS q FROM t")
+    _view(engine, 2, "SELECT count(*) AS n FROM t")
+    w.write_epoch(1, {T: _t([(1, 1, 5, "x")], [1])})
+    engine.advance(1)
+    w.write_epoch(2, {T: _t([(2, 1, 0, "x")], [1])})
+    engine.advance(2)
+    status = {s.view: s for s in engine.status()}
+    assert status[1].status == "error" and "Division by zero" in (status[1].error or "")
+    assert status[1].frontier == 1
+    assert status[2].status == "running" and status[2].frontier == 2
+    assert arrow_rows(engine.read(2, 2)) == [(2,)]
+
+
+def test_view_over_view_and_drop(tmp_path: Path) -> None:
+    engine, w = _engine(tmp_path)
+    _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
+    cat = catalog()
+    from headwater.catalog.objects import Column, Table
+    from headwater.catalog.types import INT4, INT8, ColumnType
+
+    cat.add_relation(
+        Table(
+            900,
+            "public",
+            "per_a",
+            (Column("a", ColumnType(INT4, -1)), Column("n", ColumnType(INT8, -1))),
+        )
+    )
+    plan = plan_of("SELECT n, count(*) AS groups FROM per_a GROUP BY n", cat)
+    engine.create_view(2, plan, {900: engine.output_scan(1, 900)}, at_epoch=0)
+    w.write_epoch(1, {T: _t([(1, 1, 0, None), (2, 1, 0, None), (3, 2, 0, None)], [1, 1, 1])})
+    w.write_epoch(2, {T: _t([(3, 2, 0, None)], [-1])})
+    engine.advance(2)
+    assert sorted(arrow_rows(engine.read(2, 1))) == [(1, 1), (2, 1)]
+    assert sorted(arrow_rows(engine.read(2, 2))) == [(2, 1)]
+    engine.drop_view(2)
+    assert 2 not in engine.views and [s.view for s in engine.status()] == [1]
+
+
+def test_reads_through_an_attached_database(tmp_path: Path) -> None:
+    replica = duckdb.connect(":memory:")
+    engine, w = _engine(tmp_path, connection=replica)
+    _view(engine, 1, "SELECT t.id, u.x FROM t JOIN u ON t.a = u.a")
+    w.write_epoch(1, {T: _t([(1, 7, 0, None)], [1]), U: _u([(5, 7, 42)], [1])})
+    engine.advance(1)
+    rows = replica.execute(engine.read_sql(1, 1)).fetchall()
+    assert rows == [(1, 42)]
+    assert replica.execute(engine.read_sql(1, 0)).fetchall() == []
+
+
+def test_restart_keeps_state_and_frontier(tmp_path: Path) -> None:
+    engine, w = _engine(tmp_path)
+    _view(engine, 1, "SELECT a, string_agg(s, ',' ORDER BY s) AS ss FROM t GROUP BY a")
+    w.write_epoch(1, {T: _t([(1, 1, 0, "b"), (2, 1, 0, "a")], [1, 1])})
+    engine.advance(1)
+    engine.close()
+    engine = Engine(tmp_path / "state", tmp_path / "spool")
+    assert engine.frontier(1) == 1
+    engine.advance(1)  # a replayed batch is a no-op
+    w.write_epoch(2, {T: _t([(3, 1, 0, "c")], [1])})
+    engine.advance(2)
+    assert arrow_rows(engine.read(1, 1)) == [(1, "a,b")]
+    assert arrow_rows(engine.read(1, 2)) == [(1, "a,b,c")]
