@@ -396,8 +396,8 @@ class ViewProgram:
         keep = "true" if scalar else "_n <> 0"
         part = ", ".join(keys) or "1"
         db.execute(
-            f"INSERT INTO {state} SELECT {', '.join(keys + acc)} FROM _r"
-            f" WHERE {keep} QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY _e DESC) = 1"
+            f"INSERT INTO {state} SELECT {', '.join(keys + acc)} FROM {last_per_group('_r', part)}"
+            f" WHERE {keep}"
         )
         return out
 
@@ -490,8 +490,8 @@ class ViewProgram:
         keep = "true" if node.scalar else "_n > 0"
         part = ", ".join(keys) or "1"
         db.execute(
-            f"INSERT INTO {o} SELECT {', '.join(keys + vcols)}, _n FROM _r WHERE {keep}"
-            f" QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY _e DESC) = 1"
+            f"INSERT INTO {o} SELECT {', '.join(keys + vcols)}, _n"
+            f" FROM {last_per_group('_r', part)} WHERE {keep}"
         )
         self._append_state(m, f"SELECT {nl}{sep}_w FROM {src}")
         return out
@@ -542,8 +542,8 @@ class ViewProgram:
         cond = ns_eq([f"{state}.{c}" for c in names], [f"_q.{c}" for c in names])
         db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {nl} FROM _p) _q WHERE {cond}")
         db.execute(
-            f"INSERT INTO {state} SELECT {nl}{sep}_a, _b FROM _r WHERE _a <> 0 OR _b <> 0"
-            f" QUALIFY row_number() OVER (PARTITION BY {nl or '1'} ORDER BY _e DESC) = 1"
+            f"INSERT INTO {state} SELECT {nl}{sep}_a, _b FROM {last_per_group('_r', nl or '1')}"
+            " WHERE _a <> 0 OR _b <> 0"
         )
         return out
 
@@ -592,6 +592,15 @@ class ViewProgram:
     @db.setter
     def db(self, value: duckdb.DuckDBPyConnection) -> None:
         self._db = value
+
+
+def last_per_group(table: str, partition: str) -> str:
+    """Each group's row of the batch's last epoch (filter AFTER this, not before:
+    a group that vanished at the last epoch must not keep an earlier value)."""
+    return (
+        f"(SELECT * FROM {table} QUALIFY row_number() OVER"
+        f" (PARTITION BY {partition} ORDER BY _e DESC) = 1) AS _last"
+    )
 
 
 def _group(node: Aggregate | Distinct) -> list[tuple[str, str]]:
