@@ -108,8 +108,8 @@ def spark_session(master: str, polling_ms: int = 10) -> Any:
     return spark
 
 
-def tree_cpu_seconds(root_pid: int) -> float:
-    """user+system CPU of a process and all its descendants (from /proc)."""
+def tree_cpu(root_pid: int) -> dict[int, float]:
+    """user+system CPU seconds of a process and each of its descendants (/proc)."""
     children: dict[int, list[int]] = {}
     stats: dict[int, float] = {}
     for d in os.listdir("/proc"):
@@ -120,22 +120,24 @@ def tree_cpu_seconds(root_pid: int) -> float:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ppid = int(fields[1])
-        children.setdefault(ppid, []).append(int(d))
+        children.setdefault(int(fields[1]), []).append(int(d))
         stats[int(d)] = (int(fields[11]) + int(fields[12])) / CLK
-    total, todo = 0.0, [root_pid]
+    out: dict[int, float] = {}
+    todo = [root_pid]
     while todo:
         p = todo.pop()
-        total += stats.get(p, 0.0)
+        out[p] = stats.get(p, 0.0)
         todo.extend(children.get(p, []))
-    return total
+    return out
 
 
 def idle_cpu(seconds: float = 10.0) -> float:
-    """Share of one core used by this process tree over `seconds` of no writes."""
-    a = tree_cpu_seconds(os.getpid())
+    """Share of one core used by this process tree over `seconds` of no writes
+    (per process: a worker that exits during the window takes its CPU with it)."""
+    a = tree_cpu(os.getpid())
     time.sleep(seconds)
-    return (tree_cpu_seconds(os.getpid()) - a) / seconds
+    b = tree_cpu(os.getpid())
+    return sum(max(0.0, cpu - a.get(p, 0.0)) for p, cpu in b.items()) / seconds
 
 
 def batch_range(checkpoint: str, batch_id: int) -> tuple[int, int]:
@@ -971,6 +973,7 @@ def section_engine(master: str, tmp: Path) -> None:
         loaded = seen.latencies(w, range(warm + 1, w.epoch + 1))
         time.sleep(2.0)
         idle = idle_cpu(10.0)
+        log(f"engine {n}: {ms(spaced)} / {ms(loaded)} / idle {idle * 100:.1f}%")
         engine.stop()
         # exactness: every epoch of the first view against recomputation
         db = duckdb.connect()
@@ -980,8 +983,9 @@ def section_engine(master: str, tmp: Path) -> None:
         bad = 0
         for e in range(1, w.epoch + 1, max(1, w.epoch // 100)):
             db.execute(
-                f"CREATE OR REPLACE TABLE t AS SELECT k, v FROM (SELECT k, v, sum(_hw_w) AS n"
-                f" FROM lg WHERE _hw_epoch <= {e} GROUP BY k, v HAVING sum(_hw_w) > 0), range(n)"
+                "CREATE OR REPLACE TABLE t AS SELECT k, v FROM"
+                f" (SELECT k, v, sum(_hw_w)::BIGINT AS n FROM lg WHERE _hw_epoch <= {e}"
+                " GROUP BY k, v HAVING sum(_hw_w) > 0), range(n)"
             )
             exp = sorted(db.execute(sql0).fetchall())
             got = sorted(tuple(r.values()) for r in engine.read(1000, e).to_pylist())

@@ -146,7 +146,7 @@ class ViewProgram:
         )
         db.execute(f"CREATE TABLE IF NOT EXISTS l{self.view} ({self._typed(root)})")
         for i, node in enumerate(self.nodes):
-            for name, sql in self._state_schemas(i, node):
+            for name, sql in self.state_schemas(i, node):
                 db.execute(f"CREATE TABLE IF NOT EXISTS {name} AS {sql} LIMIT 0")
 
     def _typed(self, i: int, with_meta: bool = True) -> str:
@@ -156,7 +156,7 @@ class ViewProgram:
             parts += ["_w BIGINT", "_e BIGINT"]
         return ", ".join(parts)
 
-    def _state_schemas(self, i: int, node: Node) -> list[tuple[str, str]]:
+    def state_schemas(self, i: int, node: Node) -> list[tuple[str, str]]:
         v = self.view
         if isinstance(node, Join):
             li, ri = self.index[id(node.left)], self.index[id(node.right)]
@@ -186,7 +186,7 @@ class ViewProgram:
     def drop(self, db: duckdb.DuckDBPyConnection) -> None:
         v = self.view
         for name in [f"o{v}", f"l{v}"] + [
-            n for i, node in enumerate(self.nodes) for n, _ in self._state_schemas(i, node)
+            n for i, node in enumerate(self.nodes) for n, _ in self.state_schemas(i, node)
         ]:
             db.execute(f"DROP TABLE IF EXISTS {name}")
 

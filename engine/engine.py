@@ -51,7 +51,8 @@ class ViewStatus:
     created: int
     status: str  # running | error
     error: str | None
-    rows: int
+    rows: int  # rows of the view at its frontier
+    state_rows: int  # rows the view keeps: operator states, output versions and changes
 
 
 _spark_lock = threading.Lock()
@@ -437,10 +438,16 @@ class Engine:
         )
         out = []
         for v, name, fr, created, st, err in rows:
-            n = fetch_all(
-                self._reader(), f"SELECT coalesce(sum(_n), 0) FROM o{v} WHERE _to = {LIVE}"
-            )[0][0]
-            out.append(ViewStatus(int(v), name, int(fr), int(created), st, err, int(n)))
+            cur = self._reader()
+            n = fetch_all(cur, f"SELECT coalesce(sum(_n), 0) FROM o{v} WHERE _to = {LIVE}")[0][0]
+            prog = self.views.get(int(v))
+            tables = [f"o{v}", f"l{v}"]
+            if prog is not None:
+                tables += [
+                    t for i, node in enumerate(prog.nodes) for t, _ in prog.state_schemas(i, node)
+                ]
+            size = sum(fetch_all(cur, f"SELECT count(*) FROM {t}")[0][0] for t in tables)
+            out.append(ViewStatus(int(v), name, int(fr), int(created), st, err, int(n), size))
         return out
 
     def vacuum(self, horizon: int) -> None:
