@@ -31,6 +31,7 @@ Scalar expressions are evaluated by DuckDB as SQL text (planner/ir.py).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,8 @@ from headwater.planner.ir import (
 
 LIVE = 2**63 - 1
 CUMULATIVE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+# Consistency checks that cost a statement per batch (tests turn them on).
+CHECKS = os.environ.get("HW_ENGINE_CHECKS", "") == "1"
 COMPACT_MIN_ROWS = 10_000  # join/multiset states are compacted when they doubled past this
 
 
@@ -114,7 +117,8 @@ class ViewProgram:
     nodes: list[Node] = field(default_factory=list)
     index: dict[int, int] = field(default_factory=dict)  # id(node) -> operator index
     types: dict[int, list[str]] = field(default_factory=dict)
-    states: dict[str, int] = field(default_factory=dict)  # state table -> rows at last compaction
+    states: dict[str, list[int]] = field(default_factory=dict)  # table -> [rows, at compaction]
+    scratch: set[str] = field(default_factory=set)  # temp tables created on the connection
 
     def __post_init__(self) -> None:
         for n in walk(self.plan.root):
@@ -208,31 +212,51 @@ class ViewProgram:
         if i in self._done:
             return self._done[i]
         kids = [self.delta(c) for c in node.children()]
+        self._op = i
         rule = getattr(self, f"_{type(node).__name__.lower()}")
         name = rule(node, i, kids)
         self._done[i] = name
         return name
 
-    def _put(self, i: int, select: str) -> str:
-        """Materialize an operator's changes, typed as the operator's output."""
+    def _tmp(self, alias: str, select: str, exact: bool = False) -> str:
+        """Materialize `select` into a temp table of this operator (the name, unless
+        `exact`, gets the view and operator). Creating a table costs ~5 ms in DuckDB
+        (DDL) against ~1 ms to refill one, so each is created once per connection and
+        refilled by later batches (the same SQL, so the same columns)."""
+        name = alias if exact else f"{alias}_{self.view}_{self._op}"
+        if name in self.scratch:
+            self.db.execute(f"DELETE FROM {name}")
+            self.rows = fetch_all(self.db, f"INSERT INTO {name} {select}")[0][0]
+        else:
+            create = f"CREATE OR REPLACE TEMP TABLE {name} AS {select}"
+            self.rows = fetch_all(self.db, create)[0][0]
+            self.scratch.add(name)
+        return name
+
+    def forget_scratch(self) -> None:
+        """After a rollback: temp tables created in that transaction are gone."""
+        self.scratch.clear()
+
+    def _put(self, i: int, select: str, inline: bool = False) -> str:
+        """An operator's changes, typed as the operator's output: materialized for
+        stateful operators, an inline subquery for linear ones (a chain of
+        filters and projections is one SELECT, not one table each)."""
         node = self.nodes[i]
-        name = f"d{self.view}_{i}"
         casts = [
             f"CAST({c} AS {t}) AS {c}" for c, t in zip(node.columns, self.types[i], strict=True)
         ]
         casts += ["CAST(_w AS BIGINT) AS _w", "CAST(_e AS BIGINT) AS _e"]
-        self.db.execute(
-            f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {', '.join(casts)}"
-            f" FROM ({select}) AS _s"
-        )
-        return name
+        sql = f"SELECT {', '.join(casts)} FROM ({select}) AS _s"
+        if inline:
+            return f"({sql})"
+        return self._tmp(f"d{self.view}_{i}", sql, exact=True)
 
     # -- stateless rules --------------------------------------------------------------
     def _scan(self, node: Scan, i: int, kids: list[str]) -> str:
         rel = self._batch.changes(node.table, self._frontier)
         sel = ", ".join(f"{q(s)} AS {n}" for s, n in zip(node.source, node.names, strict=True))
         sep = ", " if sel else ""
-        return self._put(i, f"SELECT {sel}{sep}_hw_w AS _w, _hw_epoch AS _e FROM {rel}")
+        return self._put(i, f"SELECT {sel}{sep}_hw_w AS _w, _hw_epoch AS _e FROM {rel}", True)
 
     def _values(self, node: Values, i: int, kids: list[str]) -> str:
         e = self._end
@@ -244,21 +268,23 @@ class ViewProgram:
                 f"SELECT *, 1 AS _w, {e} AS _e FROM (VALUES {rows}) AS _v({', '.join(node.names)})"
                 f" WHERE {str(self._first).lower()}"
             )
-        return self._put(i, sql)
+        return self._put(i, sql, True)
 
     def _filter(self, node: Filter, i: int, kids: list[str]) -> str:
-        return self._put(i, f"SELECT * FROM {kids[0]} WHERE {node.predicate}")
+        return self._put(i, f"SELECT * FROM {kids[0]} AS _i WHERE {node.predicate}", True)
 
     def _project(self, node: Project, i: int, kids: list[str]) -> str:
         sel = ", ".join(f"{e} AS {n}" for n, e in node.exprs)
         sep = ", " if sel else ""
-        return self._put(i, f"SELECT {sel}{sep}_w, _e FROM {kids[0]}")
+        return self._put(i, f"SELECT {sel}{sep}_w, _e FROM {kids[0]} AS _i", True)
 
     def _difference(self, node: Difference, i: int, kids: list[str]) -> str:
         c = ", ".join(node.columns)
         sep = ", " if c else ""
         return self._put(
-            i, f"SELECT * FROM {kids[0]} UNION ALL SELECT {c}{sep}-_w, _e FROM {kids[1]}"
+            i,
+            f"SELECT * FROM {kids[0]} AS _l UNION ALL SELECT {c}{sep}-_w, _e FROM {kids[1]} AS _r",
+            True,
         )
 
     # -- joins ------------------------------------------------------------------------
@@ -284,17 +310,20 @@ class ViewProgram:
 
     def _append_state(self, table: str, select: str) -> None:
         """Append rows (a Z-set: weights add up) and compact when it has doubled."""
-        self.db.execute(f"INSERT INTO {table} {select}")
-        rows = fetch_all(self.db, f"SELECT count(*) FROM {table}")[0][0]
-        base = self.states.get(table)
-        if base is None:
-            self.states[table] = base = rows
-        if rows > max(COMPACT_MIN_ROWS, 2 * base):
+        added = fetch_all(self.db, f"INSERT INTO {table} {select}")[0][0]
+        track = self.states.get(table)
+        if track is None:
+            rows = fetch_all(self.db, f"SELECT count(*) FROM {table}")[0][0]
+            track = self.states[table] = [rows, rows]
+        else:
+            track[0] += added
+        if track[0] > max(COMPACT_MIN_ROWS, 2 * track[1]):
             self.db.execute(
                 f"CREATE OR REPLACE TABLE {table} AS SELECT * EXCLUDE (_w), sum(_w)::BIGINT AS _w"
                 f" FROM {table} GROUP BY ALL HAVING sum(_w) <> 0"
             )
-            self.states[table] = fetch_all(self.db, f"SELECT count(*) FROM {table}")[0][0]
+            rows = fetch_all(self.db, f"SELECT count(*) FROM {table}")[0][0]
+            self.states[table] = [rows, rows]
 
     # -- aggregation ------------------------------------------------------------------
     def _aggregate(self, node: Aggregate, i: int, kids: list[str]) -> str:
@@ -348,7 +377,6 @@ class ViewProgram:
                 f"SELECT _e, {sums} FROM ({partial} UNION ALL SELECT {self._end} AS _e, {zeros})"
                 " GROUP BY _e"
             )
-        db.execute(f"CREATE OR REPLACE TEMP TABLE _p AS {partial}")
         pk = [f"_p.{k}" for k in keys]
         win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
         running = [
@@ -356,11 +384,13 @@ class ViewProgram:
             f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
             for x in acc
         ]
-        db.execute(
-            f"CREATE OR REPLACE TEMP TABLE _r AS SELECT {', '.join(pk + ['_p._e'] + running)},"
+        R = self._tmp(
+            "_r",
+            f"SELECT {', '.join(pk + ['_p._e'] + running)},"
             f" _s._n IS NOT NULL AS _had, row_number() OVER _w AS _i"
-            f" FROM _p LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{k}' for k in keys])}"
-            f" WINDOW _w AS ({win})"
+            f" FROM ({partial}) AS _p"
+            f" LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{k}' for k in keys])}"
+            f" WINDOW _w AS ({win})",
         )
 
         def final(old: bool) -> str:
@@ -384,19 +414,21 @@ class ViewProgram:
             new_exists, old_exists = "true", "(_had OR _i > 1)"
         else:
             new_exists, old_exists = "_n > 0", "_n_old > 0"
+        # (inline: it reads only this batch's scratch table, not the state below)
         out = self._put(
             i,
-            f"SELECT {final(False)}{sep}1 AS _w, _e FROM _r WHERE {new_exists}"
-            f" UNION ALL SELECT {final(True)}{sep}-1, _e FROM _r WHERE {old_exists}",
+            f"SELECT {final(False)}{sep}1 AS _w, _e FROM {R} WHERE {new_exists}"
+            f" UNION ALL SELECT {final(True)}{sep}-1, _e FROM {R} WHERE {old_exists}",
+            True,
         )
         # state: the last value of every group the batch changed
         cond = ns_eq([f"{state}.{k}" for k in keys], [f"_q.{k}" for k in keys])
         kl = ", ".join(keys) or "1 AS _one"
-        db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {kl} FROM _p) _q WHERE {cond}")
+        db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {kl} FROM {R}) _q WHERE {cond}")
         keep = "true" if scalar else "_n <> 0"
         part = ", ".join(keys) or "1"
         db.execute(
-            f"INSERT INTO {state} SELECT {', '.join(keys + acc)} FROM {last_per_group('_r', part)}"
+            f"INSERT INTO {state} SELECT {', '.join(keys + acc)} FROM {last_per_group(R, part)}"
             f" WHERE {keep}"
         )
         return out
@@ -409,11 +441,11 @@ class ViewProgram:
         need = _needed(node)
         m, o = f"s{v}_{i}_m", f"s{v}_{i}_o"
         ch_sel = ", ".join([f"{e} AS {n}" for n, e in node.group] + ["_e"])
-        db.execute(f"CREATE OR REPLACE TEMP TABLE _ch AS SELECT DISTINCT {ch_sel} FROM {src}")
+        CH = self._tmp("_ch", f"SELECT DISTINCT {ch_sel} FROM {src}")
         if node.scalar and self._first:
             e = self._end
             db.execute(
-                f"INSERT INTO _ch SELECT {e} WHERE NOT EXISTS (SELECT 1 FROM _ch WHERE _e = {e})"
+                f"INSERT INTO {CH} SELECT {e} WHERE NOT EXISTS (SELECT 1 FROM {CH} WHERE _e = {e})"
             )
         nl = ", ".join(need)
         sep = ", " if nl else ""
@@ -423,20 +455,19 @@ class ViewProgram:
         on = ns_eq([f"({e})" for e in kexpr], [f"_ch.{k}" for k in keys])
         chk = ", ".join(f"_ch.{k}" for k in keys)
         chk_sep = ", " if chk else ""
-        db.execute(
-            f"CREATE OR REPLACE TEMP TABLE _ms AS SELECT {chk}{chk_sep}_ch._e AS _t{sep}"
+        MS = self._tmp(
+            "_ms",
+            f"SELECT {chk}{chk_sep}_ch._e AS _t{sep}"
             f"{', '.join(f'_x.{c}' for c in need)}, sum(_x._w)::BIGINT AS _cnt"
-            f" FROM _ch JOIN {rows} _x"
-            f" ON {on} AND _x._e <= _ch._e GROUP BY ALL HAVING sum(_x._w) <> 0"
+            f" FROM {CH} AS _ch JOIN {rows} _x"
+            f" ON {on} AND _x._e <= _ch._e GROUP BY ALL HAVING sum(_x._w) <> 0",
         )
-        bad = fetch_all(db, "SELECT count(*) FROM _ms WHERE _cnt < 0")[0][0]
-        if bad:
-            raise RuntimeError(f"view {v}: negative multiplicity in an aggregate's input")
         calls = ", ".join(f"{agg_sql(a)} AS {a.name}" for a in node.aggs)
         gk = ", ".join(keys + ["_t"])
-        db.execute(
-            f"CREATE OR REPLACE TEMP TABLE _nv AS SELECT {gk}, count(*)::BIGINT AS _n, {calls}"
-            f" FROM (SELECT * FROM _ms, range(_ms._cnt)) AS _x GROUP BY {gk}"
+        NV = self._tmp(
+            "_nv",
+            f"SELECT {gk}, count(*)::BIGINT AS _n, {calls}"
+            f" FROM (SELECT * FROM {MS} AS _ms, range(_ms._cnt)) AS _x GROUP BY {gk}",
         )
         if node.scalar:
             # PostgreSQL's answer on no rows (count 0, the others NULL) where a
@@ -446,10 +477,10 @@ class ViewProgram:
                 f"CASE WHEN _nv._t IS NULL THEN _em.{a.name} ELSE _nv.{a.name} END AS {a.name}"
                 for a in node.aggs
             )
-            db.execute(
-                f"CREATE OR REPLACE TEMP TABLE _nv AS SELECT _ch._e AS _t,"
-                f" coalesce(_nv._n, 0) AS _n, {vals}"
-                f" FROM _ch LEFT JOIN _nv ON _nv._t = _ch._e, ({empty}) AS _em"
+            NV = self._tmp(
+                "_nv2",
+                f"SELECT _ch._e AS _t, coalesce(_nv._n, 0) AS _n, {vals}"
+                f" FROM {CH} AS _ch LEFT JOIN {NV} AS _nv ON _nv._t = _ch._e, ({empty}) AS _em",
             )
         vcols = [a.name for a in node.aggs]
         # old value per (group, epoch): the previous epoch's new value, or the state
@@ -463,14 +494,15 @@ class ViewProgram:
             f" ELSE lag(_nv.{c}) OVER ({win}) END AS {c}_old"
             for c in vcols
         ]
-        db.execute(
-            "CREATE OR REPLACE TEMP TABLE _r AS SELECT"
+        R = self._tmp(
+            "_r",
+            "SELECT"
             f" {', '.join(pk + ['_ch._e'] + cols_new + cols_old)},"
             f" coalesce(_nv._n, 0) AS _n,"
             f" CASE WHEN row_number() OVER ({win}) = 1 THEN coalesce(_o._n, 0)"
             f" ELSE coalesce(lag(_nv._n) OVER ({win}), 0) END AS _n_old,"
             f" _o._n IS NOT NULL AS _had, row_number() OVER ({win}) AS _i"
-            f" FROM _ch LEFT JOIN _nv ON {nv_on} LEFT JOIN {o} _o ON {o_on}"
+            f" FROM {CH} AS _ch LEFT JOIN {NV} AS _nv ON {nv_on} LEFT JOIN {o} _o ON {o_on}",
         )
         if node.scalar:
             new_exists, old_exists = "true", "(_had OR _i > 1)"
@@ -481,17 +513,18 @@ class ViewProgram:
         oldc = ", ".join(keys + [f"{c}_old AS {c}" for c in vcols])
         out = self._put(
             i,
-            f"SELECT {newc}{sep2}1 AS _w, _e FROM _r WHERE {new_exists}"
-            f" UNION ALL SELECT {oldc}{sep2}-1, _e FROM _r WHERE {old_exists}",
+            f"SELECT {newc}{sep2}1 AS _w, _e FROM {R} WHERE {new_exists}"
+            f" UNION ALL SELECT {oldc}{sep2}-1, _e FROM {R} WHERE {old_exists}",
+            True,
         )
         cond = ns_eq([f"{o}.{k}" for k in keys], [f"_q.{k}" for k in keys])
         kl = ", ".join(keys) or "1 AS _one"
-        db.execute(f"DELETE FROM {o} USING (SELECT DISTINCT {kl} FROM _r) _q WHERE {cond}")
+        db.execute(f"DELETE FROM {o} USING (SELECT DISTINCT {kl} FROM {R}) _q WHERE {cond}")
         keep = "true" if node.scalar else "_n > 0"
         part = ", ".join(keys) or "1"
         db.execute(
             f"INSERT INTO {o} SELECT {', '.join(keys + vcols)}, _n"
-            f" FROM {last_per_group('_r', part)} WHERE {keep}"
+            f" FROM {last_per_group(R, part)} WHERE {keep}"
         )
         self._append_state(m, f"SELECT {nl}{sep}_w FROM {src}")
         return out
@@ -505,17 +538,20 @@ class ViewProgram:
         if node.op == "union":
             assert node.all, "UNION is lowered to Distinct(UNION ALL)"
             return self._put(
-                i, f"SELECT {ln}{sep}_w, _e FROM {dl} UNION ALL SELECT {rn}{sep}_w, _e FROM {dr}"
+                i,
+                f"SELECT {ln}{sep}_w, _e FROM {dl} AS _l UNION ALL"
+                f" SELECT {rn}{sep}_w, _e FROM {dr} AS _r",
+                True,
             )
         db, v = self.db, self.view
         state = f"s{v}_{i}_c"
         names = list(node.columns)
         nl = ", ".join(names)
-        db.execute(
-            f"CREATE OR REPLACE TEMP TABLE _p AS SELECT {nl}{sep}_e,"
+        partial = (
+            f"SELECT {nl}{sep}_e,"
             " sum(_a)::BIGINT AS _a, sum(_b)::BIGINT AS _b FROM"
-            f" (SELECT {ln}{sep}_w AS _a, 0 AS _b, _e FROM {dl} UNION ALL"
-            f" SELECT {rn}{sep}0, _w, _e FROM {dr}) GROUP BY ALL"
+            f" (SELECT {ln}{sep}_w AS _a, 0 AS _b, _e FROM {dl} AS _l UNION ALL"
+            f" SELECT {rn}{sep}0, _w, _e FROM {dr} AS _r) GROUP BY ALL"
         )
         pk = [f"_p.{c}" for c in names]
         win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
@@ -524,10 +560,12 @@ class ViewProgram:
             f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
             for x in ("_a", "_b")
         )
-        db.execute(
-            f"CREATE OR REPLACE TEMP TABLE _r AS SELECT {', '.join(pk + ['_p._e'])}, {run}"
-            f" FROM _p LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{c}' for c in names])}"
-            f" WINDOW _w AS ({win})"
+        R = self._tmp(
+            "_r",
+            f"SELECT {', '.join(pk + ['_p._e'])}, {run}"
+            f" FROM ({partial}) AS _p"
+            f" LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{c}' for c in names])}"
+            f" WINDOW _w AS ({win})",
         )
         f = {
             ("intersect", True): "least({a}, {b})",
@@ -537,51 +575,59 @@ class ViewProgram:
         }[(node.op, node.all)]
         new, old = f.format(a="_a", b="_b"), f.format(a="_a_old", b="_b_old")
         out = self._put(
-            i, f"SELECT {nl}{sep}({new}) - ({old}) AS _w, _e FROM _r WHERE ({new}) <> ({old})"
+            i,
+            f"SELECT {nl}{sep}({new}) - ({old}) AS _w, _e FROM {R} WHERE ({new}) <> ({old})",
+            True,
         )
         cond = ns_eq([f"{state}.{c}" for c in names], [f"_q.{c}" for c in names])
-        db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {nl} FROM _p) _q WHERE {cond}")
+        db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {nl} FROM {R}) _q WHERE {cond}")
         db.execute(
-            f"INSERT INTO {state} SELECT {nl}{sep}_a, _b FROM {last_per_group('_r', nl or '1')}"
+            f"INSERT INTO {state} SELECT {nl}{sep}_a, _b FROM {last_per_group(R, nl or '1')}"
             " WHERE _a <> 0 OR _b <> 0"
         )
         return out
 
     # -- the view's output ------------------------------------------------------------
     def integrate(self, db: duckdb.DuckDBPyConnection, root: str) -> int:
-        """Fold the root's changes into the output versions and the output log."""
+        """Fold the root's changes into the output versions and the output log.
+
+        One scratch table holds, per changed row and epoch, the consolidated weight,
+        the running multiplicity and the next epoch the row changes at; the log,
+        the closing of live versions and the new versions all come from it."""
         v = self.view
+        self._op = "out"
         names = list(self.plan.root.columns)
         nl = ", ".join(names)
         sep = ", " if nl else ""
-        db.execute(
-            f"CREATE OR REPLACE TEMP TABLE _q AS SELECT {nl}{sep}_e, sum(_w)::BIGINT AS _w"
-            f" FROM {root} GROUP BY ALL HAVING sum(_w) <> 0"
-        )
-        n = fetch_all(db, "SELECT count(*) FROM _q")[0][0]
-        if not n:
-            return 0
-        db.execute(f"INSERT INTO l{v} SELECT {nl}{sep}_w, _e FROM _q")
         qk = [f"_q.{c}" for c in names]
         win = f"PARTITION BY {', '.join(qk) or '1'} ORDER BY _q._e"
-        db.execute(
-            f"CREATE OR REPLACE TEMP TABLE _r AS SELECT {', '.join(qk + ['_q._e'])},"
+        R = self._tmp(
+            "_r",
+            f"SELECT {', '.join(qk + ['_q._e', '_q._w'])},"
             f" coalesce(_c._n, 0) + sum(_q._w) OVER ({win} {CUMULATIVE}) AS _n,"
-            f" lead(_q._e) OVER ({win}) AS _next"
-            f" FROM _q LEFT JOIN (SELECT * FROM o{v} WHERE _to = {LIVE}) _c"
-            f" ON {ns_eq(qk, [f'_c.{c}' for c in names])}"
+            f" lead(_q._e) OVER ({win}) AS _next,"
+            f" row_number() OVER ({win}) AS _i"
+            f" FROM (SELECT {nl}{sep}_e, sum(_w)::BIGINT AS _w FROM {root}"
+            f" GROUP BY ALL HAVING sum(_w) <> 0) AS _q"
+            f" LEFT JOIN (SELECT * FROM o{v} WHERE _to = {LIVE}) _c"
+            f" ON {ns_eq(qk, [f'_c.{c}' for c in names])}",
         )
-        neg = fetch_all(db, "SELECT count(*) FROM _r WHERE _n < 0")[0][0]
-        if neg:
-            raise RuntimeError(f"view {v}: a row's multiplicity went negative")
+        n = self.rows
+        if not n:
+            return 0
+        if CHECKS:
+            neg = fetch_all(db, f"SELECT count(*) FROM {R} WHERE _n < 0")[0][0]
+            if neg:
+                raise RuntimeError(f"view {v}: a row's multiplicity went negative")
+        db.execute(f"INSERT INTO l{v} SELECT {nl}{sep}_w, _e FROM {R}")
         cond = ns_eq([f"o{v}.{c}" for c in names], [f"_m.{c}" for c in names])
         db.execute(
-            f"UPDATE o{v} SET _to = _m._first"
-            f" FROM (SELECT {nl}{sep}min(_e) AS _first FROM _q GROUP BY ALL) _m"
+            f"UPDATE o{v} SET _to = _m._e FROM (SELECT * FROM {R} WHERE _i = 1) _m"
             f" WHERE o{v}._to = {LIVE} AND {cond}"
         )
         db.execute(
-            f"INSERT INTO o{v} SELECT {nl}{sep}_n, _e, coalesce(_next, {LIVE}) FROM _r WHERE _n > 0"
+            f"INSERT INTO o{v} SELECT {nl}{sep}_n, _e, coalesce(_next, {LIVE}) FROM {R}"
+            " WHERE _n > 0"
         )
         return int(n)
 
