@@ -38,7 +38,7 @@ def child(state: str, spool: str) -> None:
             engine.create_view(vid, plan, {o: sc[o] for o in plan.tables}, at_epoch=0)
 
     def progress(end: int) -> None:
-        low = min(s.frontier for s in engine.status())
+        low = min(engine.frontier(v) for v in VIEWS)
         Path(state, "frontier.tmp").write_text(str(low))
         os.replace(Path(state, "frontier.tmp"), Path(state, "frontier"))
 

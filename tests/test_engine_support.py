@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import headwater.engine.delta as delta
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Column, Table, View
@@ -25,6 +26,7 @@ from headwater.planner.ir import Plan, PlanBuilder
 from pglast import parse_sql
 
 T, U = 16400, 16401
+delta.CHECKS = True  # the engine's consistency checks, on in every engine test
 
 
 def _col(name: str, t: Any = INT4) -> Column:
