@@ -950,14 +950,18 @@ def section_engine(master: str, tmp: Path) -> None:
         "SELECT k % {m} AS g, count(DISTINCT v % 10) AS d FROM t GROUP BY 1",
         "SELECT DISTINCT k % {m} AS g FROM t",
     ]
-    spark_session(master)
+    spark = spark_session(master)
+    polling = int(os.environ.get("HW_BENCH_POLLING_MS", "100"))
+    wait_ms = int(os.environ.get("HW_BENCH_WAIT_MS", "0"))
+    spark.conf.set("spark.sql.streaming.pollingDelay", f"{polling}ms")
+    out(f"pollingDelay {polling} ms; the source's latestOffset waits up to {wait_ms} ms.\n")
     out("| views | freshness, spaced | freshness, an epoch every 5 ms | idle CPU | mismatches |")
     out("|---|---|---|---|---|")
     for n in (1, 10, 20):
         root = tmp / f"spool-f{n}"
         w, seen = Writer(root, Churn(50, 5)), Seen()
         w.write(10)
-        engine = Engine(tmp / f"state-f{n}", root, master=master, wait_ms=250)
+        engine = Engine(tmp / f"state-f{n}", root, master=master, wait_ms=wait_ms)
         for i in range(n):
             sql = shapes[i % len(shapes)].format(m=3 + i)
             plan = PlanBuilder(cat).build(parse_sql(sql)[0].stmt)
