@@ -44,3 +44,20 @@ def pg_oracle() -> Iterator[object]:
     pg = start_postgres(user="headwater", dbname="headwater")
     yield pg
     pg.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._headwater_exitstatus = int(exitstatus)  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Exit as soon as pytest is done: DuckDB's nanobind bindings print spurious
+    "leaked" reports during interpreter shutdown, after pytest's summary line."""
+    import os
+    import sys
+
+    status = getattr(config, "_headwater_exitstatus", None)
+    if status is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
