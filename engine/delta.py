@@ -387,7 +387,8 @@ class ViewProgram:
         R = self._tmp(
             "_r",
             f"SELECT {', '.join(pk + ['_p._e'] + running)},"
-            f" _s._n IS NOT NULL AS _had, row_number() OVER _w AS _i"
+            f" _s._n IS NOT NULL AS _had, row_number() OVER _w AS _i,"
+            f" lead(_p._e) OVER _w IS NULL AS _last"
             f" FROM ({partial}) AS _p"
             f" LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{k}' for k in keys])}"
             f" WINDOW _w AS ({win})",
@@ -426,10 +427,8 @@ class ViewProgram:
         kl = ", ".join(keys) or "1 AS _one"
         db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {kl} FROM {R}) _q WHERE {cond}")
         keep = "true" if scalar else "_n <> 0"
-        part = ", ".join(keys) or "1"
         db.execute(
-            f"INSERT INTO {state} SELECT {', '.join(keys + acc)} FROM {last_per_group(R, part)}"
-            f" WHERE {keep}"
+            f"INSERT INTO {state} SELECT {', '.join(keys + acc)} FROM {R} WHERE _last AND {keep}"
         )
         return out
 
@@ -501,7 +500,8 @@ class ViewProgram:
             f" coalesce(_nv._n, 0) AS _n,"
             f" CASE WHEN row_number() OVER ({win}) = 1 THEN coalesce(_o._n, 0)"
             f" ELSE coalesce(lag(_nv._n) OVER ({win}), 0) END AS _n_old,"
-            f" _o._n IS NOT NULL AS _had, row_number() OVER ({win}) AS _i"
+            f" _o._n IS NOT NULL AS _had, row_number() OVER ({win}) AS _i,"
+            f" lead(_ch._e) OVER ({win}) IS NULL AS _last"
             f" FROM {CH} AS _ch LEFT JOIN {NV} AS _nv ON {nv_on} LEFT JOIN {o} _o ON {o_on}",
         )
         if node.scalar:
@@ -521,10 +521,8 @@ class ViewProgram:
         kl = ", ".join(keys) or "1 AS _one"
         db.execute(f"DELETE FROM {o} USING (SELECT DISTINCT {kl} FROM {R}) _q WHERE {cond}")
         keep = "true" if node.scalar else "_n > 0"
-        part = ", ".join(keys) or "1"
         db.execute(
-            f"INSERT INTO {o} SELECT {', '.join(keys + vcols)}, _n"
-            f" FROM {last_per_group(R, part)} WHERE {keep}"
+            f"INSERT INTO {o} SELECT {', '.join(keys + vcols)}, _n FROM {R} WHERE _last AND {keep}"
         )
         self._append_state(m, f"SELECT {nl}{sep}_w FROM {src}")
         return out
@@ -562,7 +560,7 @@ class ViewProgram:
         )
         R = self._tmp(
             "_r",
-            f"SELECT {', '.join(pk + ['_p._e'])}, {run}"
+            f"SELECT {', '.join(pk + ['_p._e'])}, {run}, lead(_p._e) OVER _w IS NULL AS _last"
             f" FROM ({partial}) AS _p"
             f" LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{c}' for c in names])}"
             f" WINDOW _w AS ({win})",
@@ -582,8 +580,8 @@ class ViewProgram:
         cond = ns_eq([f"{state}.{c}" for c in names], [f"_q.{c}" for c in names])
         db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {nl} FROM {R}) _q WHERE {cond}")
         db.execute(
-            f"INSERT INTO {state} SELECT {nl}{sep}_a, _b FROM {last_per_group(R, nl or '1')}"
-            " WHERE _a <> 0 OR _b <> 0"
+            f"INSERT INTO {state} SELECT {nl}{sep}_a, _b FROM {R}"
+            " WHERE _last AND (_a <> 0 OR _b <> 0)"
         )
         return out
 
@@ -638,15 +636,6 @@ class ViewProgram:
     @db.setter
     def db(self, value: duckdb.DuckDBPyConnection) -> None:
         self._db = value
-
-
-def last_per_group(table: str, partition: str) -> str:
-    """Each group's row of the batch's last epoch (filter AFTER this, not before:
-    a group that vanished at the last epoch must not keep an earlier value)."""
-    return (
-        f"(SELECT * FROM {table} QUALIFY row_number() OVER"
-        f" (PARTITION BY {partition} ORDER BY _e DESC) = 1) AS _last"
-    )
 
 
 def _group(node: Aggregate | Distinct) -> list[tuple[str, str]]:

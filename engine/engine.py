@@ -326,8 +326,13 @@ class Engine:
                     if has_changes(prog, after)
                     else 0
                 )
-                cur.execute("UPDATE hw_views SET frontier = ? WHERE view = ?", [end, v])
                 return n
+
+            def advance_frontiers(views: list[int]) -> None:
+                marks = ", ".join("?" for _ in views)
+                cur.execute(
+                    f"UPDATE hw_views SET frontier = ? WHERE view IN ({marks})", [end, *views]
+                )
 
             # Every view in one transaction (a commit costs ~3 ms); if any view fails,
             # redo the batch one view per transaction, so that only that view stops.
@@ -335,6 +340,7 @@ class Engine:
             try:
                 for v in todo:
                     out[v] = run(v)
+                advance_frontiers(todo)
                 cur.execute("COMMIT")
             except Exception:
                 cur.execute("ROLLBACK")
@@ -344,6 +350,7 @@ class Engine:
                     cur.execute("BEGIN")
                     try:
                         out[v] = run(v)
+                        advance_frontiers([v])
                         cur.execute("COMMIT")
                     except Exception as e:  # a view's error stops that view only
                         cur.execute("ROLLBACK")
