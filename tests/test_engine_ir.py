@@ -132,3 +132,17 @@ def test_subqueries_and_outer_joins_are_lowered() -> None:
     low = incrementalize(plan_of(sqls[1], catalog()))
     assert any(isinstance(n, Difference) for n in walk(low.root))
     assert any(isinstance(n, Aggregate) and n.scalar for n in walk(low.root))  # NULL check
+
+
+def test_interval_fields_keep_postgres_meaning() -> None:
+    """`interval '90' day` is 90 days in PostgreSQL (DuckDB would read 90 seconds)."""
+    p = plan_of(
+        "SELECT date '1998-12-01' - interval '90' day AS d, interval '1' year AS y,"
+        " interval '1 day 2 hours' AS h FROM t",
+        catalog(),
+    )
+    exprs = dict(p.root.exprs)  # type: ignore[attr-defined]
+    texts = list(exprs.values())
+    assert "CAST('90 day' AS interval)" in texts[0]
+    assert texts[1] == "CAST('1 year' AS interval)"
+    assert texts[2] == "CAST('1 day 2 hours' AS interval)"
