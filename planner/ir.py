@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, fields, replace
 import pglast.ast as A
 from headwater.catalog.objects import Table, View
 from headwater.planner.naming import pg_column_name
+from headwater.planner.pg_compat import interval_literal
 from headwater.planner.relations import deparse
 from pglast import enums, parse_sql
 
@@ -945,7 +946,7 @@ class PlanBuilder:
         if isinstance(node, A.ParamRef):
             raise _unsupported("parameters ($n)")
         if isinstance(node, A.TypeCast):
-            fixed = _interval_literal(node)
+            fixed = interval_literal(node)
             if fixed is not None:
                 return fixed
         new = copy.copy(node)
@@ -954,32 +955,6 @@ class PlanBuilder:
             if isinstance(child, A.Node | tuple | list):
                 setattr(new, name, self._rewrite(child, scope, group_keys, agg))
         return new
-
-
-# PostgreSQL's interval field masks (INTERVAL_MASK in datetime.h) for `interval '90' day`
-_INTERVAL_FIELDS = {4: "year", 2: "month", 8: "day", 1024: "hour", 2048: "minute", 4096: "second"}
-
-
-def _interval_literal(node: object) -> object | None:
-    """`interval '90' day` -> `CAST('90 day' AS interval)`: PostgreSQL reads the
-    field as the unit, DuckDB reads `CAST('90' AS interval day)` as 90 seconds."""
-    tn = node.typeName  # type: ignore[attr-defined]
-    arg = node.arg  # type: ignore[attr-defined]
-    if (
-        tn is None
-        or tn.names[-1].sval != "interval"
-        or not tn.typmods
-        or not isinstance(arg, A.A_Const)
-        or not isinstance(arg.val, A.String)
-    ):
-        return None
-    mask = tn.typmods[0].val.ival if isinstance(tn.typmods[0], A.A_Const) else None
-    text = arg.val.sval.strip()
-    unit = _INTERVAL_FIELDS.get(mask or -1)
-    if unit is not None and re.fullmatch(r"[-+]?\d+(\.\d+)?", text):
-        text = f"{text} {unit}"
-    literal = text.replace("'", "''")
-    return parse_sql(f"SELECT CAST('{literal}' AS interval)")[0].stmt.targetList[0].val
 
 
 @dataclass(frozen=True)

@@ -487,7 +487,42 @@ def _oid_of(reg: str, arg: Any) -> Any:
     return _cast(arg, "int8")
 
 
+# PostgreSQL's interval field masks (INTERVAL_MASK in datetime.h) for `interval '90' day`
+_INTERVAL_FIELDS = {4: "year", 2: "month", 8: "day", 1024: "hour", 2048: "minute", 4096: "second"}
+
+
+def interval_literal(tc: A.TypeCast) -> A.TypeCast | None:
+    """`interval '90' day` -> `CAST('90 day' AS interval)`.
+
+    PostgreSQL reads the trailing field as the unit; DuckDB cannot parse
+    `CAST('90' AS interval day)` or reads it as seconds. None if not such a literal.
+    """
+    tn, arg = tc.typeName, tc.arg
+    if (
+        tn is None
+        or tn.names[-1].sval != "interval"
+        or not tn.typmods
+        or not isinstance(arg, A.A_Const)
+        or not isinstance(arg.val, A.String)
+    ):
+        return None
+    first = tn.typmods[0]
+    is_int = isinstance(first, A.A_Const) and isinstance(first.val, A.Integer)
+    mask = first.val.ival if is_int else -1
+    text = arg.val.sval.strip()
+    unit = _INTERVAL_FIELDS.get(mask)
+    if unit is not None and re.fullmatch(r"[-+]?\d+(\.\d+)?", text):
+        text = f"{text} {unit}"
+    return A.TypeCast(
+        arg=A.A_Const(isnull=False, val=A.String(sval=text)),
+        typeName=A.TypeName(names=(A.String(sval="interval"),), typemod=-1),
+    )
+
+
 def _typecast(tc: A.TypeCast) -> Any:
+    fixed = interval_literal(tc)
+    if fixed is not None:
+        return fixed
     tn = tc.typeName
     names = _names(tn.names)
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:

@@ -133,3 +133,11 @@ def test_timestamptz_bind_parameter_in_session_zone(hw_server, table_name: str) 
         assert conn.execute(f"SELECT ts::text FROM {table_name}").fetchone() == (
             "2024-07-01 10:00:00+00",
         )
+
+
+def test_interval_field_literals(conn) -> None:  # type: ignore[no-untyped-def]
+    row = conn.execute(
+        "SELECT (interval '90' day)::text, (date '2024-01-01' + interval '3' month)::text, "
+        "(interval '1.5' hour)::text"
+    ).fetchone()
+    assert row == ("90 days", "2024-04-01 00:00:00", "01:30:00")
