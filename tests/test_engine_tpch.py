@@ -208,6 +208,10 @@ def test_tpch_views_equal_postgres(pg_oracle: object, tmp_path: Path) -> None:
                 bad.append((name, epoch, rows[:3], got[:3]))
     failed = [(s.name, s.error) for s in engine.status() if s.status != "running"]
     engine.close()
+    with pg.cursor() as cur:  # the oracle is shared by the whole test session
+        for name, _ in TABLES.values():
+            cur.execute(f"DROP TABLE IF EXISTS {name}")
+    pg.commit()
     pg.close()
     assert not failed, f"seed {seed}: {failed}"
     assert not bad, f"seed {seed}: {len(bad)} mismatches, first: {bad[0]}"

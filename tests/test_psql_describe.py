@@ -92,7 +92,7 @@ SET search_path = psqld;
 \x
 SELECT current_user, current_schema, current_database(), version() LIKE 'PostgreSQL 15%' AS v;
 SELECT 'orders'::regclass::oid = c.oid AS same, c.oid::regclass AS name
-  FROM pg_class c WHERE relname = 'orders';
+  FROM pg_class c WHERE relname = 'orders' AND c.relnamespace = 'psqld'::regnamespace;
 SELECT format_type(atttypid, atttypmod), attnum FROM pg_attribute
   WHERE attrelid = 'orders'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT table_name, column_name, data_type, is_nullable, column_default
