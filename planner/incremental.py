@@ -35,6 +35,7 @@ from headwater.planner.ir import (
     Project,
     SemiJoin,
     SetOp,
+    equality_sides,
     refs,
     transform,
     walk,
@@ -67,16 +68,8 @@ def conjuncts(expr: str) -> list[str]:
 
 def equality(expr: str) -> tuple[str, str] | None:
     """`a = b` -> (a, b)."""
-    node = parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
-    if (
-        isinstance(node, A.A_Expr)
-        and node.kind == enums.A_Expr_Kind.AEXPR_OP
-        and len(node.name) == 1
-        and node.name[0].sval == "="
-        and node.lexpr is not None
-    ):
-        return deparse(node.lexpr), deparse(node.rexpr)
-    return None
+    pair = equality_sides(parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val)
+    return (deparse(pair[0]), deparse(pair[1])) if pair is not None else None
 
 
 def conjoin(parts: list[str]) -> str | None:

@@ -721,7 +721,7 @@ class PlanBuilder:
                     continue
                 if outer - outer_cols:
                     raise _unsupported("a reference to an outer query more than one level up")
-                pair = _equality(c)
+                pair = equality_sides(c)
                 if pair is not None:
                     inner_scope.outer_refs = set()
                     a = self.expr(pair[0], inner_scope)
@@ -778,7 +778,7 @@ class PlanBuilder:
         rest: list[str] = []
         for c in _conjuncts(quals):
             _check_no_sublink(c)
-            pair = _equality(c)
+            pair = equality_sides(c)
             if pair is not None:
                 a, b = self.expr(pair[0], scope), self.expr(pair[1], scope)
                 if _refs_only(a, lcols) and _refs_only(b, rcols) and refs(a) and refs(b):
@@ -999,7 +999,7 @@ def _and(nodes: list[object]) -> object:
     )
 
 
-def _equality(node: object) -> tuple[object, object] | None:
+def equality_sides(node: object) -> tuple[object, object] | None:
 
     if (
         isinstance(node, A.A_Expr)

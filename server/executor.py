@@ -384,7 +384,7 @@ class Executor:
             w.cur.execute("COMMIT")
         except duckdb.Error as e:
             raise translate(e) from None
-        return {oid: consolidate(parts) for oid, parts in w.changes.items()}
+        return {oid: consolidate(w.cur, parts) for oid, parts in w.changes.items()}
 
     async def _rollback_write(self) -> None:
         w = self.s.write
@@ -923,7 +923,7 @@ class Executor:
         else:
             view = View(cat.allocate_oid(), schema, rv.relname, cols, definition)
             cat.add_relation(view)
-        self._view_deps[view.oid] = set(binder.depends)
+        self.instance.view_deps[view.oid] = set(binder.depends)
         return Result("CREATE VIEW")
 
     def _create_index(self, w: WriteTxn, stmt: A.IndexStmt) -> Result:
@@ -963,25 +963,17 @@ class Executor:
         )
         return Result("CREATE INDEX")
 
-    @property
-    def _view_deps(self) -> dict[int, set[int]]:
-        deps = getattr(self.instance, "view_deps", None)
-        if deps is None:
-            deps = {}
-            self.instance.view_deps = deps  # type: ignore[attr-defined]
-        return deps
-
     def _dependents(self, w: WriteTxn, oid: int) -> list[Relation]:
         out = []
         for view in w.catalog.views():
-            deps = self._view_deps.get(view.oid)
+            deps = self.instance.view_deps.get(view.oid)
             if deps is None:
                 binder = self._write_binder(w)
                 try:
                     binder.view_sql(view)
                 except SQLError:
                     pass
-                deps = self._view_deps[view.oid] = set(binder.depends)
+                deps = self.instance.view_deps[view.oid] = set(binder.depends)
             if oid in deps:
                 out.append(view)
         return out
@@ -1069,7 +1061,7 @@ class Executor:
                     replace(table, keys=tuple(k for k in table.keys if k.name != rel.name))
                 )
         cat.drop_relation(rel)
-        self._view_deps.pop(rel.oid, None)
+        self.instance.view_deps.pop(rel.oid, None)
         if isinstance(rel, Table):
             Replica.drop_table(w.cur, rel.oid)
             w.changes.pop(rel.oid, None)
@@ -1199,19 +1191,18 @@ def _duplicate_mask(t: pa.Table, cols: list[str]) -> pa.Array | None:
     return pa.array(out, pa.bool_())
 
 
-def consolidate(parts: list[pa.Table]) -> pa.Table:
+def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Table:
     """Sum the weights of equal change rows and drop those that cancel out."""
-    t = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
     if len(parts) == 1:
-        return t
-    con = duckdb.connect()
+        return parts[0]
+    t = pa.concat_tables(parts, promote_options="permissive")
+    cur.register("_hw_parts", t)
     try:
-        con.register("_hw_parts", t)
         cols = ", ".join(quote(c) for c in t.column_names if c != WEIGHT)
-        return con.execute(
+        return cur.execute(
             f"SELECT {cols}, CAST(sum({WEIGHT}) AS BIGINT) AS {WEIGHT} FROM _hw_parts "
             f"GROUP BY ALL HAVING sum({WEIGHT}) <> 0 ORDER BY {RID}"
         ).to_arrow_table()
     finally:
-        con.close()
+        cur.unregister("_hw_parts")
 

@@ -49,6 +49,9 @@ class Instance:
         self.replica = Replica(config.memory_limit)
         self.catalog = Catalog()
         self.next_rid = 1
+        # view oid -> oids of the relations its definition names (for DROP and 2BP01);
+        # rebuilt lazily by binding the view when missing (e.g. after a restart)
+        self.view_deps: dict[int, set[int]] = {}
         self.committer: Committer | None = None
 
     def meta(self) -> dict[str, Any]:

@@ -116,6 +116,7 @@ class Connection:
         self.writer = writer
         self.session: Session | None = None
         self.executor: Executor | None = None
+        self._reported = 0  # newest headwater_epoch sent as ParameterStatus
         self._out: list[bytes] = []
         self._out_size = 0
         peer = writer.get_extra_info("peername")
@@ -384,7 +385,6 @@ class Connection:
         if isinstance(stmt, A.CopyStmt):
             await self.copy(stmt, params)
             return
-        self.session.cancelled = False
         timer = self._statement_timer()
         try:
             result = await self.executor.execute(stmt, params)
@@ -412,7 +412,7 @@ class Connection:
         if (
             s is not None
             and s.last_write_epoch
-            and s.last_write_epoch != getattr(self, "_reported", 0)
+            and s.last_write_epoch != self._reported
         ):
             self._reported = s.last_write_epoch
             self.send(wire.parameter_status("headwater_epoch", str(s.last_write_epoch)))
@@ -612,7 +612,6 @@ class Connection:
             return
         if isinstance(stmt, A.CopyStmt):
             raise FeatureNotSupported("COPY in the extended query protocol is not supported")
-        self.session.cancelled = False  # type: ignore[union-attr]
         timer = self._statement_timer()
         try:
             result = await self.executor.execute(stmt, portal.params)
@@ -709,7 +708,6 @@ class Connection:
         s = self.session
         if s is None:
             return
-        s.cancelled = True
         for cur in (s.write.cur if s.write else None, s._read_cur):
             if cur is not None:
                 try:

@@ -65,7 +65,6 @@ class Session:
         self._read_cur: duckdb.DuckDBPyConnection | None = None
         self.prepared: dict[str, Any] = {}
         self.portals: dict[str, Portal] = {}
-        self.cancelled = False
         self._zones: dict[int, str] = {}  # id(DuckDB connection) -> TimeZone set on it
 
     def read_cursor(self) -> duckdb.DuckDBPyConnection:

@@ -198,12 +198,3 @@ class Replica:
             return top
         finally:
             cur.close()
-
-    def vacuum(self, oids: Iterable[int], horizon: int) -> None:
-        """Drop versions no read at or after `horizon` can see."""
-        cur = self.cursor()
-        try:
-            for oid in oids:
-                cur.execute(f"DELETE FROM {physical(oid)} WHERE {TO} <= {horizon}")
-        finally:
-            cur.close()

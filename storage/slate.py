@@ -116,10 +116,6 @@ class SlateStore:
             batch.delete(key)
         return await self._db.write(batch)
 
-    async def _write(self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]) -> None:
-        handle = await self._submit_batch(puts, deletes)
-        await handle.await_durable()
-
     async def submit(
         self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
     ) -> Any:
@@ -132,17 +128,6 @@ class SlateStore:
 
     async def await_durable(self, handle: Any) -> None:
         await self.run(handle.await_durable())
-
-    async def write_durable(
-        self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
-    ) -> None:
-        """One atomic batch, returned only once it is durable."""
-        await self.run(self._write(list(puts), list(deletes)))
-
-    def write_durable_sync(
-        self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
-    ) -> None:
-        self.run_sync(self._write(list(puts), list(deletes)))
 
     # -- reads --------------------------------------------------------------------
     async def _get(self, key: bytes) -> bytes | None:
@@ -163,6 +148,3 @@ class SlateStore:
 
     def scan_prefix_sync(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         return self.run_sync(self._scan_prefix(prefix))
-
-    async def scan_prefix(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        return await self.run(self._scan_prefix(prefix))

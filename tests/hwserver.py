@@ -93,3 +93,36 @@ class HeadwaterServer:
 def start_temp_server() -> HeadwaterServer:
     root = Path(tempfile.mkdtemp(prefix="headwater-test-"))
     return HeadwaterServer(root / "data").start()
+
+
+def run_psql(
+    host: str, port: int, script: str, *, quiet: bool = False, timeout: float = 120
+) -> str:
+    """psql 15 run on `script` (echoing it, going on after errors): stdout + stderr."""
+    args = [
+        "psql",
+        "-X",
+        "-a",
+        "-h",
+        host,
+        "-p",
+        str(port),
+        "-U",
+        "headwater",
+        "-d",
+        "headwater",
+        "-v",
+        "ON_ERROR_STOP=0",
+    ]
+    if quiet:
+        args.insert(2, "-q")
+    out = subprocess.run(args, input=script, capture_output=True, text=True, timeout=timeout)
+    return out.stdout + out.stderr
+
+
+def rss_kb(pid: int) -> int:
+    """Resident memory of a process, in kB (0 if unknown)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.hwserver import HeadwaterServer
+from tests.hwserver import HeadwaterServer, rss_kb
 
 MESSAGES = int(os.environ.get("HW_FUZZ_MESSAGES", "100000"))
 KINDS = b"QPBDESCHXdcfpF?\x00\xff"
@@ -87,13 +87,6 @@ def _garbage(rng: random.Random) -> bytes:
     return kind + struct.pack("!i", len(payload) + 4) + payload  # unknown or random type
 
 
-def _rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
 def test_protocol_fuzz(tmp_path: Path) -> None:
     server = HeadwaterServer(tmp_path / "data").start()
     rng = random.Random(int(os.environ.get("HW_SEED", "11")))
@@ -102,7 +95,7 @@ def test_protocol_fuzz(tmp_path: Path) -> None:
         healthy = psycopg.connect(server.dsn, autocommit=True)
         healthy.execute("CREATE TABLE fuzz_ok (x int)")
         sent = 0
-        rss_start = _rss_kb(server.proc.pid)
+        rss_start = rss_kb(server.proc.pid)
         rss_peak = rss_start
         conns = 0
         replies = (
@@ -125,7 +118,7 @@ def test_protocol_fuzz(tmp_path: Path) -> None:
             if conns % 50 == 0:
                 assert server.proc.poll() is None, f"server died after {sent} messages"
                 healthy.execute("INSERT INTO fuzz_ok VALUES (%s)", (conns,))
-                rss_peak = max(rss_peak, _rss_kb(server.proc.pid))
+                rss_peak = max(rss_peak, rss_kb(server.proc.pid))
         assert server.proc.poll() is None
         n = healthy.execute("SELECT count(*) FROM fuzz_ok").fetchone()
         assert n is not None and n[0] == conns // 50

@@ -17,18 +17,11 @@ import asyncpg
 import psycopg
 import pytest
 
-from tests.hwserver import HeadwaterServer
+from tests.hwserver import HeadwaterServer, rss_kb
 
 CONNECTIONS = int(os.environ.get("HW_LOAD_CONNECTIONS", "200"))
 SECONDS = float(os.environ.get("HW_LOAD_SECONDS", "8"))
 COPY_ROWS = int(os.environ.get("HW_LOAD_COPY_ROWS", "300000"))
-
-
-def _rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def test_mixed_load_with_bulk_copy(tmp_path: Path) -> None:
@@ -56,7 +49,7 @@ def test_mixed_load_with_bulk_copy(tmp_path: Path) -> None:
         latencies: list[float] = []
         acked: list[int] = []
         stop = time.monotonic() + SECONDS
-        peak = [_rss_kb(pid)]
+        peak = [rss_kb(pid)]
 
         async def reader(c: asyncpg.Connection, i: int) -> None:
             while time.monotonic() < stop:
@@ -74,7 +67,7 @@ def test_mixed_load_with_bulk_copy(tmp_path: Path) -> None:
 
         async def watch() -> None:
             while time.monotonic() < stop + 5:
-                peak[0] = max(peak[0], _rss_kb(pid))
+                peak[0] = max(peak[0], rss_kb(pid))
                 await asyncio.sleep(0.2)
 
         def bulk_copy() -> int:

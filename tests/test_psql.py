@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
+
+from tests.hwserver import run_psql
 
 SCRIPT = r"""
 CREATE TABLE psql_orders (id int PRIMARY KEY, customer text NOT NULL, amount numeric(10,2),
@@ -41,31 +42,7 @@ SELECT 1.50::numeric(5,2) AS n, 2.5::float8 AS f, 'a'::varchar(3) AS v, true AS 
 
 
 def _psql(host: str, port: int) -> str:
-    out = subprocess.run(
-        [
-            "psql",
-            "-X",
-            "-q",
-            "-a",
-            "-h",
-            host,
-            "-p",
-            str(port),
-            "-U",
-            "headwater",
-            "-d",
-            "headwater",
-            "-v",
-            "ON_ERROR_STOP=0",
-            "-v",
-            "VERBOSITY=default",
-        ],
-        input=SCRIPT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return out.stdout + out.stderr
+    return run_psql(host, port, SCRIPT, quiet=True)
 
 
 @pytest.mark.skipif(

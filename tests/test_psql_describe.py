@@ -21,13 +21,12 @@ schemas and roles.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.hwserver import HeadwaterServer, start_temp_server
+from tests.hwserver import HeadwaterServer, run_psql, start_temp_server
 
 SETUP = r"""
 DROP SCHEMA IF EXISTS psqld CASCADE;
@@ -110,28 +109,7 @@ SELECT schemaname, tablename, indexname, indexdef FROM pg_indexes
 
 
 def _psql(host: str, port: int, script: str) -> str:
-    out = subprocess.run(
-        [
-            "psql",
-            "-X",
-            "-a",
-            "-h",
-            host,
-            "-p",
-            str(port),
-            "-U",
-            "headwater",
-            "-d",
-            "headwater",
-            "-v",
-            "ON_ERROR_STOP=0",
-        ],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return out.stdout + out.stderr
+    return run_psql(host, port, script, timeout=60)
 
 
 def _normalise(text: str) -> list[str]:
