@@ -14,6 +14,7 @@ from dataclasses import replace
 from headwater.catalog.objects import (
     BOOTSTRAP_ROLE_OID,
     CatalogObject,
+    MaterializedView,
     Relation,
     Role,
     Schema,
@@ -104,6 +105,9 @@ class Catalog:
 
     def views(self) -> Iterator[View]:
         return (r for r in self.relations.values() if isinstance(r, View))
+
+    def matviews(self) -> Iterator[MaterializedView]:
+        return (r for r in self.relations.values() if isinstance(r, MaterializedView))
 
     def by_oid(self, oid: int) -> Relation | None:
         return next((r for r in self.relations.values() if r.oid == oid), None)

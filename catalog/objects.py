@@ -117,6 +117,15 @@ class View(Relation):
 
 
 @dataclass(frozen=True)
+class MaterializedView(Relation):
+    """CREATE MATERIALIZED VIEW: kept up to date incrementally by the engine (engine/);
+    reads come from the engine's state at an epoch, never by expanding the query."""
+
+    definition: str = ""  # the SELECT, as pglast deparses it
+    kind: str = field(default="materialized view", init=False)
+
+
+@dataclass(frozen=True)
 class Index(Relation):
     """CREATE INDEX: a catalog entry (DuckDB scans need no index); UNIQUE ones are enforced."""
 
@@ -126,7 +135,7 @@ class Index(Relation):
     kind: str = field(default="index", init=False)
 
 
-CatalogObject = Schema | Table | View | Index | Role
+CatalogObject = Schema | Table | View | MaterializedView | Index | Role
 
 _ROLE_FIELDS = ("login", "superuser", "createrole", "createdb", "inherit", "password")
 
@@ -146,7 +155,7 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d["columns"] = [c.to_json() for c in obj.columns]
     if isinstance(obj, Table):
         d["keys"] = [asdict(k) for k in obj.keys]
-    if isinstance(obj, View):
+    if isinstance(obj, View | MaterializedView):
         d["definition"] = obj.definition
     if isinstance(obj, Index):
         d.update(table_oid=obj.table_oid, keys=list(obj.keys), unique=obj.unique)
@@ -172,6 +181,8 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
         return Table(d["oid"], d["schema"], d["name"], cols, keys, **own)
     if kind == "view":
         return View(d["oid"], d["schema"], d["name"], cols, d["definition"], **own)
+    if kind == "materialized view":
+        return MaterializedView(d["oid"], d["schema"], d["name"], cols, d["definition"], **own)
     if kind == "index":
         return Index(
             d["oid"],
@@ -192,6 +203,7 @@ __all__ = [
     "Column",
     "Index",
     "Key",
+    "MaterializedView",
     "Schema",
     "Relation",
     "Table",

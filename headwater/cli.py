@@ -69,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         default=100,
         help="client connections allowed at once, as PostgreSQL's max_connections (100)",
     )
+    start.add_argument(
+        "--spark-master",
+        default="local[2]",
+        help="Spark master for the materialized views' stage (local[2]; spark://host:7077)",
+    )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     if args.command != "start":
@@ -90,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         hba_file=args.hba,
         min_free_mb=args.min_free_space_mb,
         max_connections=args.max_connections,
+        spark_master=args.spark_master,
     )
     return asyncio.run(_serve(config))
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
-from headwater.catalog.objects import Relation, Table, View
+from headwater.catalog.objects import MaterializedView, Relation, Table, View
 from headwater.planner import pg_compat
 from headwater.storage.replica import quote
 from pglast import parse_sql
@@ -43,6 +43,10 @@ class Binder:
     subs: dict[str, str] = field(default_factory=dict)
     tables: set[int] = field(default_factory=set)  # oids of tables read
     depends: set[int] = field(default_factory=set)  # oids of tables and views named
+    # A materialized view's rows at the statement's epoch (the engine's state)
+    matview: Callable[[MaterializedView], str] | None = None
+    matviews: set[int] = field(default_factory=set)  # oids of materialized views read
+    epoch_mark: str = ""  # stands for the statement's epoch in the SQL, if chosen later
     # Resolves pg_catalog / information_schema / headwater_catalog relations to SQL
     # (schema or None, name) -> a subquery, or None if it is not a system relation.
     system: Callable[[str | None, str], str | None] | None = None
@@ -148,6 +152,9 @@ class Binder:
             return self.scan(rel)
         if isinstance(rel, View):
             return self.view_sql(rel)
+        if isinstance(rel, MaterializedView) and self.matview is not None:
+            self.matviews.add(rel.oid)
+            return self.matview(rel)
         raise FeatureNotSupported(f'relation "{rel.name}" cannot be read here')
 
     def view_sql(self, view: View) -> str:

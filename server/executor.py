@@ -10,6 +10,7 @@ runs in worker threads; the event loop only coordinates.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,20 +20,31 @@ import pglast.ast as A
 import pyarrow as pa
 import pyarrow.compute as pc
 from headwater.catalog.constraints import not_null_violation, unique_violation
-from headwater.catalog.objects import Column, Index, Key, Relation, Table, View, replace
+from headwater.catalog.objects import (
+    Column,
+    Index,
+    Key,
+    MaterializedView,
+    Relation,
+    Table,
+    View,
+    replace,
+)
 from headwater.catalog.system import system_relations
 from headwater.catalog.types import BPCHAR, NUMERIC, TEXT, VARCHAR, ColumnType, from_duckdb
 from headwater.planner import ddl, dml, pg_compat
 from headwater.planner.naming import name_targets
 from headwater.planner.output_types import output_sources
 from headwater.planner.relations import Binder, deparse
-from headwater.server import auth
+from headwater.server import auth, hw_catalog
 from headwater.server.batcher import fast_rows
 from headwater.server.session import Session, WriteTxn
+from headwater.server.settings import seconds
 from headwater.server.values import Interval, SessionFormat
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, PENDING, Replica, quote, visible_at
+from pglast import parse_sql
 from pglast.enums import ObjectType, OnConflictAction, TransactionStmtKind, VariableSetKind
 
 from headwater.errors import (
@@ -204,8 +216,15 @@ class Executor:
             return self.show_var(stmt)
         if isinstance(stmt, A.CreateTableAsStmt):
             if stmt.objtype == ObjectType.OBJECT_MATVIEW:
-                raise FeatureNotSupported("materialized views are not available yet")
+                return await self.write(stmt, params)
             raise FeatureNotSupported("CREATE TABLE AS is not supported yet")
+        if isinstance(stmt, A.RefreshMatViewStmt):
+            return Result(
+                "REFRESH MATERIALIZED VIEW",
+                notices=[
+                    "materialized views are always up to date in Headwater; REFRESH does nothing"
+                ],
+            )
         if isinstance(stmt, A.DiscardStmt):
             return Result("DISCARD ALL")
         if isinstance(stmt, A.DeallocateStmt):  # psycopg evicting its prepared statements
@@ -244,10 +263,10 @@ class Executor:
                 s.status = "I"
                 return Result("ROLLBACK")
             try:
-                await self._commit_write()
+                notices = await self._commit_write()
             finally:
                 s.status = "I"
-            return Result("COMMIT")
+            return Result("COMMIT", notices=notices)
         if kind == TransactionStmtKind.TRANS_STMT_ROLLBACK:
             if s.status == "I":
                 return Result("ROLLBACK", notices=["there is no transaction in progress"])
@@ -341,11 +360,12 @@ class Executor:
         cur.execute("BEGIN TRANSACTION")
         return cur
 
-    async def _commit_write(self) -> None:
+    async def _commit_write(self) -> list[str]:
+        """Commit the writing transaction; returns NOTICEs (materialized view backfills)."""
         s = self.s
         w = s.write
         if w is None:
-            return
+            return []
         committer = self.instance.committer
         assert committer is not None
         epoch = w.epoch if w.epoch is not None else committer.begin_stamp()
@@ -373,9 +393,40 @@ class Executor:
         s.write = None
         committer.write_lock.release()
         await asyncio.to_thread(w.cur.close)
-        if fut is not None:
-            await fut
-            s.last_write_epoch = epoch
+        if fut is None:
+            return []
+        await fut
+        s.last_write_epoch = epoch
+        return await self._after_commit(w, epoch)
+
+    async def _after_commit(self, w: WriteTxn, epoch: int) -> list[str]:
+        """The engine follows the catalog: drop views, backfill new ones at `epoch`. A
+        backfill that fails (say, division by zero over existing rows) drops the view
+        again, so that CREATE fails as a whole, as in PostgreSQL."""
+        mv = self.instance.matviews
+        for oid in w.dropped_matviews:
+            await mv.dropped(oid)
+        notices: list[str] = []
+        for oid in w.created_matviews:
+            view = self.instance.catalog.by_oid(oid)
+            assert isinstance(view, MaterializedView)
+            try:
+                notices += await mv.created(view, epoch)
+            except BaseException:
+                await self._drop_failed(view)
+                raise
+        return notices
+
+    async def _drop_failed(self, view: MaterializedView) -> None:
+        w = await self._begin_write()
+        try:
+            current = w.catalog.by_oid(view.oid)
+            if current is not None:
+                self._drop_relation(w, current, cascade=True)
+        except BaseException:
+            await self._rollback_write()
+            raise
+        await self._commit_write()
 
     def _finish_duckdb(self, w: WriteTxn, epoch: int) -> dict[int, pa.Table]:
         try:
@@ -414,14 +465,101 @@ class Executor:
 
     # -- reads ----------------------------------------------------------------------
     def _binder(self) -> Binder:
+        """A binder for a read. Tables and materialized views are scanned at the
+        statement's epoch, which is chosen after binding (`statement_sql`), once the
+        views the statement reads are known: `binder.epoch_mark` stands for it."""
         s = self.s
-        system = system_relations(s, s.catalog, s.cursor)
-        if s.write is not None:
-            scan = lambda t: Replica.scan(t, CURRENT)  # noqa: E731
-            return Binder(s.catalog, s.search_path(), scan, system=system)
-        epoch = self.instance.visible_epoch
-        scan = lambda t: Replica.scan(t, visible_at(epoch))  # noqa: E731
-        return Binder(s.catalog, s.search_path(), scan, system=system)
+        mark = f"__hw_epoch_{secrets.token_hex(6)}__"
+        reading = CURRENT if s.write is not None else visible_at(mark)
+        binder = Binder(
+            s.catalog,
+            s.search_path(),
+            lambda t: Replica.scan(t, reading),
+            system=self._system(s.catalog, s.cursor),
+            matview=lambda m: self.instance.matviews.read_sql(m, mark),
+        )
+        binder.epoch_mark = mark
+        return binder
+
+    def _system(self, catalog: Any, cursor: Any) -> Any:
+        pg = system_relations(self.s, catalog, cursor)
+        instance = self.instance
+
+        def system(schema: str | None, name: str) -> str | None:
+            if schema == "headwater_catalog":
+                table = hw_catalog.relation(instance, name)
+                if table is None:
+                    raise UndefinedTable(f'relation "headwater_catalog.{name}" does not exist')
+                view = f"_hwsys_headwater_catalog_{name}"
+                cursor().register(view, table)
+                return f'(SELECT * FROM "{view}")'
+            return pg(schema, name)
+
+        return system
+
+    async def statement_sql(self, binder: Binder, stmt: Any) -> str:
+        """Bind `stmt` and fix the one epoch it reads every table and view at."""
+        sql = binder.to_sql(stmt)
+        mark = binder.epoch_mark
+        if mark not in sql:
+            return sql
+        return sql.replace(mark, str(await self.read_epoch(binder.matviews)))
+
+    async def read_epoch(self, views: set[int]) -> int:
+        """The statement's epoch: the newest at which every view it reads is fresh,
+        never older than what headwater.freshness asks for (waiting for lagging views
+        up to headwater.freshness_timeout). Without views: the newest visible epoch."""
+        s = self.s
+        mv = self.instance.matviews
+        for oid in views:
+            status, error = mv.status(oid)
+            if status == "error":
+                name = getattr(s.catalog.by_oid(oid), "name", oid)
+                raise SQLError(
+                    f'materialized view "{name}" failed: {error}',
+                    "XX000",
+                    hint=f"DROP MATERIALIZED VIEW {name} and create it again once the cause "
+                    "is fixed; headwater_catalog.views shows its status.",
+                )
+        visible = self.instance.visible_epoch
+        if s.write is not None:  # the transaction reads tables as it wrote them
+            return min((mv.frontier(o) for o in views), default=visible)
+        if not views:
+            return visible
+        need = self.required_epoch()
+        if need > 0:
+            timeout = seconds(s.settings.values["headwater.freshness_timeout"], "timeout")
+            behind = await mv.wait_frontiers(views, need, timeout)
+            if behind is not None:
+                name = getattr(s.catalog.by_oid(behind), "name", behind)
+                status, error = mv.status(behind)
+                if status == "error":
+                    raise SQLError(f'materialized view "{name}" failed: {error}', "XX000")
+                raise SQLError(
+                    f'materialized view "{name}" is at epoch {mv.frontier(behind)}; '
+                    f"this read needs epoch {need}",
+                    "57014",
+                    detail=f"Waited {timeout:g}s (headwater.freshness_timeout).",
+                    hint="SET headwater.freshness = 'none' reads what is fresh now; "
+                    "headwater_catalog.views shows the view's lag and status.",
+                )
+        return min(self.instance.visible_epoch, *(mv.frontier(o) for o in views))
+
+    def required_epoch(self) -> int:
+        """The oldest epoch a read may see, as headwater.freshness says: 'session' the
+        session's own last write (and headwater.read_after), 'latest' everything
+        acknowledged before the statement started, 'none' anything."""
+        s = self.s
+        values = s.settings.values
+        mode = values["headwater.freshness"]
+        if mode == "none":
+            return 0
+        need = max(s.last_write_epoch, int(values["headwater.read_after"]))
+        if mode == "latest":
+            committer = self.instance.committer
+            assert committer is not None
+            need = max(need, committer.durable_epoch)
+        return need
 
     async def await_own_writes(self) -> None:
         """A statement sees every write acknowledged before it started, by any session.
@@ -431,7 +569,9 @@ class Executor:
         """
         committer = self.instance.committer
         assert committer is not None
-        target = max(self.s.last_write_epoch, committer.durable_epoch)
+        if self.s.settings.values["headwater.freshness"] == "none":
+            return
+        target = max(self.required_epoch(), committer.durable_epoch)
         if self.s.write is None and committer.visible_epoch < target:
             self.instance.batcher.hurry()
             if not await committer.wait_visible(target, timeout=30):
@@ -442,7 +582,7 @@ class Executor:
         binder = self._binder()
         name_targets(stmt)
         pg_compat.rewrite(stmt)
-        sql = binder.to_sql(stmt)
+        sql = await self.statement_sql(binder, stmt)
         cur = self.s.cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, params)
         fields = self._with_sources(stmt, arrow_fields(table.schema, types))
@@ -463,7 +603,8 @@ class Executor:
         binder = self._binder()
         name_targets(stmt)
         pg_compat.rewrite(stmt)
-        sql = f"SELECT * FROM ({binder.to_sql(stmt)}) AS _hw_d LIMIT 0"
+        sql = binder.to_sql(stmt).replace(binder.epoch_mark, "0")  # no rows: any epoch
+        sql = f"SELECT * FROM ({sql}) AS _hw_d LIMIT 0"
         cur = self.s.cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, [None] * nparams)
         return self._with_sources(stmt, arrow_fields(table.schema, types))
@@ -581,7 +722,7 @@ class Executor:
                 await self._rollback_write()
             raise
         if not w.explicit:
-            await self._commit_write()
+            result.notices = [*(result.notices or []), *await self._commit_write()]
         return result
 
     def _write_blocking(self, w: WriteTxn, stmt: Any, params: list[Any]) -> Result:
@@ -598,9 +739,15 @@ class Executor:
         return self._ddl(w, stmt)
 
     def _write_binder(self, w: WriteTxn) -> Binder:
-        system = system_relations(self.s, w.catalog, lambda: w.cur)
-        scan = lambda t: Replica.scan(t, CURRENT)  # noqa: E731
-        return Binder(w.catalog, self.s.search_path(), scan, system=system)
+        """Writes read tables as the transaction left them and views at their frontier."""
+        mv = self.instance.matviews
+        return Binder(
+            w.catalog,
+            self.s.search_path(),
+            lambda t: Replica.scan(t, CURRENT),
+            system=self._system(w.catalog, lambda: w.cur),
+            matview=lambda m: mv.read_sql(m, str(mv.frontier(m.oid))),
+        )
 
     def _target(self, w: WriteTxn, rv: A.RangeVar) -> Table:
         rel = w.catalog.get_relation(rv.schemaname, rv.relname, self.s.search_path())
@@ -871,6 +1018,8 @@ class Executor:
             return Result("CREATE TABLE")
         if isinstance(stmt, A.ViewStmt):
             return self._create_view(w, stmt)
+        if isinstance(stmt, A.CreateTableAsStmt):
+            return self._create_matview(w, stmt)
         if isinstance(stmt, A.CreateSchemaStmt):
             if stmt.schemaElts:
                 raise FeatureNotSupported("CREATE SCHEMA with elements is not supported")
@@ -900,31 +1049,74 @@ class Executor:
             if stmt.replace:
                 raise WrongObjectType(f'"{rv.relname}" is not a view')
             raise SQLError(f'relation "{rv.relname}" already exists', "42P07")
-        binder = self._write_binder(w)
-        query = stmt.query
-        name_targets(query)
-        definition = deparse(query)
-        pg_compat.rewrite(query)
-        probe, types = _fetch(w.cur, f"SELECT * FROM ({binder.to_sql(query)}) AS _hw_v LIMIT 0")
-        fields = self._with_sources(query, arrow_fields(probe.schema, types))
-        names = [f.name for f in fields]
-        if stmt.aliases:
-            aliases = [a.sval for a in stmt.aliases]
-            if len(aliases) > len(names):
-                raise SQLError("CREATE VIEW specifies more column names than columns", "42601")
-            names[: len(aliases)] = aliases
-        if len(set(names)) != len(names):
-            dupe = next(n for n in names if names.count(n) > 1)
-            raise SQLError(f'column "{dupe}" specified more than once', "42701")
-        cols = tuple(Column(n, f.type) for n, f in zip(names, fields, strict=True))
+        definition, cols, depends = self._view_columns(w, stmt.query, stmt.aliases, "CREATE VIEW")
         if existing is not None:
             view = View(existing.oid, schema, rv.relname, cols, definition)
             cat.replace_relation(view)
         else:
             view = View(cat.allocate_oid(), schema, rv.relname, cols, definition)
             cat.add_relation(view)
-        self.instance.view_deps[view.oid] = set(binder.depends)
+        self.instance.view_deps[view.oid] = depends
         return Result("CREATE VIEW")
+
+    def _view_columns(
+        self, w: WriteTxn, query: Any, aliases: Any, what: str
+    ) -> tuple[str, tuple[Column, ...], set[int]]:
+        """A view's definition text, its columns (names and types, as a SELECT of the
+        query would describe them) and the relations it names."""
+        binder = self._write_binder(w)
+        name_targets(query)
+        definition = deparse(query)
+        pg_compat.rewrite(query)
+        probe, types = _fetch(w.cur, f"SELECT * FROM ({binder.to_sql(query)}) AS _hw_v LIMIT 0")
+        fields = self._with_sources(query, arrow_fields(probe.schema, types))
+        names = [f.name for f in fields]
+        if aliases:
+            given = [a.sval for a in aliases]
+            if len(given) > len(names):
+                raise SQLError(f"{what} specifies more column names than columns", "42601")
+            names[: len(given)] = given
+        if len(set(names)) != len(names):
+            dupe = next(n for n in names if names.count(n) > 1)
+            raise SQLError(f'column "{dupe}" specified more than once', "42701")
+        cols = tuple(Column(n, f.type) for n, f in zip(names, fields, strict=True))
+        return definition, cols, set(binder.depends)
+
+    def _create_matview(self, w: WriteTxn, stmt: A.CreateTableAsStmt) -> Result:
+        """CREATE MATERIALIZED VIEW: planned now (0A000 outside the engine's scope),
+        backfilled once this transaction's epoch is durable (`_commit_write`)."""
+        cat = w.catalog
+        into = stmt.into
+        rv = into.rel
+        if into.skipData:
+            raise FeatureNotSupported(
+                "WITH NO DATA is not supported: materialized views are always populated"
+            )
+        if into.options or into.accessMethod or into.tableSpaceName:
+            raise FeatureNotSupported("storage options on a materialized view are not supported")
+        schema = cat.creation_schema(rv.schemaname, self.s.search_path())
+        if cat.resolve(schema, rv.relname, ()) is not None:
+            if stmt.if_not_exists:
+                return Result(
+                    "CREATE MATERIALIZED VIEW",
+                    notices=[f'relation "{rv.relname}" already exists, skipping'],
+                )
+            raise SQLError(f'relation "{rv.relname}" already exists', "42P07")
+        if not isinstance(stmt.query, A.SelectStmt):
+            raise FeatureNotSupported("a materialized view must be defined by a SELECT")
+        definition, cols, depends = self._view_columns(
+            w, stmt.query, into.colNames, "CREATE MATERIALIZED VIEW"
+        )
+        mv = self.instance.matviews
+        plan = mv.plan(definition, cat, self.s.search_path())  # 0A000 names what is out of scope
+        if len(plan.output) != len(cols):
+            raise FeatureNotSupported("this materialized view's output columns")
+        view = MaterializedView(cat.allocate_oid(), schema, rv.relname, cols, definition)
+        cat.add_relation(view)
+        self.instance.view_deps[view.oid] = depends
+        mv.open_engine()  # spooling starts before this epoch closes
+        w.created_matviews.append(view.oid)
+        return Result("CREATE MATERIALIZED VIEW")
 
     def _create_index(self, w: WriteTxn, stmt: A.IndexStmt) -> Result:
         cat = w.catalog
@@ -964,19 +1156,27 @@ class Executor:
         return Result("CREATE INDEX")
 
     def _dependents(self, w: WriteTxn, oid: int) -> list[Relation]:
-        out = []
-        for view in w.catalog.views():
+        out: list[Relation] = []
+        for view in [*w.catalog.views(), *w.catalog.matviews()]:
             deps = self.instance.view_deps.get(view.oid)
             if deps is None:
-                binder = self._write_binder(w)
-                try:
-                    binder.view_sql(view)
-                except SQLError:
-                    pass
-                deps = self.instance.view_deps[view.oid] = set(binder.depends)
+                deps = self.instance.view_deps[view.oid] = self._names_in(w, view)
             if oid in deps:
                 out.append(view)
         return out
+
+    def _names_in(self, w: WriteTxn, view: View | MaterializedView) -> set[int]:
+        """The relations a view's definition names (after a restart, from its text)."""
+        binder = self._write_binder(w)
+        try:
+            if isinstance(view, View):
+                binder.view_sql(view)
+            else:
+                stmt = parse_sql(view.definition)[0].stmt
+                binder.bind(stmt, frozenset())
+        except SQLError:
+            pass
+        return set(binder.depends)
 
     def _drop(self, w: WriteTxn, stmt: A.DropStmt) -> Result:
         cat = w.catalog
@@ -984,6 +1184,11 @@ class Executor:
             ObjectType.OBJECT_TABLE: ("table", Table, "DROP TABLE"),
             ObjectType.OBJECT_VIEW: ("view", View, "DROP VIEW"),
             ObjectType.OBJECT_INDEX: ("index", Index, "DROP INDEX"),
+            ObjectType.OBJECT_MATVIEW: (
+                "materialized view",
+                MaterializedView,
+                "DROP MATERIALIZED VIEW",
+            ),
         }
         if stmt.removeType == ObjectType.OBJECT_SCHEMA:
             for obj in stmt.objects:
@@ -1006,8 +1211,6 @@ class Executor:
                 cat.drop_schema(name)
             return Result("DROP SCHEMA")
         if stmt.removeType not in kinds:
-            if stmt.removeType == ObjectType.OBJECT_MATVIEW:
-                raise FeatureNotSupported("materialized views are not available yet")
             raise FeatureNotSupported(
                 f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported"
             )
@@ -1021,9 +1224,9 @@ class Executor:
                 if stmt.missing_ok:
                     notices.append(f'{word} "{name}" does not exist, skipping')
                     continue
-                if word == "table":
-                    raise UndefinedTable(f'table "{name}" does not exist')
-                raise UndefinedTable(f'view "{name}" does not exist')
+                if word == "index":
+                    raise UndefinedTable(f'index "{name}" does not exist')
+                raise UndefinedTable(f'{word} "{name}" does not exist')
             if not isinstance(rel, cls):
                 raise WrongObjectType(
                     f'"{name}" is not a {word}',
@@ -1042,7 +1245,9 @@ class Executor:
         if deps and not cascade:
             raise DependentObjects(
                 f"cannot drop {rel.kind} {rel.name} because other objects depend on it",
-                detail="\n".join(f"view {d.name} depends on {rel.kind} {rel.name}" for d in deps),
+                detail="\n".join(
+                    f"{d.kind} {d.name} depends on {rel.kind} {rel.name}" for d in deps
+                ),
                 hint="Use DROP ... CASCADE to drop the dependent objects too.",
             )
         dropped: list[Relation] = []
@@ -1062,6 +1267,8 @@ class Executor:
                 )
         cat.drop_relation(rel)
         self.instance.view_deps.pop(rel.oid, None)
+        if isinstance(rel, MaterializedView):
+            w.dropped_matviews.append(rel.oid)
         if isinstance(rel, Table):
             Replica.drop_table(w.cur, rel.oid)
             w.changes.pop(rel.oid, None)
@@ -1205,4 +1412,3 @@ def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Tab
         ).to_arrow_table()
     finally:
         cur.unregister("_hw_parts")
-

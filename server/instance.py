@@ -17,7 +17,8 @@ from typing import Any
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Table
 from headwater.server.batcher import InsertBatcher
-from headwater.storage.changelog import ChangeLog
+from headwater.server.matviews import MaterializedViews
+from headwater.storage.changelog import ChangeLog, EpochRecord
 from headwater.storage.commit import Committer
 from headwater.storage.replica import Replica
 from headwater.storage.slate import SlateStore
@@ -38,6 +39,7 @@ class Config:
     hba_file: Path | None = None  # pg_hba.conf-style rules; None: trust loopback, SCRAM else
     min_free_mb: int = 64  # writes are refused (53100) when the data dir has less free space
     max_connections: int = 100  # as PostgreSQL's max_connections (superusers get 3 more)
+    spark_master: str = "local[2]"  # where the engine's Spark stage runs
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -53,6 +55,9 @@ class Instance:
         # rebuilt lazily by binding the view when missing (e.g. after a restart)
         self.view_deps: dict[int, set[int]] = {}
         self.committer: Committer | None = None
+        self.matviews = MaterializedViews(self)
+        # epoch -> (closed at, rows changed per table oid): headwater_catalog.epochs
+        self.epoch_history: dict[int, tuple[float, dict[int, int]]] = {}
 
     def meta(self) -> dict[str, Any]:
         return {"next_oid": self.catalog.next_oid}
@@ -75,6 +80,9 @@ class Instance:
             min_free_bytes=self.config.min_free_mb << 20,
             prepare=self.batcher.applied,
         )
+        self.committer.on_durable(self._record_epoch)
+        self.committer.on_durable(self.matviews.spool_epoch)
+        self.matviews.start(asyncio.get_running_loop())
         self.committer.start()
 
     def _recover(self) -> None:
@@ -85,11 +93,19 @@ class Instance:
         self.next_rid = 1
         epochs = self.changelog.epochs()
         self._last_epoch = epochs[-1]["epoch"] if epochs else 0
+        for h in epochs:
+            changed = {int(o): n for o, n in h.get("rows", {}).items()}
+            self.epoch_history[h["epoch"]] = (h.get("closed_at", 0.0), changed)
         rows = 0
+        respool_after = self.matviews.recover_before_replica()
         for table in self.catalog.tables():
-            rows += self.replica.rebuild_table(table, self.changelog.read_table_log(table.oid))
+            table_log = self.changelog.read_table_log(table.oid)
+            if respool_after is not None:
+                self.matviews.respool(table.oid, table_log, respool_after)
+            rows += self.replica.rebuild_table(table, table_log)
         # Row ids are not persisted separately: continue after the largest one kept.
         self.next_rid = self.replica.max_rid(t.oid for t in self.catalog.tables()) + 1
+        self.matviews.recover_after_replica(self._last_epoch)
         log.info(
             "recovered %d tables, %d live rows, %d epochs (last %d) in %.2fs",
             sum(1 for _ in self.catalog.tables()),
@@ -99,12 +115,23 @@ class Instance:
             time.time() - t0,
         )
 
+    def _record_epoch(self, rec: EpochRecord) -> None:
+        self.epoch_history[rec.epoch] = (
+            rec.closed_at,
+            {oid: t.num_rows for oid, t in rec.changes.items() if t.num_rows},
+        )
+
+    def epoch_closed_at(self, epoch: int) -> float | None:
+        h = self.epoch_history.get(epoch)
+        return h[0] if h else None
+
     def _undo(self, first_epoch: int) -> None:
         self.batcher.discard_unapplied()
         self.batcher.forget()
         self.replica.undo_epochs([t.oid for t in self.catalog.tables()], first_epoch)
 
     async def close(self) -> None:
+        await asyncio.to_thread(self.matviews.close)
         if self.committer:
             await self.committer.stop()
         await asyncio.to_thread(self.store.close_sync)

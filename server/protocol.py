@@ -392,6 +392,9 @@ class Connection:
             self._timeout_message(e)
             locate_column(e, stmt)
             raise
+        except Exception as e:  # a bug: the statement fails, the session goes on
+            log.exception("internal error in %s", type(stmt).__name__)
+            raise SQLError(f"internal error: {type(e).__name__}: {e}", "XX000") from None
         finally:
             if timer is not None:
                 timer.cancel()

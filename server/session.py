@@ -35,6 +35,9 @@ class WriteTxn:
     changes: dict[int, list[pa.Table]] = field(default_factory=lambda: defaultdict(list))
     touched: set[int] = field(default_factory=set)
     dropped_logs: list[bytes] = field(default_factory=list)
+    # materialized views to backfill / to drop from the engine once the commit is durable
+    created_matviews: list[int] = field(default_factory=list)
+    dropped_matviews: list[int] = field(default_factory=list)
 
 
 @dataclass

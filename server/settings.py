@@ -65,6 +65,7 @@ DEFAULTS: dict[str, str] = {
     "xmloption": "content",
     "headwater.freshness": "session",
     "headwater.read_after": "0",
+    "headwater.freshness_timeout": "30s",  # how long a read waits for lagging views
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
 }
 
@@ -118,6 +119,18 @@ class Settings:
                 raise InvalidParameterValue(
                     f'{n} is outside the valid range for parameter "extra_float_digits" (-15 .. 3)'
                 )
+        if key == "headwater.freshness" and value not in ("session", "latest", "none"):
+            raise InvalidParameterValue(
+                f'invalid value for parameter "headwater.freshness": "{value}"',
+                hint="Available values: session, latest, none.",
+            )
+        if key == "headwater.read_after" and not value.isdigit():
+            raise InvalidParameterValue(
+                f'invalid value for parameter "headwater.read_after": "{value}"',
+                hint="A freshness token is an epoch number: SELECT headwater_write_fence().",
+            )
+        if key == "headwater.freshness_timeout":
+            seconds(value, key)
         self.values[key] = value
         if key == "DateStyle":
             self.values["datestyle"] = value
@@ -170,3 +183,20 @@ def _datestyle(value: str) -> str:
             f'DateStyle "{value}" is not supported', hint="Headwater prints dates in ISO style."
         )
     return f"{out_style}, {order}"
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def seconds(value: str, name: str) -> float:
+    """A duration setting ('500ms', '30s', '1h'; a bare number is seconds)."""
+    v = value.strip().lower()
+    num = v.rstrip("abcdefghijklmnopqrstuvwxyz").strip()
+    unit = v[len(num) :].strip() or "s"
+    try:
+        return float(num) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise InvalidParameterValue(
+            f'invalid value for parameter "{name}": "{value}"',
+            hint='Valid units for this parameter are "ms", "s", "min", "h", and "d".',
+        ) from None

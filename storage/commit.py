@@ -63,7 +63,6 @@ class Committer:
         self.write_lock = asyncio.Lock()
         self.durable_epoch = last_epoch  # newest epoch whose writes are acknowledged
         self.visible_epoch = last_epoch  # newest epoch readers may see (durable and applied)
-        self.closed_at: dict[int, float] = {}
         self._meta = meta
         self._on_undo = on_undo
         self._prepare = prepare  # readies the replica for the epoch while it is written
@@ -75,7 +74,7 @@ class Committer:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._durable_changed = asyncio.Condition()
-        self._listeners: list[Callable[[int], None]] = []
+        self._listeners: list[Callable[[EpochRecord], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.failed: SQLError | None = None  # set when storage refused an epoch
@@ -95,7 +94,8 @@ class Committer:
             except asyncio.CancelledError:
                 pass
 
-    def on_durable(self, fn: Callable[[int], None]) -> None:
+    def on_durable(self, fn: Callable[[EpochRecord], None]) -> None:
+        """Call fn(the epoch's record) once each epoch is durable and visible, in order."""
         self._listeners.append(fn)
 
     # -- called by a writing transaction (holding write_lock) --------------------------
@@ -217,7 +217,6 @@ class Committer:
                     await asyncio.gather(prepared, return_exceptions=True)
                 self._fail(ep, error)
                 return
-            self.closed_at[ep.epoch] = rec.closed_at
             self.durable_epoch = ep.epoch
             ep.durable.set_result(None)  # acknowledge the writers
             if prepared is not None:
@@ -226,7 +225,10 @@ class Committer:
                 await asyncio.gather(asyncio.shield(previous[1]), return_exceptions=True)
             self.visible_epoch = ep.epoch
             for fn in self._listeners:
-                fn(ep.epoch)
+                try:
+                    fn(rec)
+                except Exception:
+                    log.exception("epoch listener failed at epoch %d", ep.epoch)
             async with self._durable_changed:
                 self._durable_changed.notify_all()
         finally:
@@ -264,7 +266,9 @@ class Committer:
         assert ep.durable is not None
         if self.failed is None:
             self.failed = (
-                error if isinstance(error, SQLError) else _storage_error(error)
+                error
+                if isinstance(error, SQLError)
+                else _storage_error(error)
                 if isinstance(error, Exception)
                 else IOError_("an earlier epoch could not be made durable")
             )

@@ -1,0 +1,118 @@
+"""headwater_catalog: Headwater's own system relations, built per statement.
+
+headwater_catalog.views   one row per materialized view: frontier, lag, rows,
+                          state size, status, last error, backfill progress
+headwater_catalog.epochs  one row per retained epoch and table it changed:
+                          closed_at, rows changed (table NULL: no table changed)
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from headwater.server.instance import Instance
+
+VIEWS = pa.schema(
+    [
+        ("oid", pa.int64()),
+        ("schema", pa.string()),
+        ("name", pa.string()),
+        ("definition", pa.string()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("frontier", pa.int64()),
+        ("lag_epochs", pa.int64()),
+        ("lag_ms", pa.float64()),
+        ("rows", pa.int64()),
+        ("state_rows", pa.int64()),
+        ("created_epoch", pa.int64()),
+        ("backfill_rows_done", pa.int64()),
+        ("backfill_rows_total", pa.int64()),
+    ]
+)
+
+EPOCHS = pa.schema(
+    [
+        ("epoch", pa.int64()),
+        ("closed_at", pa.timestamp("us", tz="UTC")),
+        ("table_oid", pa.int64()),
+        ("table_name", pa.string()),
+        ("rows_changed", pa.int64()),
+    ]
+)
+
+
+def relation(instance: Instance, name: str) -> pa.Table | None:
+    if name == "views":
+        return views(instance)
+    if name == "epochs":
+        return epochs(instance)
+    return None
+
+
+def views(instance: Instance) -> pa.Table:
+    mv = instance.matviews
+    engine = mv.engine
+    status = {s.view: s for s in engine.status()} if engine is not None else {}
+    visible = instance.visible_epoch
+    now = time.time()
+    rows = []
+    for v in sorted(instance.catalog.matviews(), key=lambda m: m.oid):
+        st = status.get(v.oid)
+        bf = mv.backfills.get(v.oid)
+        frontier = st.frontier if st is not None else None
+        lag = max(visible - frontier, 0) if frontier is not None else None
+        lag_ms = None
+        if lag is not None:
+            # time since the oldest epoch the view has not reflected was closed
+            closed = instance.epoch_closed_at(frontier + 1) if lag else None
+            lag_ms = max(now - closed, 0.0) * 1000.0 if closed else 0.0
+        state = st.status if st is not None else "backfilling"
+        if state == "running" and mv.stage_error:
+            state, error = "error", mv.stage_error
+        else:
+            error = st.error if st is not None else None
+        rows.append(
+            {
+                "oid": v.oid,
+                "schema": v.schema,
+                "name": v.name,
+                "definition": v.definition,
+                "status": state,
+                "error": error,
+                "frontier": frontier,
+                "lag_epochs": lag,
+                "lag_ms": lag_ms,
+                "rows": st.rows if st is not None else None,
+                "state_rows": st.state_rows if st is not None else None,
+                "created_epoch": st.created if st is not None else None,
+                "backfill_rows_done": bf.rows_done if bf else None,
+                "backfill_rows_total": bf.rows_total if bf else None,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=VIEWS)
+
+
+def epochs(instance: Instance) -> pa.Table:
+    names = {t.oid: t.name for t in instance.catalog.tables()}
+    rows = []
+    for epoch, (closed_at, changed) in sorted(instance.epoch_history.items()):
+        at = datetime.fromtimestamp(closed_at, UTC)
+        if not changed:
+            rows.append({"epoch": epoch, "closed_at": at})
+        for oid, n in sorted(changed.items()):
+            rows.append(
+                {
+                    "epoch": epoch,
+                    "closed_at": at,
+                    "table_oid": oid,
+                    "table_name": names.get(oid),
+                    "rows_changed": n,
+                }
+            )
+    return pa.Table.from_pylist(rows, schema=EPOCHS)
