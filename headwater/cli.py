@@ -74,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         default="local[2]",
         help="Spark master for the materialized views' stage (local[2]; spark://host:7077)",
     )
+    start.add_argument(
+        "--retention",
+        default="1h",
+        help="history kept for AS OF and SUBSCRIBE ... AS OF (headwater.retention; 1h)",
+    )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     if args.command != "start":
@@ -84,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     from headwater.server.instance import Config
+    from headwater.server.settings import seconds
 
     config = Config(
         data_dir=args.data_dir,
@@ -96,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         min_free_mb=args.min_free_space_mb,
         max_connections=args.max_connections,
         spark_master=args.spark_master,
+        retention=seconds(args.retention, "headwater.retention"),
     )
     return asyncio.run(_serve(config))
 

@@ -33,6 +33,16 @@ from headwater.catalog.objects import (
 from headwater.catalog.system import system_relations
 from headwater.catalog.types import BPCHAR, NUMERIC, TEXT, VARCHAR, ColumnType, from_duckdb
 from headwater.planner import ddl, dml, pg_compat
+from headwater.planner.extensions import (
+    AsOf,
+    CopySubscribe,
+    DeclareSubscribe,
+    FetchTimeout,
+    SelectAsOf,
+    Subscribe,
+    replace_calls,
+    restore,
+)
 from headwater.planner.naming import name_targets
 from headwater.planner.output_types import output_sources
 from headwater.planner.relations import Binder, deparse
@@ -40,12 +50,19 @@ from headwater.server import auth, hw_catalog
 from headwater.server.batcher import fast_rows
 from headwater.server.session import Session, WriteTxn
 from headwater.server.settings import seconds
+from headwater.server.subscribe import Subscription
 from headwater.server.values import Interval, SessionFormat
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, PENDING, Replica, quote, visible_at
 from pglast import parse_sql
-from pglast.enums import ObjectType, OnConflictAction, TransactionStmtKind, VariableSetKind
+from pglast.enums import (
+    FetchDirection,
+    ObjectType,
+    OnConflictAction,
+    TransactionStmtKind,
+    VariableSetKind,
+)
 
 from headwater.errors import (
     DependentObjects,
@@ -84,6 +101,24 @@ class Result:
     fields: list[Field] | None = None
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RowsCursor:
+    """DECLARE ... CURSOR FOR SELECT: the result, handed out by FETCH."""
+
+    fields: list[Field]
+    rows: list[tuple[Any, ...]]
+    pos: int = 0
+
+    def take(self, n: int | None) -> list[tuple[Any, ...]]:
+        end = len(self.rows) if n is None else min(self.pos + n, len(self.rows))
+        out = self.rows[self.pos : end]
+        self.pos = end
+        return out
+
+    def close(self) -> None:
+        self.rows = []
 
 
 def arrow_fields(schema: pa.Schema, duck_types: list[str] | None = None) -> list[Field]:
@@ -189,6 +224,20 @@ class Executor:
             await self._rollback_write()
 
     async def _dispatch(self, stmt: Any, params: list[Any]) -> Result:
+        if isinstance(stmt, SelectAsOf):
+            return await self.select(stmt.stmt, params, as_of=stmt.as_of)
+        if isinstance(stmt, DeclareSubscribe | A.DeclareCursorStmt):
+            return await self.declare(stmt, params)
+        if isinstance(stmt, A.FetchStmt | FetchTimeout):
+            return await self.fetch(stmt)
+        if isinstance(stmt, A.ClosePortalStmt):
+            return self.close_cursor(stmt.portalname)
+        if isinstance(stmt, Subscribe | CopySubscribe):
+            raise FeatureNotSupported(
+                "SUBSCRIBE is delivered through COPY (SUBSCRIBE ...) TO STDOUT or "
+                "DECLARE c CURSOR FOR SUBSCRIBE ...; FETCH",
+                hint="psql streams it with COPY; drivers use a cursor in a transaction.",
+            )
         if isinstance(stmt, A.SelectStmt):
             if stmt.intoClause:
                 raise FeatureNotSupported(
@@ -238,6 +287,65 @@ class Executor:
             return Result("DEALLOCATE")
         raise FeatureNotSupported(f"statement {type(stmt).__name__} is not supported")
 
+    # -- cursors: DECLARE / FETCH / CLOSE ------------------------------------------------
+    async def declare(self, stmt: Any, params: list[Any]) -> Result:
+        s = self.s
+        if s.status == "I":
+            raise SQLError("DECLARE CURSOR can only be used in transaction blocks", "25P01")
+        name = stmt.name if isinstance(stmt, DeclareSubscribe) else stmt.portalname
+        if name in s.cursors:
+            raise SQLError(f'cursor "{name}" already exists', "42P03")
+        if isinstance(stmt, DeclareSubscribe):
+            sub = Subscription(self, stmt.subscribe)
+            await sub.open()
+            s.cursors[name] = sub
+        else:
+            if not isinstance(stmt.query, A.SelectStmt):
+                raise FeatureNotSupported("DECLARE CURSOR supports SELECT and SUBSCRIBE")
+            result = await self.select(stmt.query, params)
+            s.cursors[name] = RowsCursor(result.fields or [], result.rows)
+        return Result("DECLARE CURSOR")
+
+    def cursor_fields(self, stmt: Any) -> list[Field] | None:
+        """What a FETCH returns (Describe before Execute)."""
+        cur = self.s.cursors.get(stmt.name if isinstance(stmt, FetchTimeout) else stmt.portalname)
+        return cur.fields if cur is not None else None
+
+    async def fetch(self, stmt: Any) -> Result:
+        s = self.s
+        if isinstance(stmt, FetchTimeout):
+            name, count = stmt.name, stmt.count
+            timeout: float | None = seconds(stmt.timeout, "timeout")
+            move = False
+        else:
+            if stmt.direction not in (FetchDirection.FETCH_FORWARD,):
+                raise FeatureNotSupported("cursors only move forward (FETCH [FORWARD] n | ALL)")
+            name, move = stmt.portalname, stmt.ismove
+            count = None if stmt.howMany >= 2**62 else int(stmt.howMany)
+            timeout = None
+        cur = s.cursors.get(name)
+        if cur is None:
+            raise SQLError(f'cursor "{name}" does not exist', "34000")
+        if isinstance(cur, RowsCursor):
+            rows = cur.take(count)
+        else:
+            rows = await cur.take(count, timeout)
+        tag = f"{'MOVE' if move else 'FETCH'} {len(rows)}"
+        return Result(tag) if move else Result(tag, cur.fields, rows)
+
+    def close_cursor(self, name: str | None) -> Result:
+        cursors = self.s.cursors
+        if name is None:  # CLOSE ALL
+            for c in cursors.values():
+                c.close()
+            cursors.clear()
+        else:
+            cur = cursors.pop(name, None)
+            if cur is None:
+                raise SQLError(f'cursor "{name}" does not exist', "34000")
+            cur.close()
+        return Result("CLOSE CURSOR")
+
     def format(self) -> SessionFormat:
         v = self.s.settings.values
         return SessionFormat(
@@ -255,6 +363,8 @@ class Executor:
             return Result("BEGIN")
         if kind in (TransactionStmtKind.TRANS_STMT_COMMIT, TransactionStmtKind.TRANS_STMT_ROLLBACK):
             self.savepoints = []
+            if s.cursors:  # cursors live until the end of their transaction
+                self.close_cursor(None)
         if kind == TransactionStmtKind.TRANS_STMT_COMMIT:
             if s.status == "I":
                 return Result("COMMIT", notices=["there is no transaction in progress"])
@@ -464,13 +574,14 @@ class Executor:
             committer.write_lock.release()
 
     # -- reads ----------------------------------------------------------------------
-    def _binder(self) -> Binder:
+    def _binder(self, history: bool = False) -> Binder:
         """A binder for a read. Tables and materialized views are scanned at the
         statement's epoch, which is chosen after binding (`statement_sql`), once the
-        views the statement reads are known: `binder.epoch_mark` stands for it."""
+        views the statement reads are known: `binder.epoch_mark` stands for it. In a
+        writing transaction tables are read as it left them, unless `history` (AS OF)."""
         s = self.s
         mark = f"__hw_epoch_{secrets.token_hex(6)}__"
-        reading = CURRENT if s.write is not None else visible_at(mark)
+        reading = CURRENT if s.write is not None and not history else visible_at(mark)
         binder = Binder(
             s.catalog,
             s.search_path(),
@@ -497,13 +608,86 @@ class Executor:
 
         return system
 
-    async def statement_sql(self, binder: Binder, stmt: Any) -> str:
+    async def statement_sql(self, binder: Binder, stmt: Any, as_of: AsOf | None = None) -> str:
         """Bind `stmt` and fix the one epoch it reads every table and view at."""
-        sql = binder.to_sql(stmt)
+        fence = A.TypeCast(
+            arg=A.A_Const(val=A.Integer(ival=self.s.last_write_epoch)),
+            typeName=A.TypeName(names=(A.String(sval="int8"),)),
+        )
+        undo = replace_calls(stmt, "headwater_write_fence", fence)
+        try:
+            sql = binder.to_sql(stmt)
+        finally:
+            restore(undo)
         mark = binder.epoch_mark
-        if mark not in sql:
+        if as_of is not None:
+            epoch = await self.as_of_epoch(as_of, binder.matviews)
+        elif mark not in sql:
             return sql
-        return sql.replace(mark, str(await self.read_epoch(binder.matviews)))
+        else:
+            epoch = await self.read_epoch(binder.matviews)
+        return sql.replace(mark, str(epoch))
+
+    async def as_of_epoch(self, as_of: AsOf, views: set[int]) -> int:
+        """The epoch AS OF names, checked against the retained history; a future epoch
+        is waited for (up to headwater.freshness_timeout), as are lagging views."""
+        s = self.s
+        instance = self.instance
+        low, high = instance.retained_range()
+        epoch = as_of.epoch if as_of.epoch is not None else self._epoch_at(as_of.timestamp or "")
+        hint = (
+            f"History is kept for headwater.retention = "
+            f"{s.settings.values['headwater.retention']}; "
+            "headwater_catalog.epochs lists the retained epochs."
+        )
+        if epoch < low:
+            raise SQLError(
+                f"epoch {epoch} is outside the retained range [{low}, {high}]", "22023", hint=hint
+            )
+        timeout = seconds(s.settings.values["headwater.freshness_timeout"], "timeout")
+        committer = instance.committer
+        assert committer is not None
+        if epoch > instance.visible_epoch and not await committer.wait_visible(epoch, timeout):
+            raise SQLError(
+                f"epoch {epoch} has not closed yet (the newest is {committer.durable_epoch})",
+                "22023",
+            )
+        mv = instance.matviews
+        for oid in views:
+            name = getattr(s.catalog.by_oid(oid), "name", oid)
+            created = mv.created_epoch(oid)
+            if created is not None and epoch < created:
+                raise SQLError(
+                    f'materialized view "{name}" has no state before epoch {created}, '
+                    "when it was created",
+                    "22023",
+                )
+        await self._wait_views(views, epoch)
+        return epoch
+
+    def _epoch_at(self, timestamp: str) -> int:
+        """The newest epoch closed at or before `timestamp` (in the session's TimeZone)."""
+        try:
+            row = (
+                self.s.cursor()
+                .execute("SELECT epoch(CAST(? AS TIMESTAMPTZ))", [timestamp])
+                .fetchone()
+            )
+        except duckdb.Error as e:
+            raise translate(e) from None
+        at = float(row[0]) if row else 0.0
+        best = None
+        for epoch, (closed_at, _) in self.instance.epoch_history.items():
+            if closed_at <= at and (best is None or epoch > best):
+                best = epoch
+        if best is None:
+            low, high = self.instance.retained_range()
+            raise SQLError(
+                f"no retained epoch closed at or before {timestamp}",
+                "22023",
+                hint=f"The retained epochs are [{low}, {high}]; see headwater_catalog.epochs.",
+            )
+        return best
 
     async def read_epoch(self, views: set[int]) -> int:
         """The statement's epoch: the newest at which every view it reads is fresh,
@@ -528,22 +712,29 @@ class Executor:
             return visible
         need = self.required_epoch()
         if need > 0:
-            timeout = seconds(s.settings.values["headwater.freshness_timeout"], "timeout")
-            behind = await mv.wait_frontiers(views, need, timeout)
-            if behind is not None:
-                name = getattr(s.catalog.by_oid(behind), "name", behind)
-                status, error = mv.status(behind)
-                if status == "error":
-                    raise SQLError(f'materialized view "{name}" failed: {error}', "XX000")
-                raise SQLError(
-                    f'materialized view "{name}" is at epoch {mv.frontier(behind)}; '
-                    f"this read needs epoch {need}",
-                    "57014",
-                    detail=f"Waited {timeout:g}s (headwater.freshness_timeout).",
-                    hint="SET headwater.freshness = 'none' reads what is fresh now; "
-                    "headwater_catalog.views shows the view's lag and status.",
-                )
+            await self._wait_views(views, need)
         return min(self.instance.visible_epoch, *(mv.frontier(o) for o in views))
+
+    async def _wait_views(self, views: set[int], epoch: int) -> None:
+        """Wait until every view reflects `epoch`, or fail naming the one that does not."""
+        s = self.s
+        mv = self.instance.matviews
+        timeout = seconds(s.settings.values["headwater.freshness_timeout"], "timeout")
+        behind = await mv.wait_frontiers(views, epoch, timeout)
+        if behind is None:
+            return
+        name = getattr(s.catalog.by_oid(behind), "name", behind)
+        status, error = mv.status(behind)
+        if status == "error":
+            raise SQLError(f'materialized view "{name}" failed: {error}', "XX000")
+        raise SQLError(
+            f'materialized view "{name}" is at epoch {mv.frontier(behind)}; '
+            f"this read needs epoch {epoch}",
+            "57014",
+            detail=f"Waited {timeout:g}s (headwater.freshness_timeout).",
+            hint="SET headwater.freshness = 'none' reads what is fresh now; "
+            "headwater_catalog.views shows the view's lag and status.",
+        )
 
     def required_epoch(self) -> int:
         """The oldest epoch a read may see, as headwater.freshness says: 'session' the
@@ -577,12 +768,15 @@ class Executor:
             if not await committer.wait_visible(target, timeout=30):
                 raise SQLError(f"timed out waiting for epoch {target} to become readable", "57014")
 
-    async def select(self, stmt: A.SelectStmt, params: list[Any]) -> Result:
-        await self.await_own_writes()
-        binder = self._binder()
+    async def select(
+        self, stmt: A.SelectStmt, params: list[Any], as_of: AsOf | None = None
+    ) -> Result:
+        if as_of is None:
+            await self.await_own_writes()
+        binder = self._binder(history=as_of is not None)
         name_targets(stmt)
         pg_compat.rewrite(stmt)
-        sql = await self.statement_sql(binder, stmt)
+        sql = await self.statement_sql(binder, stmt, as_of)
         cur = self.s.cursor()
         table, types = await asyncio.to_thread(_fetch, cur, sql, params)
         fields = self._with_sources(stmt, arrow_fields(table.schema, types))
@@ -611,8 +805,12 @@ class Executor:
 
     async def describe(self, stmt: Any, nparams: int) -> list[Field] | None:
         """Result columns of a statement without running it (Describe of a statement)."""
+        if isinstance(stmt, SelectAsOf):
+            stmt = stmt.stmt
         if isinstance(stmt, A.SelectStmt):
             return await self.describe_select(stmt, nparams)
+        if isinstance(stmt, A.FetchStmt | FetchTimeout):
+            return None if getattr(stmt, "ismove", False) else self.cursor_fields(stmt)
         if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt) and returning_list(stmt):
             s = self.s
             rel = s.catalog.get_relation(

@@ -40,6 +40,7 @@ class Config:
     min_free_mb: int = 64  # writes are refused (53100) when the data dir has less free space
     max_connections: int = 100  # as PostgreSQL's max_connections (superusers get 3 more)
     spark_master: str = "local[2]"  # where the engine's Spark stage runs
+    retention: float = 3600.0  # seconds of history kept for AS OF and SUBSCRIBE ... AS OF
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -58,6 +59,8 @@ class Instance:
         self.matviews = MaterializedViews(self)
         # epoch -> (closed at, rows changed per table oid): headwater_catalog.epochs
         self.epoch_history: dict[int, tuple[float, dict[int, int]]] = {}
+        self.retained_from = 0  # oldest epoch AS OF can read (history before it vacuumed)
+        self._vacuum_task: asyncio.Task[None] | None = None
 
     def meta(self) -> dict[str, Any]:
         return {"next_oid": self.catalog.next_oid}
@@ -84,6 +87,7 @@ class Instance:
         self.committer.on_durable(self.matviews.spool_epoch)
         self.matviews.start(asyncio.get_running_loop())
         self.committer.start()
+        self._vacuum_task = asyncio.get_running_loop().create_task(self._vacuum_loop())
 
     def _recover(self) -> None:
         t0 = time.time()
@@ -130,7 +134,48 @@ class Instance:
         self.batcher.forget()
         self.replica.undo_epochs([t.oid for t in self.catalog.tables()], first_epoch)
 
+    # -- retention ------------------------------------------------------------------
+    def retained_range(self) -> tuple[int, int]:
+        """Epochs AS OF can read: [oldest retained, newest durable]."""
+        assert self.committer is not None
+        return self.retained_from, self.committer.durable_epoch
+
+    def horizon(self, now: float) -> int:
+        """The newest epoch closed more than `retention` ago: history older than it may
+        go. Never beyond what a lagging view still has to read."""
+        cutoff = now - self.config.retention
+        h = 0
+        for epoch, (closed_at, _) in self.epoch_history.items():
+            if closed_at <= cutoff and epoch > h:
+                h = epoch
+        return self.matviews.clamp_horizon(h)
+
+    async def _vacuum_loop(self) -> None:
+        interval = min(max(self.config.retention / 10, 1.0), 60.0)
+        while True:
+            await asyncio.sleep(interval)
+            h = self.horizon(time.time())
+            if h <= self.retained_from or self.committer is None:
+                continue
+            try:
+                async with self.committer.write_lock:  # no writer restamps meanwhile
+                    removed = await asyncio.to_thread(self._vacuum, h)
+            except Exception:
+                log.exception("vacuum to epoch %d failed", h)
+                continue
+            log.debug("vacuumed %d versions up to epoch %d", removed, h)
+
+    def _vacuum(self, horizon: int) -> int:
+        removed = self.replica.vacuum([t.oid for t in self.catalog.tables()], horizon)
+        self.matviews.vacuum(horizon)
+        self.retained_from = horizon
+        for e in [e for e in self.epoch_history if e < horizon]:
+            del self.epoch_history[e]
+        return removed
+
     async def close(self) -> None:
+        if self._vacuum_task is not None:
+            self._vacuum_task.cancel()
         await asyncio.to_thread(self.matviews.close)
         if self.committer:
             await self.committer.stop()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import MaterializedView, Table
-from headwater.engine.delta import ScanInfo
+from headwater.engine.delta import ScanInfo, fetch_all
 from headwater.engine.engine import Engine
 from headwater.engine.spool import SpoolWriter
 from headwater.planner.ir import Plan, PlanBuilder
@@ -95,7 +95,7 @@ class MaterializedViews:
         engine = self.open_engine()
         for oid in [v for v in engine.views if not isinstance(cat.by_oid(v), MaterializedView)]:
             engine.drop_view(oid)  # dropped in the catalog; the engine missed it
-        fronts = [s.frontier for s in engine.status() if s.status == "running"]
+        fronts = self.running_frontiers()
         return min(fronts) if fronts else engine.last_epoch
 
     def respool(self, table_oid: int, log_: list[tuple[int, pa.Table]], after: int) -> None:
@@ -161,8 +161,19 @@ class MaterializedViews:
         if loop is not None and ev is not None:
             loop.call_soon_threadsafe(ev.set)
         if self.spool is not None and self.engine is not None:
-            fronts = [s.frontier for s in self.engine.status() if s.status == "running"]
-            self.spool.truncate(min(fronts, default=end))
+            self.spool.truncate(min(self.running_frontiers(), default=end))
+
+    # -- retention ------------------------------------------------------------------
+    def clamp_horizon(self, horizon: int) -> int:
+        """A view's output changes are read by the views above it until their frontier
+        passes them: history is kept back to the oldest running frontier."""
+        if self.engine is None:
+            return horizon
+        return min([horizon, *self.running_frontiers()])
+
+    def vacuum(self, horizon: int) -> None:
+        if self.engine is not None:
+            self.engine.vacuum(horizon)
 
     # -- DDL ------------------------------------------------------------------------
     @staticmethod
@@ -219,13 +230,28 @@ class MaterializedViews:
     def frontier(self, oid: int) -> int:
         return self.engine.frontier(oid) if self.engine is not None else -1
 
+    def _views_rows(self) -> dict[int, tuple[int, int, str, str | None]]:
+        """view -> (frontier, created, status, error): the engine's registry, cheaply
+        (Engine.status() also sizes every state table)."""
+        if self.engine is None:
+            return {}
+        rows = fetch_all(
+            self.engine._reader(), "SELECT view, frontier, created, status, error FROM hw_views"
+        )
+        return {int(v): (int(f), int(c), st, err) for v, f, c, st, err in rows}
+
+    def running_frontiers(self) -> list[int]:
+        return [f for f, _, st, _ in self._views_rows().values() if st == "running"]
+
+    def created_epoch(self, oid: int) -> int | None:
+        row = self._views_rows().get(oid)
+        return row[1] if row else None
+
     def status(self, oid: int) -> tuple[str, str | None]:
-        if self.engine is None or oid not in self.engine.views:
+        row = self._views_rows().get(oid)
+        if row is None:
             return "backfilling", None
-        for s in self.engine.status():
-            if s.view == oid:
-                return s.status, s.error
-        return "backfilling", None
+        return row[2], row[3]
 
     def read_sql(self, mv: MaterializedView, epoch: str) -> str:
         """The view's rows at `epoch` (an epoch number, or a placeholder the statement

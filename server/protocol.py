@@ -16,13 +16,15 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.types import BY_OID, TEXT, ColumnType
+from headwater.planner.extensions import CopySubscribe, SelectAsOf, Subscribe, parse_extended
 from headwater.planner.params import count_params, infer_param_types
 from headwater.server import auth, wire
-from headwater.server.copy import copy_options, format_copy_row, header_row, parse_copy
+from headwater.server.copy import CopyOptions, copy_options, format_copy_row, header_row, parse_copy
 from headwater.server.executor import Executor, Field, Result
 from headwater.server.instance import Instance
 from headwater.server.session import Portal, Session
 from headwater.server.settings import REPORTED
+from headwater.server.subscribe import Subscription
 from headwater.server.values import (
     SessionFormat,
     binary_decoder,
@@ -32,9 +34,11 @@ from headwater.server.values import (
 )
 from pglast import parse_sql
 from pglast.parser import ParseError
+from pglast.parser import split as pglast_split
 
 from headwater.errors import (
     FeatureNotSupported,
+    InFailedTransaction,
     InvalidCatalogName,
     InvalidCursorName,
     InvalidPreparedStatement,
@@ -96,13 +100,30 @@ def parse_statements(sql: str) -> list[tuple[Any, str]]:
     try:
         raws = parse_sql(sql)
     except ParseError as e:
-        msg, loc = e.args[0], e.args[1] if len(e.args) > 1 else None
-        raise SyntaxErr(msg, position=(loc + 1) if isinstance(loc, int) else None) from None
+        return _parse_extended_statements(sql, e)
     out = []
     for r in raws:
         start = r.stmt_location or 0
         text = sql[start : start + r.stmt_len] if r.stmt_len else sql[start:]
         out.append((r.stmt, text))
+    return out
+
+
+def _parse_extended_statements(sql: str, error: ParseError) -> list[tuple[Any, str]]:
+    """Statements when pglast refused the text: Headwater's own (SUBSCRIBE, AS OF, ...)
+    are recognised one by one; any other statement keeps PostgreSQL's syntax error."""
+    out: list[tuple[Any, str]] = []
+    for piece in pglast_split(sql, with_parser=False):
+        try:
+            out.extend((r.stmt, piece) for r in parse_sql(piece))
+            continue
+        except ParseError:
+            pass
+        stmt = parse_extended(piece)
+        if stmt is None:
+            msg, loc = error.args[0], error.args[1] if len(error.args) > 1 else None
+            raise SyntaxErr(msg, position=(loc + 1) if isinstance(loc, int) else None) from None
+        out.append((stmt, piece))
     return out
 
 
@@ -124,6 +145,7 @@ class Connection:
         self.tls_active = False
         self.tls_end_point: bytes | None = None  # channel binding data once TLS is up
         self._timed_out = False  # the running statement hit statement_timeout
+        self._subscription: Subscription | None = None  # a COPY (SUBSCRIBE) streaming
 
     # -- plumbing -------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -251,7 +273,8 @@ class Connection:
         if len(self.server.sessions) >= limit + RESERVED_SUPERUSER_CONNECTIONS:
             self.send_error(
                 SQLError(
-                    "remaining connection slots are reserved for superusers", "53300",
+                    "remaining connection slots are reserved for superusers",
+                    "53300",
                     severity="FATAL",
                 )
             )
@@ -385,6 +408,9 @@ class Connection:
         if isinstance(stmt, A.CopyStmt):
             await self.copy(stmt, params)
             return
+        if isinstance(stmt, CopySubscribe | Subscribe):
+            await self.copy_subscribe(stmt.subscribe if isinstance(stmt, CopySubscribe) else stmt)
+            return
         timer = self._statement_timer()
         try:
             result = await self.executor.execute(stmt, params)
@@ -412,11 +438,7 @@ class Connection:
 
     def _report_epoch(self) -> None:
         s = self.session
-        if (
-            s is not None
-            and s.last_write_epoch
-            and s.last_write_epoch != self._reported
-        ):
+        if s is not None and s.last_write_epoch and s.last_write_epoch != self._reported:
             self._reported = s.last_write_epoch
             self.send(wire.parameter_status("headwater_epoch", str(s.last_write_epoch)))
 
@@ -502,6 +524,41 @@ class Connection:
         self.send(wire.copy_done())
         self.send(wire.command_complete(f"COPY {len(result.rows)}"))
 
+    async def copy_subscribe(self, spec: Subscribe) -> None:
+        """COPY (SUBSCRIBE ...) TO STDOUT (and a bare SUBSCRIBE, as Materialize does):
+        rows stream as epochs close, until UP TO, a cancel, or the client goes away."""
+        assert self.executor is not None and self.session is not None
+        if self.session.status == "E":
+            raise InFailedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        sub = Subscription(self.executor, spec)
+        fields = await sub.open()
+        self._subscription = sub
+        sent = 0
+        try:
+            self.send(wire.copy_out_response(len(fields)))
+            await self.flush()
+            f = self.fmt()
+            encs = [text_encoder(fld.type, session=f) for fld in fields]
+            opts = CopyOptions()
+            while not sub.done:
+                rows = await sub.take(None, 1.0)
+                for row in rows:
+                    vals = [
+                        None if v is None else e(v).decode("utf-8")
+                        for e, v in zip(encs, row, strict=True)
+                    ]
+                    self.send(wire.copy_data(format_copy_row(vals, opts)))
+                sent += len(rows)
+                if rows:
+                    await self.flush()  # a slow client blocks here; its producer goes on
+        finally:
+            sub.close()
+            self._subscription = None
+        self.send(wire.copy_done())
+        self.send(wire.command_complete(f"COPY {sent}"))
+
     # -- extended query -------------------------------------------------------------
     async def on_parse(self, r: wire.Reader) -> None:
         assert self.session is not None
@@ -513,10 +570,11 @@ class Connection:
         if len(stmts) > 1:
             raise SQLError("cannot insert multiple commands into a prepared statement", "42601")
         stmt = stmts[0][0] if stmts else None
-        nparams = max(count_params(stmt), len(declared)) if stmt is not None else 0
+        core = stmt.stmt if isinstance(stmt, SelectAsOf) else stmt
+        nparams = max(count_params(core), len(declared)) if core is not None else 0
         inferred = (
             infer_param_types(
-                stmt, self.session.catalog, self.session.search_path(), declared, nparams
+                core, self.session.catalog, self.session.search_path(), declared, nparams
             )
             if stmt is not None
             else []
@@ -711,6 +769,8 @@ class Connection:
         s = self.session
         if s is None:
             return
+        if self._subscription is not None:
+            self._subscription.cancel()
         for cur in (s.write.cur if s.write else None, s._read_cur):
             if cur is not None:
                 try:

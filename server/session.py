@@ -62,12 +62,14 @@ class Session:
         self.secret = 0
         self.settings = Settings()
         self.settings.values["session_authorization"] = user
+        self.settings.values["headwater.retention"] = f"{instance.config.retention:g}s"
         self.status = "I"
         self.write: WriteTxn | None = None
         self.last_write_epoch = 0  # freshness token of this session's newest commit
         self._read_cur: duckdb.DuckDBPyConnection | None = None
         self.prepared: dict[str, Any] = {}
         self.portals: dict[str, Portal] = {}
+        self.cursors: dict[str, Any] = {}  # DECLAREd cursors (SELECT or SUBSCRIBE)
         self._zones: dict[int, str] = {}  # id(DuckDB connection) -> TimeZone set on it
 
     def read_cursor(self) -> duckdb.DuckDBPyConnection:
@@ -97,6 +99,9 @@ class Session:
         return self.settings.search_path()
 
     def close(self) -> None:
+        for c in self.cursors.values():
+            c.close()
+        self.cursors.clear()
         if self._read_cur is not None:
             self._read_cur.close()
             self._read_cur = None

@@ -66,6 +66,8 @@ DEFAULTS: dict[str, str] = {
     "headwater.freshness": "session",
     "headwater.read_after": "0",
     "headwater.freshness_timeout": "30s",  # how long a read waits for lagging views
+    "headwater.subscribe_buffer_rows": "100000",  # a slower subscriber is cut off
+    "headwater.retention": "1h",  # set at server start (headwater start --retention)
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
 }
 
@@ -100,6 +102,12 @@ class Settings:
             "in_hot_standby",
         ):
             raise InvalidParameterValue(f'parameter "{name}" cannot be changed', "55P02")
+        if key == "headwater.retention":
+            raise InvalidParameterValue(
+                f'parameter "{name}" cannot be changed without restarting the server',
+                "55P02",
+                hint="Start the server with headwater start --retention 2h.",
+            )
         if key == "client_encoding" and value.upper().replace("-", "") not in ("UTF8", "UNICODE"):
             raise InvalidParameterValue(f'invalid value for parameter "client_encoding": "{value}"')
         if key == "client_encoding":
@@ -128,6 +136,10 @@ class Settings:
             raise InvalidParameterValue(
                 f'invalid value for parameter "headwater.read_after": "{value}"',
                 hint="A freshness token is an epoch number: SELECT headwater_write_fence().",
+            )
+        if key == "headwater.subscribe_buffer_rows" and not value.isdigit():
+            raise InvalidParameterValue(
+                f'invalid value for parameter "headwater.subscribe_buffer_rows": "{value}"'
             )
         if key == "headwater.freshness_timeout":
             seconds(value, key)

@@ -151,6 +151,18 @@ class Replica:
         finally:
             cur.close()
 
+    def vacuum(self, oids: Iterable[int], horizon: int) -> int:
+        """Forget versions no read at an epoch >= horizon can see; returns rows removed."""
+        cur = self.cursor()
+        removed = 0
+        try:
+            for oid in oids:
+                row = cur.execute(f"DELETE FROM {physical(oid)} WHERE {TO} <= {horizon}").fetchone()
+                removed += int(row[0]) if row else 0
+        finally:
+            cur.close()
+        return removed
+
     # -- recovery -------------------------------------------------------------------
     def rebuild_table(self, table: Table, log: list[tuple[int, pa.Table]]) -> int:
         """Rebuild a table's versions from its change log; returns live rows."""

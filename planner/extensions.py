@@ -1,0 +1,427 @@
+"""Headwater's statements beyond PostgreSQL's grammar, recognised from scanner tokens.
+
+    SELECT ... AS OF [EPOCH] n | AS OF TIMESTAMP '...'
+    SUBSCRIBE [TO] name | (SELECT ...) [ENVELOPE UPSERT (KEY (col, ...))]
+        [WITH (SNAPSHOT [= bool], PROGRESS [= bool])] [AS OF [EPOCH] n] [UP TO n]
+    COPY (SUBSCRIBE ...) TO STDOUT
+    DECLARE c CURSOR FOR SUBSCRIBE ...
+    FETCH [n | ALL | FORWARD n] [FROM | IN] c WITH (timeout = '1s')
+
+pglast parses everything else. The tokens come from PostgreSQL's own scanner (so
+string literals and comments are never mistaken for keywords); the embedded SELECT
+is handed back to pglast, so it is bound like any other query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pglast.ast as A
+from pglast import parse_sql
+from pglast.parser import ParseError, scan
+
+from headwater.errors import SyntaxErr
+
+
+@dataclass(frozen=True)
+class AsOf:
+    epoch: int | None = None
+    timestamp: str | None = None  # resolved to the newest epoch closed at or before it
+
+
+@dataclass
+class SelectAsOf:
+    """A SELECT read at a past epoch."""
+
+    stmt: A.SelectStmt
+    as_of: AsOf
+
+
+@dataclass
+class Subscribe:
+    relation: A.RangeVar | None  # SUBSCRIBE name
+    query: A.SelectStmt | None  # SUBSCRIBE (SELECT ...)
+    upsert_key: tuple[str, ...] | None = None
+    snapshot: bool = True
+    progress: bool = False
+    as_of: AsOf | None = None
+    up_to: int | None = None
+
+
+@dataclass
+class CopySubscribe:
+    subscribe: Subscribe
+
+
+@dataclass
+class DeclareSubscribe:
+    name: str
+    subscribe: Subscribe
+
+
+@dataclass
+class FetchTimeout:
+    """FETCH with Materialize's WITH (timeout = ...): wait at most that long."""
+
+    name: str
+    count: int | None  # None: ALL
+    timeout: str  # a duration, as settings take it ('1s', '500ms')
+
+
+EXTENDED = (SelectAsOf, Subscribe, CopySubscribe, DeclareSubscribe, FetchTimeout)
+
+
+class _Tokens:
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        try:
+            self.toks = scan(sql)
+        except ParseError as e:
+            raise SyntaxErr(str(e.args[0])) from None
+        self.i = 0
+
+    def peek(self, k: int = 0) -> Any:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else None
+
+    def word(self, k: int = 0) -> str:
+        t = self.peek(k)
+        if t is None:
+            return ""
+        if t.name == "IDENT":
+            text = self.text(t)
+            return text[1:-1].replace('""', '"') if text.startswith('"') else text.lower()
+        if t.name in ("SCONST", "ICONST", "FCONST"):
+            return ""
+        return t.name.lower() if t.kind != "NO_KEYWORD" else self.text(t)
+
+    def text(self, t: Any) -> str:
+        return self.sql[t.start : t.end + 1]
+
+    def at(self, *words: str) -> bool:
+        return all(self.word(k) == w for k, w in enumerate(words))
+
+    def take(self, *words: str) -> bool:
+        if self.at(*words):
+            self.i += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.take(*words):
+            self.fail(" ".join(words).upper())
+
+    def fail(self, wanted: str) -> None:
+        t = self.peek()
+        where = f'at or near "{self.text(t)}"' if t is not None else "at end of input"
+        raise SyntaxErr(
+            f"syntax error {where}" + (f" (expected {wanted})" if wanted else ""),
+            position=(t.start + 1) if t is not None else len(self.sql) + 1,
+        )
+
+    def done(self) -> bool:
+        t = self.peek()
+        return t is None or (t.name == "ASCII_59" and self.peek(1) is None)
+
+    def paren_end(self) -> int:
+        """Index of the ')' matching the '(' at the cursor."""
+        depth = 0
+        for j in range(self.i, len(self.toks)):
+            n = self.toks[j].name
+            depth += n == "ASCII_40"
+            depth -= n == "ASCII_41"
+            if depth == 0:
+                return j
+        self.i = len(self.toks)
+        self.fail(")")
+        raise AssertionError
+
+    def integer(self) -> int:
+        t = self.peek()
+        if t is None or t.name != "ICONST":
+            self.fail("an integer")
+        self.i += 1
+        return int(self.text(t))
+
+    def string(self) -> str:
+        t = self.peek()
+        if t is None or t.name != "SCONST":
+            self.fail("a string")
+        self.i += 1
+        return str(self.text(t)[1:-1].replace("''", "'"))
+
+
+def parse_extended(sql: str) -> Any | None:
+    """One statement of Headwater's extended syntax, or None when it is not one (then
+    pglast's error for the statement stands)."""
+    tk = _Tokens(sql)
+    if not tk.toks:
+        return None
+    first = tk.word()
+    if first == "subscribe":
+        return _subscribe(tk, top=True)
+    if first == "copy" and tk.word(1) == "(" and tk.word(2) == "subscribe":
+        tk.i = 1
+        close = tk.paren_end()
+        inner = _Tokens(sql[tk.toks[2].start : tk.toks[close].start])
+        sub = _subscribe(inner, top=False)
+        tk.i = close + 1
+        tk.expect("to", "stdout")
+        if not tk.done():
+            tk.fail("end of COPY")
+        return CopySubscribe(sub)
+    if first == "declare" and _find(tk, "subscribe") is not None:
+        tk.i += 1
+        t = tk.peek()
+        if t is None:
+            tk.fail("a cursor name")
+        name = tk.word()
+        tk.i += 1
+        while tk.word() in ("no", "scroll", "binary", "insensitive", "asensitive"):
+            tk.i += 1
+        tk.expect("cursor")
+        if tk.take("with", "hold") or tk.take("without", "hold"):
+            pass
+        tk.expect("for")
+        rest = _Tokens(sql[tk.peek().start :]) if tk.peek() is not None else None
+        if rest is None or rest.word() != "subscribe":
+            return None
+        return DeclareSubscribe(name, _subscribe(rest, top=True))
+    if first == "fetch" and _find(tk, "timeout") is not None:
+        return _fetch(tk)
+    if first in ("select", "with", "(") or first == "values":
+        return _select_as_of(tk)
+    return None
+
+
+def _find(tk: _Tokens, word: str) -> int | None:
+    for j, t in enumerate(tk.toks):
+        if (t.name.lower() == word) or (t.name == "IDENT" and tk.text(t).lower() == word):
+            return j
+    return None
+
+
+def _as_of(tk: _Tokens) -> AsOf:
+    """After AS OF: [EPOCH] n | TIMESTAMP 'text'."""
+    if tk.take("timestamp"):
+        return AsOf(timestamp=tk.string())
+    tk.take("epoch")
+    return AsOf(epoch=tk.integer())
+
+
+def _select_as_of(tk: _Tokens) -> SelectAsOf | None:
+    """A SELECT whose last top-level clause is AS OF ..."""
+    depth = 0
+    cut = None
+    for j, t in enumerate(tk.toks):
+        depth += t.name == "ASCII_40"
+        depth -= t.name == "ASCII_41"
+        if depth == 0 and t.name == "AS" and j + 1 < len(tk.toks):
+            nxt = tk.toks[j + 1]
+            if nxt.name == "OF":
+                cut = j
+    if cut is None:
+        return None
+    tk.i = cut + 2
+    as_of = _as_of(tk)
+    if not tk.done():
+        tk.fail("end of statement after AS OF")
+    stmt = _parse_select(tk.sql[: tk.toks[cut].start])
+    if stmt is None:
+        return None
+    return SelectAsOf(stmt, as_of)
+
+
+def _parse_select(text: str) -> A.SelectStmt | None:
+    try:
+        raws = parse_sql(text)
+    except ParseError:
+        return None
+    if len(raws) != 1 or not isinstance(raws[0].stmt, A.SelectStmt):
+        return None
+    return raws[0].stmt
+
+
+def _subscribe(tk: _Tokens, top: bool) -> Subscribe:
+    tk.expect("subscribe")
+    tk.take("to")
+    t = tk.peek()
+    if t is None:
+        tk.fail("a relation or (SELECT ...)")
+    sub: Subscribe
+    if t.name == "ASCII_40":
+        close = tk.paren_end()
+        inner = tk.sql[tk.toks[tk.i + 1].start : tk.toks[close].start]
+        query = _parse_select(inner)
+        if query is None:
+            raise SyntaxErr("SUBSCRIBE (...) needs a SELECT inside the parentheses")
+        tk.i = close + 1
+        sub = Subscribe(None, query)
+    else:
+        parts = [tk.word()]
+        tk.i += 1
+        while tk.word() == ".":
+            tk.i += 1
+            parts.append(tk.word())
+            tk.i += 1
+        rv = A.RangeVar(
+            relname=parts[-1],
+            schemaname=parts[-2] if len(parts) > 1 else None,
+            inh=True,
+            relpersistence="p",
+        )
+        sub = Subscribe(rv, None)
+    while not tk.done():
+        if tk.take("envelope", "upsert"):
+            if tk.word() != "(":
+                tk.fail("(KEY (...))")
+            tk.i += 1
+            tk.expect("key")
+            sub.upsert_key = tuple(_name_list(tk))
+            tk.expect(")")
+        elif tk.take("with"):
+            for key, value in _options(tk):
+                if key == "snapshot":
+                    sub.snapshot = _bool(value, key)
+                elif key == "progress":
+                    sub.progress = _bool(value, key)
+                else:
+                    raise SyntaxErr(f'unrecognized SUBSCRIBE option "{key}"')
+        elif tk.take("as", "of"):
+            sub.as_of = _as_of(tk)
+        elif tk.take("up", "to"):
+            sub.up_to = tk.integer()
+        else:
+            tk.fail("ENVELOPE, WITH, AS OF or UP TO")
+    return sub
+
+
+def _name_list(tk: _Tokens) -> list[str]:
+    if tk.word() != "(":
+        tk.fail("(")
+    tk.i += 1
+    names = []
+    while True:
+        t = tk.peek()
+        if t is None:
+            tk.fail(")")
+        names.append(tk.word())
+        tk.i += 1
+        if tk.word() == ",":
+            tk.i += 1
+            continue
+        tk.expect(")")
+        return names
+
+
+def _options(tk: _Tokens) -> list[tuple[str, str | None]]:
+    """(name [= value], ...)"""
+    if tk.word() != "(":
+        tk.fail("(")
+    tk.i += 1
+    out: list[tuple[str, str | None]] = []
+    while True:
+        t = tk.peek()
+        if t is None:
+            tk.fail(")")
+        key = tk.word()
+        tk.i += 1
+        value: str | None = None
+        if tk.word() == "=":
+            tk.i += 1
+            v = tk.peek()
+            if v is None:
+                tk.fail("a value")
+            if v.name == "SCONST":
+                value = tk.string()
+            else:
+                value = tk.text(v)
+                tk.i += 1
+        elif tk.word() not in (",", ")"):
+            v = tk.peek()
+            value = tk.text(v)
+            tk.i += 1
+        out.append((key, value))
+        if tk.word() == ",":
+            tk.i += 1
+            continue
+        tk.expect(")")
+        return out
+
+
+def _bool(value: str | None, key: str) -> bool:
+    if value is None:
+        return True
+    v = value.lower()
+    if v in ("true", "on", "1", "t", "yes"):
+        return True
+    if v in ("false", "off", "0", "f", "no"):
+        return False
+    raise SyntaxErr(f'option "{key}" requires a Boolean value')
+
+
+def _fetch(tk: _Tokens) -> FetchTimeout:
+    tk.expect("fetch")
+    count: int | None = 1
+    tk.take("forward")
+    if tk.take("all"):
+        count = None
+    elif tk.peek() is not None and tk.peek().name == "ICONST":
+        count = tk.integer()
+    elif tk.take("next"):
+        count = 1
+    if tk.word() in ("from", "in"):
+        tk.i += 1
+    name = tk.word()
+    tk.i += 1
+    timeout = "0"
+    if tk.take("with"):
+        for key, value in _options(tk):
+            if key != "timeout":
+                raise SyntaxErr(f'unrecognized FETCH option "{key}"')
+            timeout = value or "0"
+    if not tk.done():
+        tk.fail("end of FETCH")
+    return FetchTimeout(name, count, timeout)
+
+
+def replace_calls(node: Any, name: str, value: Any) -> list[tuple[Any, str, Any]]:
+    """Replace every call `name()` (no arguments) under `node` by the node `value`, in
+    place; returns the undo list (parent, attribute, old) for `restore`."""
+    undo: list[tuple[Any, str, Any]] = []
+
+    def is_call(n: Any) -> bool:
+        return (
+            isinstance(n, A.FuncCall)
+            and not n.args
+            and n.funcname[-1].sval == name
+            and (len(n.funcname) == 1 or n.funcname[0].sval == "pg_catalog")
+        )
+
+    def walk(n: Any) -> None:
+        if not isinstance(n, A.Node):
+            return
+        for attr in n:
+            child = getattr(n, attr)
+            if is_call(child):
+                undo.append((n, attr, child))
+                setattr(n, attr, value)
+            elif isinstance(child, tuple):
+                if any(is_call(c) for c in child):
+                    undo.append((n, attr, child))
+                    child = tuple(value if is_call(c) else c for c in child)
+                    setattr(n, attr, child)
+                for c in child:
+                    walk(c)
+            else:
+                walk(child)
+
+    walk(node)
+    return undo
+
+
+def restore(undo: list[tuple[Any, str, Any]]) -> None:
+    while undo:
+        parent, attr, old = undo.pop()
+        setattr(parent, attr, old)

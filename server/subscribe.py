@@ -1,0 +1,354 @@
+"""SUBSCRIBE: a relation's or a query's changes, epoch by epoch, as they close.
+
+Rows are `(epoch, [progressed,] diff, columns...)` as Materialize's SUBSCRIBE gives
+them (`ENVELOPE UPSERT (KEY (...))`: `(epoch, [progressed,] state, key..., value...)`
+with state 'upsert', 'delete' or 'key_violation'). The snapshot comes first, at the
+start epoch; then every epoch's consolidated changes in epoch order; with PROGRESS,
+a row `(E, true, NULL...)` says every change up to epoch E has been sent.
+
+Where changes come from:
+- a table: its versions in the replica (a version born at e is +1 at e, one retired
+  at e is -1 at e), so history back to the retention horizon can be replayed;
+- a materialized view: the engine's output change log `l{v}`;
+- a query: evaluated at each epoch that changed one of its inputs, diffed with the
+  previous evaluation (exact, but costs a query per changed epoch: subscribe to a
+  materialized view for big results).
+
+A producer task per subscription fills a bounded buffer; a consumer that falls more
+than `headwater.subscribe_buffer_rows` behind is cut off with an error saying why, so
+a slow subscriber never holds back writers, views or other subscribers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+from headwater.catalog.objects import MaterializedView, Table
+from headwater.catalog.types import BOOL, INT8, TEXT, ColumnType
+from headwater.planner import pg_compat
+from headwater.planner.extensions import Subscribe
+from headwater.planner.naming import name_targets
+from headwater.storage.duckdb_errors import translate
+from headwater.storage.replica import FROM, TO, physical, quote, visible_at
+
+from headwater.errors import FeatureNotSupported, SQLError, UndefinedColumn
+
+if TYPE_CHECKING:
+    from headwater.server.executor import Executor, Field
+
+log = logging.getLogger("headwater.subscribe")
+
+POLL_SECONDS = 0.01  # how often a producer looks for newly closed epochs
+
+
+class Subscription:
+    def __init__(self, executor: Executor, spec: Subscribe) -> None:
+        self.ex = executor
+        self.spec = spec
+        self.instance = executor.instance
+        self.rows: deque[tuple[Any, ...]] = deque()
+        self.error: SQLError | None = None
+        self.finished = False
+        self.cancelled = False
+        self._ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.fields: list[Field] = []
+        self.limit = int(executor.s.settings.values["headwater.subscribe_buffer_rows"])
+
+    # -- setup ------------------------------------------------------------------------
+    async def open(self) -> list[Field]:
+        """Resolve the target, fix the start epoch and start producing."""
+        from headwater.server.executor import Field, arrow_fields
+
+        ex, spec, s = self.ex, self.spec, self.ex.s
+        binder = ex._binder(history=True)
+        if spec.relation is not None:
+            rel = s.catalog.get_relation(
+                spec.relation.schemaname, spec.relation.relname, s.search_path()
+            )
+            if not isinstance(rel, Table | MaterializedView):
+                raise FeatureNotSupported(
+                    f'cannot subscribe to {rel.kind} "{rel.name}"',
+                    hint="SUBSCRIBE to a table, a materialized view or (SELECT ...).",
+                )
+            self.rel: Table | MaterializedView | None = rel
+            self.columns = [c.name for c in rel.columns]
+            self.types = [c.type for c in rel.columns]
+            if isinstance(rel, MaterializedView):
+                self.views = {rel.oid}
+                self.tables: set[int] = set()
+                self.query_sql = ex.instance.matviews.read_sql(rel, binder.epoch_mark)
+            else:
+                self.views, self.tables = set(), {rel.oid}
+                self.query_sql = (
+                    f"(SELECT {', '.join(quote(c) for c in self.columns)}"
+                    f" FROM {physical(rel.oid)} WHERE {visible_at(binder.epoch_mark)})"
+                )
+        else:
+            self.rel = None
+            query = spec.query
+            name_targets(query)
+            pg_compat.rewrite(query)
+            self.query_sql = f"({binder.to_sql(query)})"
+            self.views, self.tables = set(binder.matviews), set(binder.tables)
+            probe = f"SELECT * FROM {self.query_sql} AS _q LIMIT 0".replace(binder.epoch_mark, "0")
+            table, types = await asyncio.to_thread(_fetch, s.cursor(), probe)
+            described = ex._with_sources(query, arrow_fields(table.schema, types))
+            self.columns = [f.name for f in described]
+            self.types = [f.type for f in described]
+        self.mark = binder.epoch_mark
+        if spec.as_of is not None:
+            self.start = await ex.as_of_epoch(spec.as_of, self.views)
+        else:
+            await ex.await_own_writes()
+            self.start = await ex.read_epoch(self.views)
+        key = spec.upsert_key
+        head: list[tuple[str, ColumnType]] = [("epoch", ColumnType(INT8, -1))]
+        if spec.progress:
+            head.append(("progressed", ColumnType(BOOL, -1)))
+        if key is not None:
+            missing = [k for k in key if k not in self.columns]
+            if missing:
+                raise UndefinedColumn(f'column "{missing[0]}" does not exist')
+            self.key_idx = [self.columns.index(k) for k in key]
+            self.val_idx = [i for i in range(len(self.columns)) if i not in self.key_idx]
+            head.append(("state", ColumnType(TEXT, -1)))
+            order = self.key_idx + self.val_idx
+        else:
+            head.append(("diff", ColumnType(INT8, -1)))
+            order = list(range(len(self.columns)))
+        self.fields = [Field(n, t) for n, t in head] + [
+            Field(self.columns[i], self.types[i]) for i in order
+        ]
+        self._task = asyncio.get_running_loop().create_task(self._produce())
+        return self.fields
+
+    # -- consuming ----------------------------------------------------------------------
+    async def take(self, n: int | None, timeout: float | None) -> list[tuple[Any, ...]]:
+        """Up to `n` rows (None: all buffered); waits for the first row up to `timeout`
+        seconds (None: until one comes or the subscription ends)."""
+        if not self.rows and not self.finished and self.error is None:
+            self._ready.clear()
+            try:
+                await asyncio.wait_for(self._ready.wait(), timeout)
+            except TimeoutError:
+                pass
+        if not self.rows and self.error is not None:
+            raise self.error
+        count = len(self.rows) if n is None else min(n, len(self.rows))
+        return [self.rows.popleft() for _ in range(count)]
+
+    @property
+    def done(self) -> bool:
+        return self.finished and not self.rows
+
+    def cancel(self) -> None:
+        """CancelRequest: the consumer's wait ends with 57014."""
+        self.error = SQLError("canceling statement due to user request", "57014")
+        self.rows.clear()
+        self.close()
+        self._ready.set()
+
+    def close(self) -> None:
+        self.cancelled = True
+        if self._task is not None:
+            self._task.cancel()
+
+    # -- producing ----------------------------------------------------------------------
+    def _emit(self, rows: list[tuple[Any, ...]]) -> None:
+        if not rows:
+            return
+        self.rows.extend(rows)
+        self._ready.set()
+        if len(self.rows) > self.limit:
+            self.rows.clear()
+            self.error = SQLError(
+                f"subscription cut off: the client fell more than {self.limit} rows behind",
+                "53400",
+                hint="Read faster, raise headwater.subscribe_buffer_rows, or resubscribe "
+                "AS OF the last epoch received.",
+            )
+            raise asyncio.CancelledError
+
+    def _frontier(self) -> int:
+        mv = self.instance.matviews
+        return min(self.instance.visible_epoch, *(mv.frontier(v) for v in self.views))
+
+    async def _produce(self) -> None:
+        spec = self.spec
+        pos = self.start
+        try:
+            if spec.snapshot:
+                rows = await asyncio.to_thread(self._snapshot, pos)
+                self._emit(self._shape(rows))
+            self._progress(pos)
+            while not self.cancelled:
+                if spec.up_to is not None and pos >= spec.up_to - 1:
+                    break
+                if pos < self.instance.retained_from:
+                    low, high = self.instance.retained_range()
+                    raise SQLError(
+                        f"subscription cut off: epoch {pos} left the retained range "
+                        f"[{low}, {high}]",
+                        "22023",
+                    )
+                for v in self.views:
+                    status, err = self.instance.matviews.status(v)
+                    if status == "error":
+                        raise SQLError(f"materialized view failed: {err}", "XX000")
+                end = self._frontier()
+                if spec.up_to is not None:
+                    end = min(end, spec.up_to - 1)
+                if end <= pos:
+                    await asyncio.sleep(POLL_SECONDS)
+                    continue
+                rows = await asyncio.to_thread(self._changes, pos, end)
+                self._emit(self._shape(rows))
+                self._progress(end)
+                pos = end
+        except asyncio.CancelledError:
+            pass
+        except SQLError as e:
+            self.error = e
+        except duckdb.Error as e:
+            self.error = translate(e)
+        except Exception as e:  # a bug: this subscription ends, the server goes on
+            log.exception("subscription failed")
+            self.error = SQLError(f"internal error: {type(e).__name__}: {e}", "XX000")
+        finally:
+            self.finished = True
+            self._ready.set()
+
+    def _progress(self, epoch: int) -> None:
+        if self.spec.progress:
+            width = len(self.fields) - 2
+            self._emit([(epoch, True, *([None] * width))])
+
+    def _shape(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """(epoch, diff, cols...) rows, consolidated per epoch, into the output layout."""
+        progress = (False,) if self.spec.progress else ()
+        if self.spec.upsert_key is None:
+            return [(r[0], *progress, r[1], *r[2:]) for r in rows]
+        out: list[tuple[Any, ...]] = []
+        i = 0
+        while i < len(rows):  # one epoch at a time
+            j = i
+            while j < len(rows) and rows[j][0] == rows[i][0]:
+                j += 1
+            keys: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+            for r in rows[i:j]:
+                cols = r[2:]
+                k = tuple(cols[x] for x in self.key_idx)
+                keys.setdefault(k, []).append(r)
+            for k, changes in keys.items():
+                plus = [c for c in changes if c[1] > 0]
+                vals = [None] * len(self.val_idx)
+                if not plus:
+                    state = "delete"
+                elif len(plus) > 1 or plus[0][1] > 1:
+                    state = "key_violation"
+                else:
+                    state = "upsert"
+                    vals = [plus[0][2:][x] for x in self.val_idx]
+                out.append((rows[i][0], *progress, state, *k, *vals))
+            i = j
+        return out
+
+    # -- SQL (worker threads) ---------------------------------------------------------
+    def _at(self, epoch: int) -> str:
+        return self.query_sql.replace(self.mark, str(epoch))
+
+    def _cols(self, prefix: str = "") -> str:
+        return ", ".join(f"{prefix}{quote(c)}" for c in self.columns)
+
+    def _run(self, sql: str) -> list[tuple[Any, ...]]:
+        cur = self.instance.replica.cursor()
+        try:
+            self.ex.s.in_session_zone(cur, fresh=True)
+            return cur.execute(sql).fetchall()
+        finally:
+            cur.close()
+
+    def _snapshot(self, epoch: int) -> list[tuple[Any, ...]]:
+        cols = self._cols()
+        sep = ", " if cols else ""
+        return self._run(
+            f"SELECT {epoch}::BIGINT, count(*)::BIGINT{sep}{cols} FROM {self._at(epoch)} AS _s"
+            f" GROUP BY ALL"
+        )
+
+    def _changes(self, after: int, upto: int) -> list[tuple[Any, ...]]:
+        cols = self._cols()
+        sep = ", " if cols else ""
+        rel = self.rel
+        if isinstance(rel, Table):
+            t = physical(rel.oid)
+            inner = (
+                f"SELECT {FROM} AS _e, 1 AS _w{sep}{cols} FROM {t}"
+                f" WHERE {FROM} > {after} AND {FROM} <= {upto}"
+                f" UNION ALL SELECT {TO}, -1{sep}{cols} FROM {t}"
+                f" WHERE {TO} > {after} AND {TO} <= {upto}"
+            )
+        elif isinstance(rel, MaterializedView):
+            engine = self.instance.matviews.engine
+            assert engine is not None
+            prog = engine.views[rel.oid]
+            casts = ", ".join(
+                f"CAST({c} AS {col.type.duckdb()}) AS {quote(col.name)}"
+                for c, col in zip(prog.plan.root.columns, rel.columns, strict=True)
+            )
+            inner = (
+                f"SELECT _e, _w{', ' if casts else ''}{casts} FROM {engine.schema}l{rel.oid}"
+                f" WHERE _e > {after} AND _e <= {upto}"
+            )
+        else:
+            return self._query_changes(after, upto)
+        return self._run(
+            f"SELECT _e::BIGINT, sum(_w)::BIGINT{sep}{cols} FROM ({inner}) AS _c"
+            f" GROUP BY ALL HAVING sum(_w) <> 0 ORDER BY 1"
+        )
+
+    def _query_changes(self, after: int, upto: int) -> list[tuple[Any, ...]]:
+        epochs = sorted(self._changed_epochs(after, upto))
+        out: list[tuple[Any, ...]] = []
+        cols = self._cols()
+        sep = ", " if cols else ""
+        prev = after
+        for e in epochs:
+            out += self._run(
+                f"SELECT {e}::BIGINT, sum(_w)::BIGINT{sep}{cols} FROM ("
+                f"SELECT 1 AS _w, * FROM {self._at(e)} AS _n UNION ALL "
+                f"SELECT -1, * FROM {self._at(prev)} AS _o) AS _d"
+                f" GROUP BY ALL HAVING sum(_w) <> 0"
+            )
+            prev = e
+        return out
+
+    def _changed_epochs(self, after: int, upto: int) -> set[int]:
+        hist = self.instance.epoch_history
+        found = {
+            e
+            for e in range(after + 1, upto + 1)
+            if e in hist and any(t in hist[e][1] for t in self.tables)
+        }
+        engine = self.instance.matviews.engine
+        for v in self.views:
+            assert engine is not None
+            found |= {
+                int(r[0])
+                for r in self._run(
+                    f"SELECT DISTINCT _e FROM {engine.schema}l{v} WHERE _e > {after}"
+                    f" AND _e <= {upto}"
+                )
+            }
+        return found
+
+
+def _fetch(cur: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    from headwater.server.executor import _fetch as fetch
+
+    return fetch(cur, sql)
