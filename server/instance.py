@@ -157,9 +157,8 @@ class Instance:
             h = self.horizon(time.time())
             if h <= self.retained_from or self.committer is None:
                 continue
-            try:
-                async with self.committer.write_lock:  # no writer restamps meanwhile
-                    removed = await asyncio.to_thread(self._vacuum, h)
+            try:  # old versions only: writers touch live and pending ones, never these
+                removed = await asyncio.to_thread(self._vacuum, h)
             except Exception:
                 log.exception("vacuum to epoch %d failed", h)
                 continue
