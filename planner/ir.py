@@ -335,6 +335,26 @@ VOLATILE_FUNCS = {
     "localtimestamp",
     "txid_current",
 }
+# Set-returning functions in a target list (PostgreSQL: one output row per element;
+# DuckDB evaluates most of them as a scalar returning a list).
+SET_RETURNING_FUNCS = {
+    "generate_series",
+    "generate_subscripts",
+    "unnest",
+    "regexp_matches",
+    "regexp_split_to_table",
+    "string_to_table",
+    "json_array_elements",
+    "json_array_elements_text",
+    "jsonb_array_elements",
+    "jsonb_array_elements_text",
+    "json_each",
+    "json_each_text",
+    "jsonb_each",
+    "jsonb_each_text",
+    "json_object_keys",
+    "jsonb_object_keys",
+}
 
 
 def _unsupported(what: str) -> Exception:
@@ -924,6 +944,8 @@ class PlanBuilder:
                 raise _unsupported(f"aggregate function {fname}")
             if fname in VOLATILE_FUNCS:
                 raise _unsupported(f"volatile function {fname}()")
+            if fname in SET_RETURNING_FUNCS:
+                raise _unsupported(f"set-returning function {fname}()")
         if isinstance(node, A.SQLValueFunction):
             raise _unsupported("a time-dependent value (CURRENT_TIMESTAMP, ...)")
         if isinstance(node, A.SubLink):

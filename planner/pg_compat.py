@@ -17,6 +17,7 @@ constants the pass introduces are A_Const nodes that the deparser quotes.
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from typing import Any
 
 import pglast.ast as A
@@ -120,6 +121,10 @@ _RENAMED = {
 }
 
 _ARRAY_LITERAL = re.compile(r"^\{-?\d+(,-?\d+)*\}$")
+_ARRAY_LITERALS: ContextVar[bool] = ContextVar("_ARRAY_LITERALS", default=True)
+# Set-returning functions DuckDB evaluates as a scalar returning a list: in a target
+# list, PostgreSQL gives one row per element (DuckDB's unnest() of the list does).
+_LIST_SRFS = frozenset({"generate_series"})
 
 # -- templates ----------
 # SQL with placeholders __hwarg0, __hwarg1 ... for the call's arguments. The internal
@@ -288,9 +293,14 @@ def _stringish(node: Any) -> bool:
 
 
 # -- the pass ----------
-def rewrite(stmt: Any) -> None:
-    """Rewrite `stmt` in place (see the module docstring)."""
-    _visit(stmt)
+def rewrite(stmt: Any, array_literals: bool = True) -> None:
+    """Rewrite `stmt` in place (see the module docstring). `array_literals=False`
+    leaves '{1,2}' string constants as written (values an INSERT or UPDATE stores)."""
+    token = _ARRAY_LITERALS.set(array_literals)
+    try:
+        _visit(stmt)
+    finally:
+        _ARRAY_LITERALS.reset(token)
 
 
 def _visit(node: Any) -> Any:
@@ -303,6 +313,14 @@ def _visit(node: Any) -> Any:
                 and _type_of(rt.val) in _REG_TYPES
             ):
                 rt.val = _cast(rt.val, "text")
+            # SELECT generate_series(1, 3): three rows, as in PostgreSQL
+            if (
+                isinstance(rt, A.ResTarget)
+                and isinstance(rt.val, A.FuncCall)
+                and rt.val.over is None
+                and "".join(_names(rt.val.funcname)[-1:]).lower() in _LIST_SRFS
+            ):
+                rt.val = A.FuncCall(funcname=(A.String(sval="unnest"),), args=(rt.val,))
     new = _transform(node)
     if new is not node:
         # `node` keeps its arguments: the parameters it named that `new` dropped
@@ -376,7 +394,8 @@ def _transform(node: Any) -> Any:
             node.fields = fields[1:]
         return node
     if isinstance(node, A.A_Const) and isinstance(node.val, A.String):
-        if _ARRAY_LITERAL.match(node.val.sval):  # '{1,2}': PostgreSQL's array literal
+        # '{1,2}': PostgreSQL's array literal
+        if _ARRAY_LITERALS.get() and _ARRAY_LITERAL.match(node.val.sval):
             node.val = A.String(sval="[" + node.val.sval[1:-1] + "]")
         return node
     return node

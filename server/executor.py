@@ -926,6 +926,10 @@ class Executor:
     def _write_blocking(self, w: WriteTxn, stmt: Any, params: list[Any]) -> Result:
         if getattr(stmt, "withClause", None) is not None:
             raise FeatureNotSupported("WITH in INSERT, UPDATE or DELETE is not supported")
+        if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
+            # PostgreSQL's spellings, as SELECT has them (interval '1' minute,
+            # pg_catalog.timezone(...), ...); string constants stay as written
+            pg_compat.rewrite(stmt, array_literals=False)
         if isinstance(stmt, A.InsertStmt):
             return self._insert(w, stmt, params)
         if isinstance(stmt, A.UpdateStmt):
@@ -1309,6 +1313,14 @@ class Executor:
         plan = mv.plan(definition, cat, self.s.search_path())  # 0A000 names what is out of scope
         if len(plan.output) != len(cols):
             raise FeatureNotSupported("this materialized view's output columns")
+        for c in cols:  # e.g. an array: the view's rows are stored and read as this type
+            try:
+                c.type.duckdb()
+            except KeyError:
+                raise FeatureNotSupported(
+                    f'type {c.type.sql()} (column "{c.name}") is not supported in '
+                    "materialized views"
+                ) from None
         view = MaterializedView(cat.allocate_oid(), schema, rv.relname, cols, definition)
         cat.add_relation(view)
         self.instance.view_deps[view.oid] = depends
@@ -1318,6 +1330,11 @@ class Executor:
 
     def _create_index(self, w: WriteTxn, stmt: A.IndexStmt) -> Result:
         cat = w.catalog
+        rv = stmt.relation
+        if isinstance(
+            cat.resolve(rv.schemaname, rv.relname, self.s.search_path()), MaterializedView
+        ):
+            raise FeatureNotSupported("CREATE INDEX on a materialized view is not supported")
         table = self._target(w, stmt.relation)
         if stmt.whereClause is not None or any(e.expr is not None for e in stmt.indexParams):
             raise FeatureNotSupported("partial and expression indexes are not supported")

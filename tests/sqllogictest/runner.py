@@ -5,7 +5,16 @@
 Records: ``statement ok | error [<regex> | (<SQLSTATE>)] | count N``, ``query <types>
 [nosort|rowsort|valuesort] [label]`` / ``query error ...`` with ``----`` results,
 ``hash-threshold``, ``skipif``/``onlyif <label>``, ``halt``, ``control sortmode``,
-``connection <name>``, ``include``, ``sleep``; anything else is skipped and reported.
+``connection <name>``, ``include``, ``sleep``; anything else (``system ok``, ...) is
+skipped and reported, with the lines it owns.
+
+RisingWave's e2e files (sqllogictest-rs): ``flush`` and RisingWave-only settings
+(``SET RW_IMPLICIT_FLUSH``, ``SET VISIBILITY_MODE``, ...: ``RW_SETTINGS``) are skipped
+with the reason they are no-ops here: a read in Headwater waits for the writes before
+it, views included. ``--schema`` runs each file in a schema of its own, and
+``--classify-unsupported`` counts what the server refuses with 0A000 as
+``unsupported`` (with its message), apart from failures; records that fail because
+such a record did not create their table, view or column say ``after line N``.
 
 Values. Two formats, chosen per file (``result_format``):
 
@@ -335,14 +344,26 @@ class Failure:
 
 
 @dataclass
+class RecordOutcome:
+    """One record's outcome: ``pass``, ``skip``, ``unsupported`` or ``fail``, with a reason."""
+
+    source: str
+    line: int
+    status: str
+    reason: str = ""
+
+
+@dataclass
 class FileResult:
     path: str
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+    unsupported: int = 0  # only with Runner(classify_unsupported=True)
     seconds: float = 0.0
     skips: list[Skip] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    outcomes: list[RecordOutcome] = field(default_factory=list)  # every record, in order
     error: str | None = None  # set when the file could not be run to its end
 
     @property
@@ -367,6 +388,10 @@ class RunResult:
         return sum(f.skipped for f in self.files)
 
     @property
+    def unsupported(self) -> int:
+        return sum(f.unsupported for f in self.files)
+
+    @property
     def ok(self) -> bool:
         return all(f.failed == 0 and f.error is None for f in self.files)
 
@@ -375,6 +400,7 @@ class RunResult:
             "passed": self.passed,
             "failed": self.failed,
             "skipped": self.skipped,
+            "unsupported": self.unsupported,
             "files": [asdict(f) | {"skip_reasons": f.skip_reasons} for f in self.files],
         }
 
@@ -471,6 +497,35 @@ _CREATE_RE = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _FLUSH_RE = re.compile(r"\s*flush\s*;?\s*", re.IGNORECASE)
+# RisingWave-only session settings (sqllogictest files of its e2e_test/): what each one
+# does there, and why it is a no-op against a server whose reads wait for their writes.
+RW_SETTINGS = {
+    "rw_implicit_flush": "every DML flushes; Headwater reads already wait for their writes",
+    "implicit_flush": "every DML flushes; Headwater reads already wait for their writes",
+    "visibility_mode": "batch reads at the checkpoint; Headwater reads one committed epoch",
+    "enable_locality_backfill": "a backfill strategy; no-op",
+    "locality_backfill_mode": "a backfill strategy; no-op",
+    "streaming_parallelism": "streaming job parallelism; no-op",
+    "background_ddl": "CREATE MATERIALIZED VIEW returning before backfill; no-op",
+    "streaming_use_arrangement_backfill": "a backfill strategy; no-op",
+    "streaming_use_snapshot_backfill": "a backfill strategy; no-op",
+    "query_mode": "local or distributed batch queries; no-op",
+}
+_RW_SET_RE = re.compile(
+    r"\s*set\s+(?:session\s+)?(" + "|".join(RW_SETTINGS) + r")\s*(?:to|=)\s*[^;]*;?\s*",
+    re.IGNORECASE,
+)
+_ALTER_ADD_RE = re.compile(
+    r"\s*alter\s+table\s+(?:if\s+exists\s+)?((?:\w+\.)?\w+)\s+add\s+(?:column\s+)?"
+    r"(?:if\s+not\s+exists\s+)?(\w+)",
+    re.IGNORECASE,
+)
+_INDEX_RE = re.compile(
+    r"\bcreate\s+(?:unique\s+)?index\s+(?:concurrently\s+)?(?:if\s+not\s+exists\s+)?(\w+)",
+    re.IGNORECASE,
+)
+_QUOTED_RE = re.compile(r'"([^"]+)"')
+_INSERT_RE = re.compile(r"\s*insert\s+into\s+((?:\w+\.)?\w+)", re.IGNORECASE)
 
 
 def created_objects(sql: str) -> list[tuple[str, str]]:
@@ -490,6 +545,13 @@ class _FileState:
     created: list[tuple[str, str]] = field(default_factory=list)
     conns: dict[str | None, psycopg.Connection] = field(default_factory=dict)
     halted_at: int | None = None
+    # With classify_unsupported: objects (lower-case names) and columns that a failed
+    # record should have created -> the outcome of the record at the root of it.
+    missing: dict[str, RecordOutcome] = field(default_factory=dict)
+    missing_columns: dict[str, RecordOutcome] = field(default_factory=dict)
+    failed_alters: dict[str, RecordOutcome] = field(default_factory=dict)
+    # connection -> the outcome of its last failed record (the cause of a 25P02)
+    last_failure: dict[str | None, RecordOutcome] = field(default_factory=dict)
 
 
 class Runner:
@@ -498,6 +560,17 @@ class Runner:
     ``labels``: names that ``onlyif``/``skipif`` match (the engine name is ``postgresql``).
     ``skip_sql``: (regex, reason) pairs; a record whose SQL fully matches is skipped.
     ``cleanup``: drop the tables/views a file creates (before it runs, and after).
+    ``schema``: run every file in this schema (created, first in ``search_path`` of every
+    connection, dropped with CASCADE before and after): files of a shared server that
+    use the same names do not meet.
+    ``init_sql``: statements run on every new connection (session settings).
+    ``classify_unsupported``: a record refused with SQLSTATE 0A000 (feature not supported)
+    is counted as ``unsupported`` with the server's message instead of ``failed``; a
+    record that fails only because an earlier one failed to create a table, view, index
+    or column it names (42P01, 42704, 42703) takes that earlier record's status, with
+    the reason ``after line N: ...``.
+    Always skipped, with the reason: ``flush`` and the RisingWave-only settings of
+    ``RW_SETTINGS`` (no-ops: reads in Headwater wait for the writes before them).
     """
 
     def __init__(
@@ -515,6 +588,9 @@ class Runner:
         skip_sql: Iterable[tuple[str, str]] = (),
         skip_records: dict[tuple[str, int], str] | None = None,
         cleanup: bool = True,
+        schema: str | None = None,
+        classify_unsupported: bool = False,
+        init_sql: Iterable[str] = (),
     ) -> None:
         self.conninfo: dict[str, str | int] = {
             "host": host,
@@ -533,12 +609,43 @@ class Runner:
         # (file name, line) -> reason: records known not to run on PostgreSQL 15 either
         self.skip_records = skip_records or {}
         self.cleanup = cleanup
+        self.schema = schema
+        self.classify_unsupported = classify_unsupported
+        self.init_sql = list(init_sql)
         self._watchdog = _Watchdog()
 
     # -- connections
 
     def _connect(self) -> psycopg.Connection:
-        return psycopg.connect(autocommit=True, **self.conninfo)  # type: ignore[arg-type]
+        conn = psycopg.connect(autocommit=True, **self.conninfo)  # type: ignore[arg-type]
+        init = list(self.init_sql)
+        if self.schema is not None:
+            init.append(f"SET search_path TO {_ident(self.schema)}")
+        try:
+            for sql in init:
+                conn.execute(sql.encode())
+        except psycopg.Error:
+            conn.close()
+            raise
+        return conn
+
+    def _reset_schema(self) -> None:
+        """DROP SCHEMA ... CASCADE if it exists, then CREATE SCHEMA."""
+        assert self.schema is not None
+        q = _ident(self.schema)
+        with psycopg.connect(autocommit=True, **self.conninfo) as conn:  # type: ignore[arg-type]
+            conn.execute(f"DROP SCHEMA IF EXISTS {q} CASCADE".encode())
+            conn.execute(f"CREATE SCHEMA {q}".encode())
+
+    def _drop_schema(self) -> bool:
+        """DROP SCHEMA ... CASCADE; False if it failed (the objects are dropped by name)."""
+        assert self.schema is not None
+        try:
+            with psycopg.connect(autocommit=True, **self.conninfo) as conn:  # type: ignore[arg-type]
+                out = self.execute(conn, f"DROP SCHEMA IF EXISTS {_ident(self.schema)} CASCADE")
+        except psycopg.Error:
+            return False
+        return out.error is None
 
     def _conn(self, st: _FileState, name: str | None) -> psycopg.Connection:
         conn = st.conns.get(name)
@@ -594,13 +701,21 @@ class Runner:
         )
         st = _FileState(fr, classic, CLASSIC_HASH_THRESHOLD if classic else 0)
         try:
-            if self.cleanup:
+            if self.schema is not None:
+                try:
+                    self._reset_schema()
+                except psycopg.Error as e:
+                    fr.error = f"cannot create schema {self.schema}: {e}"
+                    fr.failed += 1
+                    fr.failures.append(Failure(path, 0, "file", "", fr.error))
+                    return fr
+            elif self.cleanup:
                 self._drop_objects(_all_created(records))
             self._run_records(st, records)
         finally:
             for conn in st.conns.values():
                 conn.close()
-            if self.cleanup:
+            if self.cleanup and not (self.schema is not None and self._drop_schema()):
                 self._drop_objects(st.created)
             fr.seconds = round(time.monotonic() - started, 3)
         return fr
@@ -616,16 +731,17 @@ class Runner:
                 if is_test:
                     fr.skipped += 1
                     fr.skips.append(Skip(rec.source, rec.line, reason))
+                    fr.outcomes.append(RecordOutcome(rec.source, rec.line, "skip", reason))
                 continue
             if isinstance(rec, Directive):
                 if self._directive(st, rec):
                     st.halted_at = rec.line
                     for later in records[idx + 1 :]:
                         if isinstance(later, Statement | Query):
+                            why = f"after halt (line {rec.line})"
                             fr.skipped += 1
-                            fr.skips.append(
-                                Skip(later.source, later.line, f"after halt (line {rec.line})")
-                            )
+                            fr.skips.append(Skip(later.source, later.line, why))
+                            fr.outcomes.append(RecordOutcome(later.source, later.line, "skip", why))
                     return
                 continue
             assert isinstance(rec, Statement | Query)
@@ -635,6 +751,9 @@ class Runner:
                 remaining = [r for r in records[idx:] if isinstance(r, Statement | Query)]
                 fr.error = f"cannot connect: {e}"
                 fr.failed += len(remaining)
+                fr.outcomes.extend(
+                    RecordOutcome(r.source, r.line, "fail", fr.error) for r in remaining
+                )
                 fr.failures.append(
                     Failure(
                         rec.source,
@@ -655,9 +774,84 @@ class Runner:
             )
             if failure is None:
                 fr.passed += 1
+                fr.outcomes.append(RecordOutcome(rec.source, rec.line, "pass"))
+                if self.classify_unsupported:
+                    self._forget_missing(st, rec.sql)
+                continue
+            if out.error is not None and out.error.sqlstate == "25P02":
+                failure.message += " (the transaction failed earlier)"
+            verdict = RecordOutcome(rec.source, rec.line, "fail", _fail_reason(failure))
+            if self.classify_unsupported:
+                verdict = self._classify(st, rec, out, verdict)
+            fr.outcomes.append(verdict)
+            if verdict.status == "unsupported":
+                fr.unsupported += 1
             else:
                 fr.failed += 1
                 fr.failures.append(failure)
+
+    # -- classification (classify_unsupported)
+
+    def _classify(
+        self, st: _FileState, rec: Statement | Query, out: Outcome, verdict: RecordOutcome
+    ) -> RecordOutcome:
+        """``unsupported`` for 0A000; an earlier failure's status for what it caused; and
+        remember what this failing record did not create."""
+        err = out.error
+        root: RecordOutcome | None = None
+        if err is not None:
+            root = self._blocked_by(st, rec, err)
+            if root is None and err.sqlstate == "25P02":  # in a transaction that failed
+                root = st.last_failure.get(rec.connection)
+            if root is not None:
+                verdict = RecordOutcome(
+                    rec.source, rec.line, root.status, f"after line {root.line}: {root.reason}"
+                )
+            elif err.sqlstate == "0A000":
+                verdict = RecordOutcome(
+                    rec.source, rec.line, "unsupported", f"unsupported: {_primary(err)}"
+                )
+        # What a record did not create is missing for later ones; chains keep the root.
+        cause = root or verdict
+        if err is not None:
+            st.last_failure[rec.connection] = cause
+        if rec.error is None:
+            for _, name in created_objects(rec.sql):
+                st.missing[_bare(name)] = cause
+            for name in _INDEX_RE.findall(rec.sql):
+                st.missing[name.lower()] = cause
+            m = _ALTER_ADD_RE.match(rec.sql)
+            if m:
+                st.missing_columns[m.group(2).lower()] = cause
+                st.failed_alters[_bare(m.group(1))] = cause
+        return verdict
+
+    @staticmethod
+    def _blocked_by(st: _FileState, rec: Statement | Query, err: DbError) -> RecordOutcome | None:
+        names = [n.lower() for n in _QUOTED_RE.findall(err.message.split("\n")[0])]
+        if err.sqlstate in ("42P01", "42704"):
+            for n in names:
+                if n.split(".")[-1] in st.missing:
+                    return st.missing[n.split(".")[-1]]
+        if err.sqlstate == "42703":
+            for n in names:
+                if n in st.missing_columns:
+                    return st.missing_columns[n]
+        if err.sqlstate == "42601" and "INSERT has more expressions" in err.message:
+            m = _INSERT_RE.match(rec.sql)
+            if m and _bare(m.group(1)) in st.failed_alters:
+                return st.failed_alters[_bare(m.group(1))]
+        return None
+
+    @staticmethod
+    def _forget_missing(st: _FileState, sql: str) -> None:
+        for _, name in created_objects(sql):
+            st.missing.pop(_bare(name), None)
+        for name in _INDEX_RE.findall(sql):
+            st.missing.pop(name.lower(), None)
+        m = _ALTER_ADD_RE.match(sql)
+        if m:
+            st.missing_columns.pop(m.group(2).lower(), None)
 
     def _skip_reason(self, rec: Record) -> str | None:
         for c in rec.conditions:
@@ -674,6 +868,10 @@ class Runner:
             for rx, why in self.skip_sql:
                 if rx.fullmatch(rec.sql):
                     return why
+            m = _RW_SET_RE.fullmatch(rec.sql)
+            if m:
+                name = m.group(1).lower()
+                return f"risingwave-only: SET {name.upper()} ({RW_SETTINGS[name]})"
         return None
 
     def _directive(self, st: _FileState, d: Directive) -> bool:
@@ -712,6 +910,27 @@ class Runner:
                     retry.append((kind, name))
             for kind, name in retry:  # e.g. a view we did not track depends on it
                 self.execute(conn, f"DROP {kind} IF EXISTS {name} CASCADE")
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _bare(name: str) -> str:
+    """A relation name as the server reports it: last part, unquoted, folded if unquoted."""
+    last = re.split(r"\s*\.\s*", name)[-1]
+    return last[1:-1] if last.startswith('"') else last.lower()
+
+
+def _primary(err: DbError) -> str:
+    return err.message.split("\n")[0].removeprefix("db error: ").removeprefix("ERROR: ")
+
+
+def _fail_reason(f: Failure) -> str:
+    actual = f.actual.split("\n")[0]
+    if f.message in ("query result mismatch", "statement is expected to fail, but succeeded"):
+        return f.message
+    return f"{f.message}: {actual}" if actual else f.message
 
 
 def _duration(text: str) -> float:
@@ -919,19 +1138,27 @@ def format_report(result: RunResult, show_failures: int = 5, show_skips: bool = 
     """Per-file summary table, then skip reasons and the first failures of each file."""
     names = [_rel(f.path) for f in result.files]
     w = max([len(n) for n in names] + [4])
-    out = [f"{'file':<{w}}  {'passed':>7}  {'failed':>7}  {'skipped':>7}  {'time':>8}"]
+    unsup = result.unsupported > 0
+    u_head = f"  {'unsupp.':>7}" if unsup else ""
+    out = [f"{'file':<{w}}  {'passed':>7}  {'failed':>7}  {'skipped':>7}{u_head}  {'time':>8}"]
     for n, f in zip(names, result.files, strict=True):
         flag = "  ERROR: " + f.error if f.error else ""
+        u = f"  {f.unsupported:>7}" if unsup else ""
         out.append(
-            f"{n:<{w}}  {f.passed:>7}  {f.failed:>7}  {f.skipped:>7}  {f.seconds:>7.1f}s{flag}"
+            f"{n:<{w}}  {f.passed:>7}  {f.failed:>7}  {f.skipped:>7}{u}  {f.seconds:>7.1f}s{flag}"
         )
     total_s = sum(f.seconds for f in result.files)
     r = result
-    out.append(f"{'TOTAL':<{w}}  {r.passed:>7}  {r.failed:>7}  {r.skipped:>7}  {total_s:>7.1f}s")
+    u = f"  {r.unsupported:>7}" if unsup else ""
+    out.append(f"{'TOTAL':<{w}}  {r.passed:>7}  {r.failed:>7}  {r.skipped:>7}{u}  {total_s:>7.1f}s")
     for n, f in zip(names, result.files, strict=True):
         if show_skips and f.skips:
             reasons = ", ".join(f"{r}: {c}" for r, c in sorted(f.skip_reasons.items()))
             out.append(f"\n{n}: skipped {f.skipped} ({reasons})")
+        if f.unsupported:
+            why = Counter(o.reason for o in f.outcomes if o.status == "unsupported")
+            out.append(f"\n{n}: unsupported {f.unsupported}")
+            out.extend(f"  {c:>3} x {r}" for r, c in why.most_common())
         for fail in f.failures[:show_failures]:
             out.append(f"\nFAIL {_rel(fail.source)}:{fail.line} [{fail.kind}] {fail.message}")
             out.append("  SQL: " + _trim(fail.sql.splitlines()).replace("\n", "\n       "))
@@ -978,6 +1205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--no-cleanup", action="store_true", help="keep the tables/views the files create"
     )
+    p.add_argument(
+        "--schema", help="run each file in this schema (dropped and created around each file)"
+    )
+    p.add_argument(
+        "--classify-unsupported",
+        action="store_true",
+        help="count 0A000 refusals (and what they cause) as unsupported, not failed",
+    )
     p.add_argument("--show-failures", type=int, default=5, help="failures shown per file")
     p.add_argument("--json", metavar="PATH", help="also write the structured result here")
     a = p.parse_args(argv)
@@ -992,6 +1227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout=a.timeout,
         skip_sql=[(rx, f"skip-sql: {rx}") for rx in a.skip_sql],
         cleanup=not a.no_cleanup,
+        schema=a.schema,
+        classify_unsupported=a.classify_unsupported,
     )
     result = runner.run_files(a.files)
     print(format_report(result, a.show_failures))
