@@ -176,7 +176,7 @@ class Subscription:
 
     def _frontier(self) -> int:
         mv = self.instance.matviews
-        return min(self.instance.visible_epoch, *(mv.frontier(v) for v in self.views))
+        return min([self.instance.visible_epoch, *(mv.frontier(v) for v in self.views)])
 
     async def _produce(self) -> None:
         spec = self.spec

@@ -1,7 +1,8 @@
-"""Load: 200 connections mixing small reads and writes while a bulk COPY runs.
+"""Load: 200 connections mixing small reads, writes and SUBSCRIBE while a bulk COPY runs.
 
 Every operation must succeed and every acknowledged write must be there; memory
-must stay bounded. Latency and peak RSS are printed (bench/ owns timing claims).
+must stay bounded; a subscriber that never reads is cut off (53400) without holding
+anyone back. Latency and peak RSS are printed (bench/ owns timing claims).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import psycopg
@@ -65,6 +67,26 @@ def test_mixed_load_with_bulk_copy(tmp_path: Path) -> None:
                 acked.append(key)
                 n += 1
 
+        seen: list[int] = []  # keys the subscribers received
+
+        async def subscriber(c: asyncpg.Connection, i: int) -> None:
+            async with c.transaction():
+                await c.execute(f"DECLARE s{i} CURSOR FOR SUBSCRIBE small WITH (SNAPSHOT = false)")
+                while time.monotonic() < stop:
+                    rows = await c.fetch(f"FETCH 1000 s{i} WITH (timeout = '200ms')")
+                    seen.extend(r["k"] for r in rows if r["diff"] > 0)
+
+        async def stalled(c: asyncpg.Connection) -> None:
+            """Subscribes with a 100-row buffer and never reads until the end."""
+            await c.execute("SET headwater.subscribe_buffer_rows = 100")
+            async with c.transaction():
+                await c.execute("DECLARE slow CURSOR FOR SUBSCRIBE small WITH (SNAPSHOT = false)")
+                await asyncio.sleep(max(stop - time.monotonic(), 0))
+                with pytest.raises(asyncpg.PostgresError, match="cut off") as err:
+                    while True:
+                        await c.fetch("FETCH ALL slow WITH (timeout = '1s')")
+                assert err.value.sqlstate == "53400"
+
         async def watch() -> None:
             while time.monotonic() < stop + 5:
                 peak[0] = max(peak[0], rss_kb(pid))
@@ -78,11 +100,21 @@ def test_mixed_load_with_bulk_copy(tmp_path: Path) -> None:
                         cp.write(chunk)
                 return int(c.execute("SELECT count(*) FROM bulk").fetchone()[0])  # type: ignore[index]
 
-        tasks = [reader(c, i) if i % 4 else writer(c, i) for i, c in enumerate(conns)]
+        def role(c: asyncpg.Connection, i: int) -> Any:
+            if i == 1:
+                return stalled(c)
+            if i % 20 == 3:
+                return subscriber(c, i)
+            return reader(c, i) if i % 4 else writer(c, i)
+
+        tasks = [role(c, i) for i, c in enumerate(conns)]
         copied, *_ = await asyncio.gather(asyncio.to_thread(bulk_copy), watch(), *tasks)
         assert copied == COPY_ROWS
         present = {r[0] for r in await admin.fetch("SELECT k FROM small WHERE k >= 10000")}
-        assert set(acked) <= present, "acknowledged inserts are missing"
+        assert set(acked) <= present, (
+            f"acknowledged inserts missing: {sorted(set(acked) - present)[:20]} of {len(acked)}"
+        )
+        assert seen and set(seen) <= present, "subscribers saw rows that are not there"
         for c in [admin, *conns]:
             await c.close()
         latencies.sort()
@@ -92,13 +124,15 @@ def test_mixed_load_with_bulk_copy(tmp_path: Path) -> None:
             "p50_ms": 1000 * statistics.median(latencies),
             "p99_ms": 1000 * latencies[int(len(latencies) * 0.99)],
             "peak_rss_mb": peak[0] / 1024,
+            "subscribed": len(seen),
         }
 
     try:
         figures = asyncio.run(run())
         print(
             f"load: {CONNECTIONS} connections, {figures['reads']} reads, "
-            f"{figures['writes']} writes, COPY {COPY_ROWS} rows; read p50 "
+            f"{figures['writes']} writes, {figures['subscribed']} rows to subscribers, "
+            f"COPY {COPY_ROWS} rows; read p50 "
             f"{figures['p50_ms']:.1f} ms, p99 {figures['p99_ms']:.1f} ms; "
             f"peak RSS {figures['peak_rss_mb']:.0f} MB"
         )
