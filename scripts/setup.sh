@@ -127,7 +127,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 HASH="$( (cat "$REPO/pyproject.toml"; "$VENV/bin/python" --version 2>&1) | sha256sum | cut -d' ' -f1)"
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ] && [ -x "$VENV/bin/headwater" ]; then
+# tpchgen-cli (a test dependency) generates TPC-H data for tests and benchmarks.
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ] && [ -x "$VENV/bin/headwater" ] \
+    && [ -x "$VENV/bin/tpchgen-cli" ]; then
     say "venv up to date ($VENV)"
 else
     say "pip install -e '.[test]' (pyproject.toml changed or first install)"
