@@ -63,6 +63,7 @@ from pglast.enums import (
     TransactionStmtKind,
     VariableSetKind,
 )
+from pglast.parser import scan
 
 from headwater.errors import (
     DependentObjects,
@@ -100,7 +101,7 @@ class Result:
     tag: str
     fields: list[Field] | None = None
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
+    notices: list[str | SQLError] = field(default_factory=list)  # SQLError: code, DETAIL
 
 
 @dataclass
@@ -175,19 +176,33 @@ def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
 
 
 def _fetch(
-    cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
+    cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | dict[str, Any] | None = None
 ) -> tuple[pa.Table, list[str]]:
     try:
-        rel = cur.execute(sql, params or None)
+        rel = cur.execute(sql, duckdb_params(sql, params))
         types = [str(d[1]) for d in rel.description] if rel.description else []
         return rel.to_arrow_table(), types
     except duckdb.Error as e:
         raise translate(e) from None
 
 
+def duckdb_params(sql: str, params: Any) -> Any:
+    """DuckDB takes exactly the parameters a statement names: a part of a statement
+    (its RETURNING, its VALUES) gets only those it uses, by number."""
+    if not params or isinstance(params, dict):
+        return params or None
+    try:
+        used = {int(sql[t.start + 1 : t.end + 1]) for t in scan(sql) if t.name == "PARAM"}
+    except Exception:  # not PostgreSQL-lexable: let DuckDB judge
+        return params
+    if used == set(range(1, len(params) + 1)):
+        return params
+    return {str(n): params[n - 1] for n in used if n <= len(params)} or None
+
+
 def _run(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> None:
     try:
-        cur.execute(sql, params or None)
+        cur.execute(sql, duckdb_params(sql, params))
     except duckdb.Error as e:
         raise translate(e) from None
 
@@ -698,13 +713,7 @@ class Executor:
         for oid in views:
             status, error = mv.status(oid)
             if status == "error":
-                name = getattr(s.catalog.by_oid(oid), "name", oid)
-                raise SQLError(
-                    f'materialized view "{name}" failed: {error}',
-                    "XX000",
-                    hint=f"DROP MATERIALIZED VIEW {name} and create it again once the cause "
-                    "is fixed; headwater_catalog.views shows its status.",
-                )
+                raise _view_failed(getattr(s.catalog.by_oid(oid), "name", oid), error)
         visible = self.instance.visible_epoch
         if s.write is not None:  # the transaction reads tables as it wrote them
             return min((mv.frontier(o) for o in views), default=visible)
@@ -713,7 +722,7 @@ class Executor:
         need = self.required_epoch()
         if need > 0:
             await self._wait_views(views, need)
-        return min(self.instance.visible_epoch, *(mv.frontier(o) for o in views))
+        return min([self.instance.visible_epoch, *(mv.frontier(o) for o in views)])
 
     async def _wait_views(self, views: set[int], epoch: int) -> None:
         """Wait until every view reflects `epoch`, or fail naming the one that does not."""
@@ -726,7 +735,7 @@ class Executor:
         name = getattr(s.catalog.by_oid(behind), "name", behind)
         status, error = mv.status(behind)
         if status == "error":
-            raise SQLError(f'materialized view "{name}" failed: {error}', "XX000")
+            raise _view_failed(name, error)
         raise SQLError(
             f'materialized view "{name}" is at epoch {mv.frontier(behind)}; '
             f"this read needs epoch {epoch}",
@@ -1121,6 +1130,9 @@ class Executor:
 
     def _truncate(self, w: WriteTxn, stmt: A.TruncateStmt) -> Result:
         for rv in stmt.relations:
+            rel = w.catalog.get_relation(rv.schemaname, rv.relname, self.s.search_path())
+            if not isinstance(rel, Table):
+                raise WrongObjectType(f'"{rv.relname}" is not a table')  # PostgreSQL's words
             table = self._target(w, rv)
             old, _ = _fetch(w.cur, f"SELECT * FROM {Replica.scan_with_rid(table)} AS t")
             self._apply(w, table, old, None)
@@ -1139,7 +1151,10 @@ class Executor:
             sql = dml.returning_sql(returning, name, alias, self._write_binder(w))
             out, types = _fetch(w.cur, sql, params)
         finally:
-            w.cur.unregister(name)
+            try:
+                w.cur.unregister(name)
+            except duckdb.Error:
+                pass  # the transaction failed; the error above is the one to report
         return Result(tag, arrow_fields(out.schema, types), rows_of(out))
 
     # -- applying changes -------------------------------------------------------------
@@ -1301,7 +1316,13 @@ class Executor:
             if stmt.if_not_exists:
                 return Result(
                     "CREATE MATERIALIZED VIEW",
-                    notices=[f'relation "{rv.relname}" already exists, skipping'],
+                    notices=[
+                        SQLError(
+                            f'relation "{rv.relname}" already exists, skipping',
+                            "42P07",
+                            severity="NOTICE",
+                        )
+                    ],
                 )
             raise SQLError(f'relation "{rv.relname}" already exists', "42P07")
         if not isinstance(stmt.query, A.SelectStmt):
@@ -1321,12 +1342,23 @@ class Executor:
                     f'type {c.type.sql()} (column "{c.name}") is not supported in '
                     "materialized views"
                 ) from None
+        if w.explicit:  # fail here, as PostgreSQL does, not at a COMMIT that keeps the rest
+            self._evaluate(w, definition)
         view = MaterializedView(cat.allocate_oid(), schema, rv.relname, cols, definition)
         cat.add_relation(view)
         self.instance.view_deps[view.oid] = depends
         mv.open_engine()  # spooling starts before this epoch closes
         w.created_matviews.append(view.oid)
         return Result("CREATE MATERIALIZED VIEW")
+
+    def _evaluate(self, w: WriteTxn, definition: str) -> None:
+        """Run a view's query over the transaction's data (every row and column: hashing
+        the row keeps DuckDB from skipping any), so that its errors (22012, ...) come now."""
+        query = parse_sql(definition)[0].stmt
+        name_targets(query)
+        pg_compat.rewrite(query)
+        sql = self._write_binder(w).to_sql(query)
+        _fetch(w.cur, f"SELECT count(*), max(hash(_hw_v)) FROM ({sql}) AS _hw_v")
 
     def _create_index(self, w: WriteTxn, stmt: A.IndexStmt) -> Result:
         cat = w.catalog
@@ -1379,6 +1411,24 @@ class Executor:
             if oid in deps:
                 out.append(view)
         return out
+
+    def _dependency_order(self, w: WriteTxn, rel: Relation) -> list[tuple[Relation, Relation]]:
+        """Everything that depends on `rel`, directly or not, each once with the object it
+        was reached from, in PostgreSQL's order (findDependentObjects: dependents in
+        descending OID order, depth first, each added after its own dependents; reported
+        last added first)."""
+        seen = {rel.oid}
+        post: list[tuple[Relation, Relation]] = []
+
+        def visit(obj: Relation) -> None:
+            for d in sorted(self._dependents(w, obj.oid), key=lambda r: r.oid, reverse=True):
+                if d.oid not in seen:
+                    seen.add(d.oid)
+                    visit(d)
+                    post.append((d, obj))
+
+        visit(rel)
+        return post[::-1]
 
     def _names_in(self, w: WriteTxn, view: View | MaterializedView) -> set[int]:
         """The relations a view's definition names (after a restart, from its text)."""
@@ -1456,19 +1506,18 @@ class Executor:
         cat = w.catalog
         if (rel.schema, rel.name) not in cat.relations:
             return []
-        deps = self._dependents(w, rel.oid)
-        if deps and not cascade:
+        order = self._dependency_order(w, rel)
+        if order and not cascade:
             raise DependentObjects(
                 f"cannot drop {rel.kind} {rel.name} because other objects depend on it",
                 detail="\n".join(
-                    f"{d.kind} {d.name} depends on {rel.kind} {rel.name}" for d in deps
+                    f"{d.kind} {d.name} depends on {p.kind} {p.name}" for d, p in order
                 ),
                 hint="Use DROP ... CASCADE to drop the dependent objects too.",
             )
-        dropped: list[Relation] = []
-        for d in deps:
-            dropped.append(d)
-            dropped.extend(self._drop_relation(w, d, cascade=True))
+        for d, _ in reversed(order):  # every dependent before what it depends on
+            self._drop_relation(w, d, cascade=True)
+        dropped = [d for d, _ in order]
         if isinstance(rel, Table):  # its indexes go with it
             for ix in [
                 r for r in cat.relations.values() if isinstance(r, Index) and r.table_oid == rel.oid
@@ -1536,13 +1585,32 @@ class Executor:
         )
 
 
-def _cascade_notices(dropped: list[Relation]) -> list[str]:
+def _view_failed(name: object, error: str | None) -> SQLError:
+    """A read of a view stopped by an error: the error's SQLSTATE and PostgreSQL's
+    wording where storage/duckdb_errors.py knows them (division by zero: 22012)."""
+    cause = translate(Exception(error or "unknown error"))
+    return SQLError(
+        f'materialized view "{name}" failed: {cause.message}',
+        cause.sqlstate,
+        hint=f"DROP MATERIALIZED VIEW {name} and create it again once the cause "
+        "is fixed; headwater_catalog.views shows its status.",
+    )
+
+
+def _cascade_notices(dropped: list[Relation]) -> list[str | SQLError]:
     if not dropped:
         return []
     if len(dropped) == 1:
         return [f"drop cascades to {dropped[0].kind} {dropped[0].name}"]
     lines = "\n".join(f"drop cascades to {d.kind} {d.name}" for d in dropped)
-    return [f"drop cascades to {len(dropped)} other objects\n{lines}"]
+    return [  # as PostgreSQL: the count in the message, the objects in DETAIL
+        SQLError(
+            f"drop cascades to {len(dropped)} other objects",
+            "00000",
+            detail=lines,
+            severity="NOTICE",
+        )
+    ]
 
 
 def duckdb_param(value: Any) -> Any:

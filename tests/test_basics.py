@@ -174,3 +174,22 @@ def test_acknowledged_writes_visible_to_other_sessions(hw_server, table_name: st
             await c.close()
 
     asyncio.run(run())
+
+
+def test_returning_with_bound_parameters(conn: psycopg.Connection, table_name: str) -> None:
+    """Parameters used only by RETURNING, or not by it, bind by number (DuckDB takes
+    exactly those a statement names); the session stays usable."""
+    conn.execute(f"CREATE TABLE {table_name} (id int PRIMARY KEY, v int)")
+    assert conn.execute(
+        f"INSERT INTO {table_name} VALUES (%s, %s) RETURNING id", (1, 5)
+    ).fetchall() == [(1,)]
+    assert conn.execute(
+        f"INSERT INTO {table_name} VALUES (%s, %s) RETURNING id + %s", (2, 5, 10)
+    ).fetchall() == [(12,)]
+    assert conn.execute(
+        f"UPDATE {table_name} SET v = %s WHERE id = %s RETURNING v", (7, 1)
+    ).fetchall() == [(7,)]
+    assert conn.execute(f"DELETE FROM {table_name} WHERE id = %s RETURNING *", (2,)).fetchall() == [
+        (2, 5)
+    ]
+    assert conn.execute("SELECT 1").fetchall() == [(1,)]
