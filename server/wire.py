@@ -210,5 +210,10 @@ def error_response(err: SQLError) -> bytes:
     return msg(b"E", _fields(err))
 
 
-def notice_response(message: str, code: str = "00000", severity: str = "NOTICE") -> bytes:
+def notice_response(
+    message: str | SQLError, code: str = "00000", severity: str = "NOTICE"
+) -> bytes:
+    """A NoticeResponse: a message, or an SQLError for a notice with a code or DETAIL."""
+    if isinstance(message, SQLError):
+        return msg(b"N", _fields(message))
     return msg(b"N", _fields(SQLError(message, code, severity=severity)))
