@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pglast.ast as A
+import pglast.stream as pglast_stream
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import MaterializedView, Relation, Table, View
 from headwater.planner import pg_compat
@@ -26,6 +27,15 @@ from headwater.errors import FeatureNotSupported, SQLError, UndefinedTable
 
 SYSTEM_SCHEMA_HINT = "this system relation is not available"
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "headwater_catalog")
+
+
+# Words DuckDB reserves and PostgreSQL does not: an identifier spelled like one must be
+# quoted in the SQL DuckDB runs (`SELECT at FROM t` is fine in PostgreSQL).
+_DUCKDB_RESERVED = frozenset(
+    "anti asof at by describe lambda pivot pivot_longer pivot_wider positional qualify semi"
+    " show summarize unpivot".split()
+)
+pglast_stream.RESERVED_KEYWORDS = frozenset(pglast_stream.RESERVED_KEYWORDS) | _DUCKDB_RESERVED
 
 
 def deparse(node: Any) -> str:

@@ -193,3 +193,12 @@ def test_returning_with_bound_parameters(conn: psycopg.Connection, table_name: s
         (2, 5)
     ]
     assert conn.execute("SELECT 1").fetchall() == [(1,)]
+
+
+def test_columns_named_like_duckdb_keywords(conn: psycopg.Connection, table_name: str) -> None:
+    """`at`, `qualify`, `semi` are plain identifiers in PostgreSQL, reserved in DuckDB."""
+    conn.execute(f"CREATE TABLE {table_name} (at int, qualify text, semi int)")
+    conn.execute(f"INSERT INTO {table_name} VALUES (1, 'x', 2)")
+    cur = conn.execute(f"SELECT at, qualify, semi + at FROM {table_name} WHERE at = 1")
+    assert cur.fetchall() == [(1, "x", 3)]
+    assert [d.name for d in cur.description] == ["at", "qualify", "?column?"]
