@@ -684,7 +684,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, help="TPC-H scale factor (0.05; quick 0.01)")
     p.add_argument("--batches", type=int, help="churn batches per mode (10; quick 4)")
     p.add_argument(
-        "--batch-size", type=int, default=1, help="churn batch size factor (1: ~1%% of lineitem)"
+        "--batch-size",
+        type=int,
+        default=1,
+        help="churn batch size factor (1: ~0.7%% of lineitem per batch)",
     )
     p.add_argument("--seed", type=int, default=42, help="churn seed (42)")
     p.add_argument("--clients", type=int, default=4, help="INSERT clients (4)")
