@@ -212,6 +212,32 @@ class Executor:
         self.s = session
         self.instance = session.instance
         self.savepoints: list[tuple[str, bool]] = []  # (name, had written)
+        self._interrupted = asyncio.Event()  # a CancelRequest for the waiting statement
+        self._waits = 0
+
+    def interrupt(self) -> None:
+        """CancelRequest (or statement_timeout): a statement waiting for lagging views,
+        a future epoch or SUBSCRIBE rows ends with 57014 (when idle: nothing)."""
+        if self._waits:
+            self._interrupted.set()
+
+    async def _interruptible(self, aw: Any) -> Any:
+        """Await `aw` unless a CancelRequest comes first (then 57014)."""
+        if not self._waits:
+            self._interrupted.clear()
+        self._waits += 1
+        work = asyncio.ensure_future(aw)
+        stop = asyncio.ensure_future(self._interrupted.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waits -= 1
+            stop.cancel()
+            if not work.done():
+                work.cancel()
+        if not work.done() or work.cancelled():
+            raise SQLError("canceling statement due to user request", "57014")
+        return work.result()
 
     # -- entry ----------------------------------------------------------------------
     async def execute(self, stmt: Any, params: list[Any]) -> Result:
@@ -344,7 +370,7 @@ class Executor:
         if isinstance(cur, RowsCursor):
             rows = cur.take(count)
         else:
-            rows = await cur.take(count, timeout)
+            rows = await self._interruptible(cur.take(count, timeout))
         tag = f"{'MOVE' if move else 'FETCH'} {len(rows)}"
         return Result(tag) if move else Result(tag, cur.fields, rows)
 
@@ -662,7 +688,9 @@ class Executor:
         timeout = seconds(s.settings.values["headwater.freshness_timeout"], "timeout")
         committer = instance.committer
         assert committer is not None
-        if epoch > instance.visible_epoch and not await committer.wait_visible(epoch, timeout):
+        if epoch > instance.visible_epoch and not await self._interruptible(
+            committer.wait_visible(epoch, timeout)
+        ):
             raise SQLError(
                 f"epoch {epoch} has not closed yet (the newest is {committer.durable_epoch})",
                 "22023",
@@ -681,19 +709,26 @@ class Executor:
         return epoch
 
     def _epoch_at(self, timestamp: str) -> int:
-        """The newest epoch closed at or before `timestamp` (in the session's TimeZone)."""
+        """The newest epoch closed at or before `timestamp` (in the session's TimeZone).
+        Compared in microseconds, as headwater_catalog.epochs shows closed_at: AS OF
+        TIMESTAMP of an epoch's closed_at reads that epoch."""
+        from datetime import UTC, datetime
+
         try:
             row = (
                 self.s.cursor()
-                .execute("SELECT epoch(CAST(? AS TIMESTAMPTZ))", [timestamp])
+                .execute("SELECT epoch_us(CAST(? AS TIMESTAMPTZ))", [timestamp])
                 .fetchone()
             )
         except duckdb.Error as e:
             raise translate(e) from None
-        at = float(row[0]) if row else 0.0
+        at = int(row[0]) if row else 0
+        origin = datetime.fromtimestamp(0, UTC)
         best = None
         for epoch, (closed_at, _) in self.instance.epoch_history.items():
-            if closed_at <= at and (best is None or epoch > best):
+            shown = datetime.fromtimestamp(closed_at, UTC) - origin
+            closed_us = (shown.days * 86400 + shown.seconds) * 1_000_000 + shown.microseconds
+            if closed_us <= at and (best is None or epoch > best):
                 best = epoch
         if best is None:
             low, high = self.instance.retained_range()
@@ -716,20 +751,20 @@ class Executor:
                 raise _view_failed(getattr(s.catalog.by_oid(oid), "name", oid), error)
         visible = self.instance.visible_epoch
         if s.write is not None:  # the transaction reads tables as it wrote them
-            return min((mv.frontier(o) for o in views), default=visible)
+            return min((mv.fresh_until(o) for o in views), default=visible)
         if not views:
             return visible
         need = self.required_epoch()
         if need > 0:
             await self._wait_views(views, need)
-        return min([self.instance.visible_epoch, *(mv.frontier(o) for o in views)])
+        return min([self.instance.visible_epoch, *(mv.fresh_until(o) for o in views)])
 
     async def _wait_views(self, views: set[int], epoch: int) -> None:
         """Wait until every view reflects `epoch`, or fail naming the one that does not."""
         s = self.s
         mv = self.instance.matviews
         timeout = seconds(s.settings.values["headwater.freshness_timeout"], "timeout")
-        behind = await mv.wait_frontiers(views, epoch, timeout)
+        behind = await self._interruptible(mv.wait_frontiers(views, epoch, timeout))
         if behind is None:
             return
         name = getattr(s.catalog.by_oid(behind), "name", behind)
@@ -774,7 +809,7 @@ class Executor:
         target = max(self.required_epoch(), committer.durable_epoch)
         if self.s.write is None and committer.visible_epoch < target:
             self.instance.batcher.hurry()
-            if not await committer.wait_visible(target, timeout=30):
+            if not await self._interruptible(committer.wait_visible(target, timeout=30)):
                 raise SQLError(f"timed out waiting for epoch {target} to become readable", "57014")
 
     async def select(
@@ -957,7 +992,7 @@ class Executor:
             self.s.search_path(),
             lambda t: Replica.scan(t, CURRENT),
             system=self._system(w.catalog, lambda: w.cur),
-            matview=lambda m: mv.read_sql(m, str(mv.frontier(m.oid))),
+            matview=lambda m: mv.read_sql(m, str(mv.fresh_until(m.oid))),
         )
 
     def _target(self, w: WriteTxn, rv: A.RangeVar) -> Table:

@@ -12,12 +12,21 @@
 - Recovery: views in the catalog but not in the engine (a crash between commit and
   backfill) are backfilled; views in the engine but not in the catalog are dropped;
   epochs newer than the oldest frontier are spooled again from the change log.
+- Supervision: a thread (`_supervise`) starts the Spark stage and watches it: the
+  JVM process, and the streaming query (`isActive`, `exception()`). A failed query
+  or a dead JVM restarts the stage (a new SparkSession if the JVM died) with
+  backoff, from Spark's checkpoint: each view goes on from its last committed
+  frontier. Meanwhile headwater_catalog.views shows 'restarting' (then 'error'
+  after repeated failures) with the error, and reads and writes go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -26,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import MaterializedView, Table
+from headwater.engine import engine as engine_module
 from headwater.engine.delta import ScanInfo, fetch_all
 from headwater.engine.engine import Engine
 from headwater.engine.spool import SpoolWriter
@@ -41,6 +51,15 @@ if TYPE_CHECKING:
     from headwater.server.instance import Instance
 
 log = logging.getLogger("headwater.matviews")
+
+# Supervision of the Spark stage (`MaterializedViews._supervise`).
+STAGE_POLL = 0.5  # seconds between health checks of the JVM and the streaming query
+STAGE_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)  # waits before restart attempt 1, 2, ...
+STAGE_GIVE_UP = 5  # consecutive failures after which the status says 'error' (retries go on)
+# Fault injection for tests (tests/test_crash_views.py): with this variable set to 1,
+# files in {data_dir}/faults/ make the stage fail: `batch` (one-shot) fails the next
+# micro-batch after its views committed; `start` fails every stage start while it exists.
+FAULTS_ENV = "HEADWATER_FAULT_INJECTION"
 
 
 @dataclass
@@ -60,7 +79,14 @@ class MaterializedViews:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._advanced: asyncio.Event | None = None
         self._stage: threading.Thread | None = None
+        self._stopping = threading.Event()
+        # the stage as the supervisor sees it: starting | running | restarting | error
+        # | stopped; stage_error: why it is restarting (None while healthy)
+        self.stage_state = "stopped"
         self.stage_error: str | None = None
+        self.stage_restarts = 0
+        self._advances = 0  # batches the stage completed (views advanced)
+        self._start_failures = 0  # consecutive failures of Engine.start()
 
     @property
     def state_dir(self) -> Any:
@@ -126,23 +152,122 @@ class MaterializedViews:
             self.start_stage()
 
     def start_stage(self) -> None:
-        """Start the Spark stage in the background (a SparkSession takes seconds)."""
+        """Start the Spark stage and its supervisor in the background (a SparkSession
+        takes seconds; the server serves meanwhile)."""
         if self._stage is not None or self.engine is None:
             return
         engine = self.engine
-
-        def run() -> None:
-            try:
-                engine.start()
-                log.info("Spark stage running")
-            except Exception as e:  # shown in headwater_catalog.views
-                self.stage_error = f"the Spark stage failed to start: {e}"
-                log.exception("the Spark stage failed to start")
-
-        self._stage = threading.Thread(target=run, name="spark-stage", daemon=True)
+        engine.on_advance.append(self._stage_advanced)
+        self.stage_state = "starting"
+        self._stage = threading.Thread(
+            target=self._supervise, args=(engine,), name="spark-stage", daemon=True
+        )
         self._stage.start()
 
+    def stage_fault(self) -> tuple[str, str] | None:
+        """(status, error) that every running view shows while the stage is down."""
+        error = self.stage_error
+        if error is None or self.stage_state not in ("restarting", "error"):
+            return None
+        return self.stage_state, error
+
+    def _supervise(self, engine: Engine) -> None:
+        """The supervisor (thread `spark-stage`): start the stage, watch it, and restart
+        it with backoff when its query fails or its JVM dies. A restarted query goes on
+        from Spark's checkpoint (the batch in flight is replayed; views whose frontier
+        covers it skip it), so every view resumes from its last committed epoch."""
+        failures = 0
+        first = ""  # the fault that began the current outage
+        while not self._stopping.is_set():
+            fault = self._run_stage(engine)
+            if fault is None:  # shutting down
+                break
+            error, new_session = fault
+            if self.stage_state in ("starting", "running"):  # a new outage
+                failures, first = 0, error
+            failures += 1
+            self.stage_restarts += 1
+            wait = STAGE_BACKOFF[min(failures, len(STAGE_BACKOFF)) - 1]
+            text = first
+            if failures > 1:
+                text += f"; restart attempt {failures - 1} failed: {error}"
+            self.stage_error = f"{text}; restarting (attempt {failures}, in {wait:g}s)"
+            self.stage_state = "restarting" if failures < STAGE_GIVE_UP else "error"
+            log.warning("Spark stage: %s", self.stage_error)
+            self._reset_stage(engine, full=new_session)
+            if self._stopping.wait(wait):
+                break
+        self.stage_state = "stopped"
+
+    def _run_stage(self, engine: Engine) -> tuple[str, bool] | None:
+        """Start the stage and watch it until it fails: returns (error, whether the next
+        start needs a new SparkSession), or None when the server shuts down."""
+        try:
+            self._inject("start")
+        except RuntimeError as e:
+            return str(e), False
+        try:
+            engine.start()
+        except Exception as e:
+            # a new SparkSession if the JVM is gone or the start failed twice in a row
+            self._start_failures += 1
+            fresh = not _jvm_alive() or self._start_failures >= 2
+            return f"the Spark stage failed to start: {_brief(e)}", fresh
+        self._start_failures = 0
+        if self._stopping.is_set():
+            with contextlib.suppress(Exception):
+                engine.stop()
+            return None
+        log.info("Spark stage running")
+        if self.stage_state == "starting":
+            self.stage_state = "running"
+        seen = self._advances
+        while not self._stopping.wait(STAGE_POLL):
+            fault = _check_stage(engine)
+            if fault is not None:
+                return fault
+            if self.stage_state != "running" and (self._advances != seen or self._caught_up()):
+                log.info("Spark stage recovered (%s)", self.stage_error)
+                self.stage_state, self.stage_error = "running", None
+        return None
+
+    def _caught_up(self) -> bool:
+        committer = self.instance.committer
+        fronts = self.running_frontiers()
+        return committer is not None and min(fronts, default=0) >= committer.durable_epoch
+
+    def _reset_stage(self, engine: Engine, full: bool) -> None:
+        """Forget the failed query; with `full`, the SparkSession and its JVM too."""
+        query, engine.query = engine.query, None
+        if query is not None and not full:
+            try:
+                query.stop()
+            except Exception:
+                full = True
+        if full:
+            try:
+                _forget_spark()
+            except Exception:
+                log.exception("Spark stage: forgetting the SparkSession")
+
+    def _stage_advanced(self, end: int) -> None:  # the stage's thread, after a batch
+        self._advances += 1
+        self._inject("batch")
+
+    def _inject(self, name: str) -> None:
+        """Fault injection for tests (FAULTS_ENV=1): fail if {data_dir}/faults/{name}
+        exists (`batch` is consumed by the failure it causes)."""
+        if os.environ.get(FAULTS_ENV) != "1":
+            return
+        path = self.instance.config.data_dir / "faults" / name
+        if not path.exists():
+            return
+        if name == "batch":
+            path.unlink(missing_ok=True)
+        raise RuntimeError(f"injected fault ({name})")
+
     def close(self) -> None:
+        self._stopping.set()
         if self.engine is not None:
             try:
                 self.engine.stop()
@@ -230,6 +355,36 @@ class MaterializedViews:
     def frontier(self, oid: int) -> int:
         return self.engine.frontier(oid) if self.engine is not None else -1
 
+    def fresh_until(self, oid: int) -> int:
+        """The newest epoch the view's state answers for: its frontier, extended over
+        the following epochs that changed none of the tables under it (its state at
+        those epochs is the same). So a view is fresh after writes to other tables or
+        DDL without waiting for the stage."""
+        front = self.frontier(oid)
+        if front < 0:
+            return front
+        bases = self.base_tables(oid)
+        history = self.instance.epoch_history
+        last = self.instance.visible_epoch
+        e = front
+        while e < last:
+            changed = history.get(e + 1)
+            if changed is None or any(t in changed[1] for t in bases):
+                break
+            e += 1
+        return e
+
+    def base_tables(self, oid: int) -> set[int]:
+        """The tables under a view, through the views it reads."""
+        engine = self.engine
+        prog = engine.views.get(oid) if engine is not None else None
+        if prog is None:
+            return set()
+        out: set[int] = set()
+        for t, info in prog.scans.items():
+            out |= self.base_tables(info.view) if info.view is not None else {t}
+        return out
+
     def _views_rows(self) -> dict[int, tuple[int, int, str, str | None]]:
         """view -> (frontier, created, status, error): the engine's registry, cheaply
         (Engine.status() also sizes every state table)."""
@@ -279,7 +434,7 @@ class MaterializedViews:
         assert self._advanced is not None
         deadline = time.monotonic() + timeout
         while True:
-            behind = [o for o in sorted(oids) if self.frontier(o) < epoch]
+            behind = [o for o in sorted(oids) if self.fresh_until(o) < epoch]
             if not behind:
                 return None
             for o in behind:
@@ -317,3 +472,94 @@ class MaterializedViews:
             return int(row[0]) if row else 0
         finally:
             cur.close()
+
+
+# -- the Spark stage's health -------------------------------------------------------
+def _jvm_process() -> Any:
+    """The JVM that pyspark launched for this process (a Popen), if any."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    # not getattr: a Py4J gateway resolves unknown attributes in the JVM
+    return gateway.__dict__.get("proc") if gateway is not None else None
+
+
+def _jvm_alive() -> bool:
+    proc = _jvm_process()
+    return proc is not None and proc.poll() is None
+
+
+def _check_stage(engine: Engine) -> tuple[str, bool] | None:
+    """None while the stage is healthy; else (error, whether the JVM is gone)."""
+    proc = _jvm_process()
+    if proc is not None and proc.poll() is not None:
+        return f"the Spark JVM (pid {proc.pid}) exited with code {proc.returncode}", True
+    query = engine.query
+    if query is None:
+        return "the Spark stage's query is gone", False
+    try:
+        if query.isActive:
+            return None
+        exc = query.exception()
+    except Exception as e:  # Py4J: the driver's JVM does not answer; did it exit?
+        with contextlib.suppress(Exception):
+            if proc is not None and proc.wait(timeout=2) is not None:
+                return f"the Spark JVM (pid {proc.pid}) exited with code {proc.returncode}", True
+        return f"the Spark driver does not answer: {_brief(e)}", True
+    if exc is None:
+        return "the Spark stage's query stopped", False
+    text = _brief(exc)
+    cause = getattr(exc, "_cause", None)  # pyspark's converted Java cause
+    if cause is not None and _brief(cause) not in text:
+        text += f" (caused by {_brief(cause)})"
+    return f"the Spark stage's query failed: {text}", False
+
+
+def _forget_spark() -> None:
+    """Drop the process's SparkSession, SparkContext and Py4J gateway (their JVM died or
+    does not answer: it is killed), so that the next start launches a new JVM."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    from pyspark.sql.context import SQLContext
+
+    with engine_module._spark_lock:
+        spark, engine_module._spark = engine_module._spark, None
+    gateway = SparkContext._gateway
+    proc = gateway.__dict__.get("proc") if gateway is not None else None
+    if proc is not None and proc.poll() is None:
+        proc.kill()  # the JVM this process started, which no longer answers
+        proc.wait()
+    if spark is not None:
+        with contextlib.suppress(Exception):
+            spark.stop()  # Python-side cleanup (accumulator server); the JVM calls fail
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    SQLContext._instantiatedContext = None
+    with SparkContext._lock:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        SparkContext._active_spark_context = None
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+
+
+def _brief(e: BaseException) -> str:
+    """An exception in one line. Spark's messages run over many lines (a Python
+    traceback from the foreachBatch sink, the query's description): keep the first
+    line and the Python exception that ends an embedded traceback."""
+    text = str(e)
+    for cut in ("=== Streaming Query ===", "JVM stacktrace:", "\n\tat "):
+        text = text.split(cut, 1)[0]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    head = lines[0].split(" Return Message:", 1)[0]
+    if len(lines) > 1:
+        raised = [ln for ln in lines[1:] if _EXCEPTION_LINE.match(ln)]
+        if raised:
+            head = f"{head} {raised[-1]}"
+    return head if len(head) <= 500 else head[:497] + "..."
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: |$)")

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.subscribe")
 
-POLL_SECONDS = 0.01  # how often a producer looks for newly closed epochs
+WAIT_SECONDS = 1.0  # longest wait for a new epoch before checking views and retention
 
 
 class Subscription:
@@ -176,7 +176,7 @@ class Subscription:
 
     def _frontier(self) -> int:
         mv = self.instance.matviews
-        return min([self.instance.visible_epoch, *(mv.frontier(v) for v in self.views)])
+        return min([self.instance.visible_epoch, *(mv.fresh_until(v) for v in self.views)])
 
     async def _produce(self) -> None:
         spec = self.spec
@@ -196,15 +196,12 @@ class Subscription:
                         f"[{low}, {high}]",
                         "22023",
                     )
-                for v in self.views:
-                    status, err = self.instance.matviews.status(v)
-                    if status == "error":
-                        raise SQLError(f"materialized view failed: {err}", "XX000")
+                self._check_sources()
                 end = self._frontier()
                 if spec.up_to is not None:
                     end = min(end, spec.up_to - 1)
                 if end <= pos:
-                    await asyncio.sleep(POLL_SECONDS)
+                    await self._wait(pos + 1)
                     continue
                 rows = await asyncio.to_thread(self._changes, pos, end)
                 self._emit(self._shape(rows))
@@ -222,6 +219,28 @@ class Subscription:
         finally:
             self.finished = True
             self._ready.set()
+
+    def _check_sources(self) -> None:
+        """A dropped relation or a failed view ends the subscription."""
+        catalog = self.instance.catalog
+        for oid in (*self.tables, *self.views):
+            if catalog.by_oid(oid) is None:
+                raise SQLError("subscription ended: a relation it reads was dropped", "42P01")
+
+    async def _wait(self, epoch: int) -> None:
+        """Until `epoch` is visible and every view reflects it (woken by the epoch
+        closing and by the views' stage advancing, not by polling), or a while passes."""
+        mv = self.instance.matviews
+        if self.views:
+            behind = await mv.wait_frontiers(self.views, epoch, WAIT_SECONDS)
+            if behind is not None:
+                status, err = mv.status(behind)
+                if status == "error":
+                    raise SQLError(f"materialized view failed: {err}", "XX000")
+                return
+        committer = self.instance.committer
+        assert committer is not None
+        await committer.wait_visible(epoch, WAIT_SECONDS)
 
     def _progress(self, epoch: int) -> None:
         if self.spec.progress:
