@@ -38,6 +38,8 @@ class Server:
             self._tasks.add(task)
         try:
             await conn.run()
+        except asyncio.CancelledError:
+            pass  # the server is stopping: the connection ends with it
         finally:
             if task is not None:
                 self._tasks.discard(task)
