@@ -65,16 +65,19 @@ def views(instance: Instance) -> pa.Table:
     for v in sorted(instance.catalog.matviews(), key=lambda m: m.oid):
         st = status.get(v.oid)
         bf = mv.backfills.get(v.oid)
-        frontier = st.frontier if st is not None else None
+        # the newest epoch the view reflects: its engine frontier, extended over epochs
+        # that changed none of its tables (MaterializedViews.fresh_until)
+        frontier = mv.fresh_until(v.oid) if st is not None else None
         lag = max(visible - frontier, 0) if frontier is not None else None
         lag_ms = None
-        if lag is not None:
+        if lag is not None and frontier is not None:
             # time since the oldest epoch the view has not reflected was closed
             closed = instance.epoch_closed_at(frontier + 1) if lag else None
             lag_ms = max(now - closed, 0.0) * 1000.0 if closed else 0.0
         state = st.status if st is not None else "backfilling"
-        if state == "running" and mv.stage_error:
-            state, error = "error", mv.stage_error
+        stage = mv.stage_fault()  # the Spark stage restarting: ('restarting'|'error', why)
+        if state == "running" and stage is not None:
+            state, error = stage
         else:
             error = st.error if st is not None else None
         rows.append(
