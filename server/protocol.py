@@ -544,6 +544,8 @@ class Connection:
             opts = CopyOptions()
             while not sub.done:
                 rows = await sub.take(None, 1.0)
+                if self.reader.at_eof() or self.writer.is_closing():  # the client went away
+                    raise ConnectionResetError("client closed the connection during SUBSCRIBE")
                 for row in rows:
                     vals = [
                         None if v is None else e(v).decode("utf-8")
@@ -771,6 +773,8 @@ class Connection:
             return
         if self._subscription is not None:
             self._subscription.cancel()
+        if self.executor is not None:  # a statement waiting for views, epochs or rows
+            self.executor.interrupt()
         for cur in (s.write.cur if s.write else None, s._read_cur):
             if cur is not None:
                 try:
