@@ -4,7 +4,7 @@
     SUBSCRIBE [TO] name | (SELECT ...) [ENVELOPE UPSERT (KEY (col, ...))]
         [WITH (SNAPSHOT [= bool], PROGRESS [= bool])] [AS OF [EPOCH] n] [UP TO n]
     COPY (SUBSCRIBE ...) TO STDOUT
-    DECLARE c CURSOR FOR SUBSCRIBE ...
+    DECLARE c CURSOR FOR SUBSCRIBE ... | SELECT ... AS OF ...
     FETCH [n | ALL | FORWARD n] [FROM | IN] c WITH (timeout = '1s')
 
 pglast parses everything else. The tokens come from PostgreSQL's own scanner (so
@@ -61,6 +61,14 @@ class DeclareSubscribe:
 
 
 @dataclass
+class DeclareSelectAsOf:
+    """DECLARE c CURSOR FOR SELECT ... AS OF ... (psycopg's server-side cursors)."""
+
+    name: str
+    select: SelectAsOf
+
+
+@dataclass
 class FetchTimeout:
     """FETCH with Materialize's WITH (timeout = ...): wait at most that long."""
 
@@ -69,7 +77,14 @@ class FetchTimeout:
     timeout: str  # a duration, as settings take it ('1s', '500ms')
 
 
-EXTENDED = (SelectAsOf, Subscribe, CopySubscribe, DeclareSubscribe, FetchTimeout)
+EXTENDED = (
+    SelectAsOf,
+    Subscribe,
+    CopySubscribe,
+    DeclareSubscribe,
+    DeclareSelectAsOf,
+    FetchTimeout,
+)
 
 
 class _Tokens:
@@ -171,7 +186,7 @@ def parse_extended(sql: str) -> Any | None:
         if not tk.done():
             tk.fail("end of COPY")
         return CopySubscribe(sub)
-    if first == "declare" and _find(tk, "subscribe") is not None:
+    if first == "declare" and (_find(tk, "subscribe") is not None or _find(tk, "of") is not None):
         tk.i += 1
         t = tk.peek()
         if t is None:
@@ -185,9 +200,12 @@ def parse_extended(sql: str) -> Any | None:
             pass
         tk.expect("for")
         rest = _Tokens(sql[tk.peek().start :]) if tk.peek() is not None else None
-        if rest is None or rest.word() != "subscribe":
+        if rest is None:
             return None
-        return DeclareSubscribe(name, _subscribe(rest, top=True))
+        if rest.word() == "subscribe":
+            return DeclareSubscribe(name, _subscribe(rest, top=True))
+        select = _select_as_of(rest) if rest.word() in ("select", "with", "(", "values") else None
+        return DeclareSelectAsOf(name, select) if select is not None else None
     if first == "fetch" and _find(tk, "timeout") is not None:
         return _fetch(tk)
     if first in ("select", "with", "(") or first == "values":

@@ -36,6 +36,7 @@ from headwater.planner import ddl, dml, pg_compat
 from headwater.planner.extensions import (
     AsOf,
     CopySubscribe,
+    DeclareSelectAsOf,
     DeclareSubscribe,
     FetchTimeout,
     SelectAsOf,
@@ -266,8 +267,9 @@ class Executor:
 
     async def _dispatch(self, stmt: Any, params: list[Any]) -> Result:
         if isinstance(stmt, SelectAsOf):
+            auth.check(self.s, stmt.stmt)  # the privileges of the SELECT it wraps
             return await self.select(stmt.stmt, params, as_of=stmt.as_of)
-        if isinstance(stmt, DeclareSubscribe | A.DeclareCursorStmt):
+        if isinstance(stmt, DeclareSubscribe | DeclareSelectAsOf | A.DeclareCursorStmt):
             return await self.declare(stmt, params)
         if isinstance(stmt, A.FetchStmt | FetchTimeout):
             return await self.fetch(stmt)
@@ -333,13 +335,17 @@ class Executor:
         s = self.s
         if s.status == "I":
             raise SQLError("DECLARE CURSOR can only be used in transaction blocks", "25P01")
-        name = stmt.name if isinstance(stmt, DeclareSubscribe) else stmt.portalname
+        name = stmt.portalname if isinstance(stmt, A.DeclareCursorStmt) else stmt.name
         if name in s.cursors:
             raise SQLError(f'cursor "{name}" already exists', "42P03")
         if isinstance(stmt, DeclareSubscribe):
             sub = Subscription(self, stmt.subscribe)
             await sub.open()
             s.cursors[name] = sub
+        elif isinstance(stmt, DeclareSelectAsOf):
+            auth.check(s, stmt.select.stmt)
+            result = await self.select(stmt.select.stmt, params, as_of=stmt.select.as_of)
+            s.cursors[name] = RowsCursor(result.fields or [], result.rows)
         else:
             if not isinstance(stmt.query, A.SelectStmt):
                 raise FeatureNotSupported("DECLARE CURSOR supports SELECT and SUBSCRIBE")

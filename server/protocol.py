@@ -16,7 +16,13 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.types import BY_OID, TEXT, ColumnType
-from headwater.planner.extensions import CopySubscribe, SelectAsOf, Subscribe, parse_extended
+from headwater.planner.extensions import (
+    CopySubscribe,
+    DeclareSelectAsOf,
+    SelectAsOf,
+    Subscribe,
+    parse_extended,
+)
 from headwater.planner.params import count_params, infer_param_types
 from headwater.server import auth, wire
 from headwater.server.copy import CopyOptions, copy_options, format_copy_row, header_row, parse_copy
@@ -573,6 +579,8 @@ class Connection:
             raise SQLError("cannot insert multiple commands into a prepared statement", "42601")
         stmt = stmts[0][0] if stmts else None
         core = stmt.stmt if isinstance(stmt, SelectAsOf) else stmt
+        if isinstance(stmt, DeclareSelectAsOf):
+            core = stmt.select.stmt
         nparams = max(count_params(core), len(declared)) if core is not None else 0
         inferred = (
             infer_param_types(
@@ -651,7 +659,11 @@ class Connection:
             return
         portal = self.session.portals.get(name)
         if portal is None:
-            raise InvalidCursorName(f'portal "{name}" does not exist')
+            cursor = self.session.cursors.get(name)  # a DECLAREd cursor is a portal too
+            if cursor is None:
+                raise InvalidCursorName(f'portal "{name}" does not exist')
+            self.send(wire.row_description(cursor.fields, []))  # (psycopg's named cursors)
+            return
         await self.materialise(portal)
         if portal.fields is not None:
             self.send(wire.row_description(portal.fields, portal.result_formats))

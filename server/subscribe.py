@@ -27,11 +27,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pglast.ast as A
 from headwater.catalog.objects import MaterializedView, Table
 from headwater.catalog.types import BOOL, INT8, TEXT, ColumnType
 from headwater.planner import pg_compat
 from headwater.planner.extensions import Subscribe
 from headwater.planner.naming import name_targets
+from headwater.server import auth
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import FROM, TO, physical, quote, visible_at
 
@@ -65,6 +67,7 @@ class Subscription:
         from headwater.server.executor import Field, arrow_fields
 
         ex, spec, s = self.ex, self.spec, self.ex.s
+        auth.check(s, spec.query or _select_all(spec.relation))  # SELECT privileges (42501)
         binder = ex._binder(history=True)
         if spec.relation is not None:
             rel = s.catalog.get_relation(
@@ -182,6 +185,8 @@ class Subscription:
         spec = self.spec
         pos = self.start
         try:
+            if spec.up_to is not None and pos >= spec.up_to:
+                return  # UP TO excludes the start epoch: nothing to send
             if spec.snapshot:
                 rows = await asyncio.to_thread(self._snapshot, pos)
                 self._emit(self._shape(rows))
@@ -365,6 +370,11 @@ class Subscription:
                 )
             }
         return found
+
+
+def _select_all(rv: Any) -> A.SelectStmt:
+    star = A.ResTarget(val=A.ColumnRef(fields=(A.A_Star(),)))
+    return A.SelectStmt(targetList=(star,), fromClause=(rv,), op=0)
 
 
 def _fetch(cur: duckdb.DuckDBPyConnection, sql: str) -> Any:
