@@ -196,12 +196,22 @@ class ViewProgram:
 
     # -- one micro-batch --------------------------------------------------------------
     def advance(
-        self, db: duckdb.DuckDBPyConnection, batch: Batch, frontier: int, first: bool
+        self,
+        db: duckdb.DuckDBPyConnection,
+        batch: Batch,
+        frontier: int,
+        first: bool,
+        multi: bool = True,
     ) -> int:
         """Process epochs (frontier, batch.end]; `first`: the view's backfill batch, in
-        which the inputs' changes are their whole contents at `batch.end`. Returns the
+        which the inputs' changes are their whole contents at `batch.end`. `multi`:
+        the inputs changed at more than one epoch of the batch; when they did not
+        (a batch of one epoch, a backfill, ...), every operator's changes are at that
+        one epoch, so each key changes at most once and the rules need no window
+        functions (DuckDB spends 3-5 ms on one, even over a few rows). Returns the
         number of output changes. The caller holds the transaction."""
         self._frontier, self._end, self._first = frontier, batch.end, first
+        self._multi = multi
         self._batch = batch
         self._done: dict[int, str] = {}
         root = self.delta(self.plan.root)
@@ -222,8 +232,11 @@ class ViewProgram:
         """Materialize `select` into a temp table of this operator (the name, unless
         `exact`, gets the view and operator). Creating a table costs ~5 ms in DuckDB
         (DDL) against ~1 ms to refill one, so each is created once per connection and
-        refilled by later batches (the same SQL, so the same columns)."""
-        name = alias if exact else f"{alias}_{self.view}_{self._op}"
+        refilled by later batches (the same SQL, so the same columns: a rule's
+        one-epoch and multi-epoch forms, whose column types may differ, get one
+        table each)."""
+        mode = "" if self._multi else "1"
+        name = alias if exact else f"{alias}{mode}_{self.view}_{self._op}"
         if name in self.scratch:
             self.db.execute(f"DELETE FROM {name}")
             self.rows = fetch_all(self.db, f"INSERT INTO {name} {select}")[0][0]
@@ -378,20 +391,27 @@ class ViewProgram:
                 " GROUP BY _e"
             )
         pk = [f"_p.{k}" for k in keys]
-        win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
-        running = [
-            f"coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w AS {x},"
-            f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
-            for x in acc
-        ]
+        on = ns_eq(pk, [f"_s.{k}" for k in keys])
+        join = f" FROM ({partial}) AS _p LEFT JOIN {state} _s ON {on}"
+        if self._multi:
+            win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
+            running = [
+                f"coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w AS {x},"
+                f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
+                for x in acc
+            ]
+            tail = (
+                " row_number() OVER _w AS _i, lead(_p._e) OVER _w IS NULL AS _last"
+                f"{join} WINDOW _w AS ({win})"
+            )
+        else:  # one epoch: a group's running value is the state plus its change
+            running = [
+                f"coalesce(_s.{x}, 0) + _p.{x} AS {x}, coalesce(_s.{x}, 0) AS {x}_old" for x in acc
+            ]
+            tail = f" 1 AS _i, true AS _last{join}"
         R = self._tmp(
             "_r",
-            f"SELECT {', '.join(pk + ['_p._e'] + running)},"
-            f" _s._n IS NOT NULL AS _had, row_number() OVER _w AS _i,"
-            f" lead(_p._e) OVER _w IS NULL AS _last"
-            f" FROM ({partial}) AS _p"
-            f" LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{k}' for k in keys])}"
-            f" WINDOW _w AS ({win})",
+            f"SELECT {', '.join(pk + ['_p._e'] + running)}, _s._n IS NOT NULL AS _had,{tail}",
         )
 
         def final(old: bool) -> str:
@@ -439,34 +459,33 @@ class ViewProgram:
         kexpr = [e for _, e in node.group]
         need = _needed(node)
         m, o = f"s{v}_{i}_m", f"s{v}_{i}_o"
+        # One statement: the groups that changed and the epochs they changed at (_ch),
+        # their rows at each of those epochs re-aggregated (_nv), next to the old
+        # value: the previous epoch's new value, or the last output kept (o).
         ch_sel = ", ".join([f"{e} AS {n}" for n, e in node.group] + ["_e"])
-        CH = self._tmp("_ch", f"SELECT DISTINCT {ch_sel} FROM {src}")
+        ch = f"SELECT DISTINCT {ch_sel} FROM {src}"
         if node.scalar and self._first:
-            e = self._end
-            db.execute(
-                f"INSERT INTO {CH} SELECT {e} WHERE NOT EXISTS (SELECT 1 FROM {CH} WHERE _e = {e})"
-            )
+            ch = f"{ch} UNION SELECT {self._end}::BIGINT AS _e"
         nl = ", ".join(need)
         sep = ", " if nl else ""
         rows = (
             f"(SELECT {nl}{sep}_w, -1 AS _e FROM {m} UNION ALL SELECT {nl}{sep}_w, _e FROM {src})"
         )
         on = ns_eq([f"({e})" for e in kexpr], [f"_ch.{k}" for k in keys])
+        if self._multi:
+            on += " AND _x._e <= _ch._e"
         chk = ", ".join(f"_ch.{k}" for k in keys)
         chk_sep = ", " if chk else ""
-        MS = self._tmp(
-            "_ms",
+        ms = (
             f"SELECT {chk}{chk_sep}_ch._e AS _t{sep}"
             f"{', '.join(f'_x.{c}' for c in need)}, sum(_x._w)::BIGINT AS _cnt"
-            f" FROM {CH} AS _ch JOIN {rows} _x"
-            f" ON {on} AND _x._e <= _ch._e GROUP BY ALL HAVING sum(_x._w) <> 0",
+            f" FROM _ch JOIN {rows} _x ON {on} GROUP BY ALL HAVING sum(_x._w) <> 0"
         )
         calls = ", ".join(f"{agg_sql(a)} AS {a.name}" for a in node.aggs)
         gk = ", ".join(keys + ["_t"])
-        NV = self._tmp(
-            "_nv",
+        nv = (
             f"SELECT {gk}, count(*)::BIGINT AS _n, {calls}"
-            f" FROM (SELECT * FROM {MS} AS _ms, range(_ms._cnt)) AS _x GROUP BY {gk}",
+            f" FROM (SELECT * FROM ({ms}) AS _ms, range(_ms._cnt)) AS _x GROUP BY {gk}"
         )
         if node.scalar:
             # PostgreSQL's answer on no rows (count 0, the others NULL) where a
@@ -476,33 +495,39 @@ class ViewProgram:
                 f"CASE WHEN _nv._t IS NULL THEN _em.{a.name} ELSE _nv.{a.name} END AS {a.name}"
                 for a in node.aggs
             )
-            NV = self._tmp(
-                "_nv2",
+            nv = (
                 f"SELECT _ch._e AS _t, coalesce(_nv._n, 0) AS _n, {vals}"
-                f" FROM {CH} AS _ch LEFT JOIN {NV} AS _nv ON _nv._t = _ch._e, ({empty}) AS _em",
+                f" FROM _ch LEFT JOIN ({nv}) AS _nv ON _nv._t = _ch._e, ({empty}) AS _em"
             )
         vcols = [a.name for a in node.aggs]
-        # old value per (group, epoch): the previous epoch's new value, or the state
         pk = [f"_ch.{k}" for k in keys]
-        win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _ch._e"
         nv_on = ns_eq([f"_nv.{k}" for k in keys], pk) + " AND _nv._t = _ch._e"
         o_on = ns_eq([f"_o.{k}" for k in keys], pk)
         cols_new = [f"_nv.{c} AS {c}" for c in vcols]
-        cols_old = [
-            f"CASE WHEN row_number() OVER ({win}) = 1 THEN _o.{c}"
-            f" ELSE lag(_nv.{c}) OVER ({win}) END AS {c}_old"
-            for c in vcols
-        ]
+        if self._multi:
+            win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _ch._e"
+            cols_old = [
+                f"CASE WHEN row_number() OVER ({win}) = 1 THEN _o.{c}"
+                f" ELSE lag(_nv.{c}) OVER ({win}) END AS {c}_old"
+                for c in vcols
+            ]
+            rest = (
+                f" CASE WHEN row_number() OVER ({win}) = 1 THEN coalesce(_o._n, 0)"
+                f" ELSE coalesce(lag(_nv._n) OVER ({win}), 0) END AS _n_old,"
+                f" _o._n IS NOT NULL AS _had, row_number() OVER ({win}) AS _i,"
+                f" lead(_ch._e) OVER ({win}) IS NULL AS _last"
+            )
+        else:  # one epoch: the old value is the one kept
+            cols_old = [f"_o.{c} AS {c}_old" for c in vcols]
+            rest = (
+                " coalesce(_o._n, 0) AS _n_old, _o._n IS NOT NULL AS _had, 1 AS _i, true AS _last"
+            )
         R = self._tmp(
             "_r",
-            "SELECT"
+            f"SELECT * FROM (WITH _ch AS ({ch}) SELECT"
             f" {', '.join(pk + ['_ch._e'] + cols_new + cols_old)},"
-            f" coalesce(_nv._n, 0) AS _n,"
-            f" CASE WHEN row_number() OVER ({win}) = 1 THEN coalesce(_o._n, 0)"
-            f" ELSE coalesce(lag(_nv._n) OVER ({win}), 0) END AS _n_old,"
-            f" _o._n IS NOT NULL AS _had, row_number() OVER ({win}) AS _i,"
-            f" lead(_ch._e) OVER ({win}) IS NULL AS _last"
-            f" FROM {CH} AS _ch LEFT JOIN {NV} AS _nv ON {nv_on} LEFT JOIN {o} _o ON {o_on}",
+            f" coalesce(_nv._n, 0) AS _n,{rest}"
+            f" FROM _ch LEFT JOIN ({nv}) AS _nv ON {nv_on} LEFT JOIN {o} _o ON {o_on})",
         )
         if node.scalar:
             new_exists, old_exists = "true", "(_had OR _i > 1)"
@@ -552,19 +577,23 @@ class ViewProgram:
             f" SELECT {rn}{sep}0, _w, _e FROM {dr} AS _r) GROUP BY ALL"
         )
         pk = [f"_p.{c}" for c in names]
-        win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
-        run = ", ".join(
-            f"coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w AS {x},"
-            f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
-            for x in ("_a", "_b")
-        )
-        R = self._tmp(
-            "_r",
-            f"SELECT {', '.join(pk + ['_p._e'])}, {run}, lead(_p._e) OVER _w IS NULL AS _last"
-            f" FROM ({partial}) AS _p"
-            f" LEFT JOIN {state} _s ON {ns_eq(pk, [f'_s.{c}' for c in names])}"
-            f" WINDOW _w AS ({win})",
-        )
+        on = ns_eq(pk, [f"_s.{c}" for c in names])
+        join = f" FROM ({partial}) AS _p LEFT JOIN {state} _s ON {on}"
+        if self._multi:
+            win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
+            run = ", ".join(
+                f"coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w AS {x},"
+                f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
+                for x in ("_a", "_b")
+            )
+            tail = f" lead(_p._e) OVER _w IS NULL AS _last{join} WINDOW _w AS ({win})"
+        else:  # one epoch: the state plus the change
+            run = ", ".join(
+                f"coalesce(_s.{x}, 0) + _p.{x} AS {x}, coalesce(_s.{x}, 0) AS {x}_old"
+                for x in ("_a", "_b")
+            )
+            tail = f" true AS _last{join}"
+        R = self._tmp("_r", f"SELECT {', '.join(pk + ['_p._e'])}, {run},{tail}")
         f = {
             ("intersect", True): "least({a}, {b})",
             ("intersect", False): "CASE WHEN {a} > 0 AND {b} > 0 THEN 1 ELSE 0 END",
@@ -598,13 +627,17 @@ class ViewProgram:
         nl = ", ".join(names)
         sep = ", " if nl else ""
         qk = [f"_q.{c}" for c in names]
-        win = f"PARTITION BY {', '.join(qk) or '1'} ORDER BY _q._e"
+        if self._multi:
+            win = f"PARTITION BY {', '.join(qk) or '1'} ORDER BY _q._e"
+            running = (
+                f" coalesce(_c._n, 0) + sum(_q._w) OVER ({win} {CUMULATIVE}) AS _n,"
+                f" lead(_q._e) OVER ({win}) AS _next, row_number() OVER ({win}) AS _i"
+            )
+        else:  # one epoch: a row changes once
+            running = " coalesce(_c._n, 0) + _q._w AS _n, NULL::BIGINT AS _next, 1 AS _i"
         R = self._tmp(
             "_r",
-            f"SELECT {', '.join(qk + ['_q._e', '_q._w'])},"
-            f" coalesce(_c._n, 0) + sum(_q._w) OVER ({win} {CUMULATIVE}) AS _n,"
-            f" lead(_q._e) OVER ({win}) AS _next,"
-            f" row_number() OVER ({win}) AS _i"
+            f"SELECT {', '.join(qk + ['_q._e', '_q._w'])},{running}"
             f" FROM (SELECT {nl}{sep}_e, sum(_w)::BIGINT AS _w FROM {root}"
             f" GROUP BY ALL HAVING sum(_w) <> 0) AS _q"
             f" LEFT JOIN (SELECT * FROM o{v} WHERE _to = {LIVE}) _c"

@@ -19,6 +19,7 @@ change lost, none counted twice.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -132,6 +133,14 @@ class Engine:
             prog.prepare(self._cur)
             self.views[int(view)] = prog
             self.names[int(view)] = name
+        self._last: int | None = None  # last_epoch, cached
+        # frontiers of the running views, as committed (the stage's own copy)
+        self._fronts: dict[int, int] = {
+            int(v): int(f)
+            for v, f in fetch_all(
+                self._cur, "SELECT view, frontier FROM hw_views WHERE status = 'running'"
+            )
+        }
         self.query: Any = None
         self.on_advance: list[Callable[[int], None]] = []
 
@@ -146,8 +155,10 @@ class Engine:
     @property
     def last_epoch(self) -> int:
         """The newest epoch the stage has processed (views are created at it)."""
-        rows = fetch_all(self._cur, "SELECT v FROM hw_stage WHERE k = 'end'")
-        return int(rows[0][0]) if rows else 0
+        if self._last is None:
+            rows = fetch_all(self._cur, "SELECT v FROM hw_stage WHERE k = 'end'")
+            self._last = int(rows[0][0]) if rows else 0
+        return self._last
 
     def create_view(
         self,
@@ -182,6 +193,7 @@ class Engine:
                 raise
             self.views[view] = prog
             self.names[view] = name or str(view)
+            self._fronts[view] = epoch
             if at_epoch is None and epoch == 0:
                 self._set_end(0)
             return epoch
@@ -202,6 +214,7 @@ class Engine:
         with self._lock:
             prog = self.views.pop(view, None)
             self.names.pop(view, None)
+            self._fronts.pop(view, None)
             self._cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
             if prog is not None:
                 prog.drop(self._cur)
@@ -228,7 +241,7 @@ class Engine:
             return f"(SELECT *, 1 AS _hw_w, {epoch} AS _hw_epoch FROM {name})"
 
         try:
-            prog.advance(self._cur, Batch(epoch, changes), epoch - 1, True)
+            prog.advance(self._cur, Batch(epoch, changes), epoch - 1, True, multi=False)
         finally:
             for n in registered:
                 try:
@@ -257,31 +270,39 @@ class Engine:
 
     # -- advancing ------------------------------------------------------------------
     def _set_end(self, end: int) -> None:
-        self._cur.execute("INSERT OR REPLACE INTO hw_stage VALUES ('end', ?)", [end])
+        if end != self.last_epoch:
+            # (an UPDATE costs a third of an INSERT OR REPLACE into the keyed table)
+            n = fetch_all(self._cur, "UPDATE hw_stage SET v = ? WHERE k = 'end'", [end])[0][0]
+            if not n:
+                self._cur.execute("INSERT INTO hw_stage VALUES ('end', ?)", [end])
+            self._last = end
 
     def advance(self, end: int) -> dict[int, int]:
         """Advance every running view to `end`; returns output changes per view. A
-        view that fails is marked failed with its error; the others go on."""
+        view that fails is marked failed with its error; the others go on.
+
+        Per batch: each changed table's spool files are read once (one Arrow table
+        registered per table); a view none of whose inputs changed since its frontier
+        costs nothing but its frontier; a view whose inputs changed at one epoch only
+        runs its rules without window functions (`ViewProgram.advance(multi=False)`)."""
         out: dict[int, int] = {}
         with self._lock:
             cur = self._cur
-            fronts = dict(
-                fetch_all(cur, "SELECT view, frontier FROM hw_views WHERE status = 'running'")
-            )
-            todo = [v for v in self.views if v in fronts and fronts[v] < end]
+            fronts = self._fronts
+            todo = [v for v in self._order() if v in fronts and fronts[v] < end]
             if not todo:
                 self._set_end(max(end, self.last_epoch))
                 return out
             low = min(fronts[v] for v in todo)
             self._seq = getattr(self, "_seq", 0) + 1
             registered: dict[int, str] = {}
-            changed_tables: dict[int, bool] = {}
+            epochs: dict[int, list[int]] = {}  # table -> epochs of the batch that changed it
             # every changed table's changes, registered once, before any transaction
             for oid in {o for v in todo for o, i in self.views[v].scans.items() if i.view is None}:
-                batches = list(sp.read_table_changes(self.spool, oid, low, end))
-                if batches:
+                parts, epochs[oid] = sp.read_table_epochs(self.spool, oid, low, end)
+                if parts:
                     name = f"_chg{oid}_{self._seq}"
-                    cur.register(name, pa.Table.from_batches(batches))
+                    cur.register(name, pa.concat_tables(parts))
                     registered[oid] = name
 
             def table_changes(oid: int, after: int) -> str:
@@ -291,21 +312,24 @@ class Engine:
                     return empty_changes(info)
                 return f"(SELECT * FROM {name} WHERE _hw_epoch > {after})"
 
-            def has_changes(prog: ViewProgram, after: int) -> bool:
+            def changed_at(prog: ViewProgram, after: int) -> int:
+                """At how many epochs of (after, end] the view's inputs changed: 0, 1
+                or 2 (meaning more than one)."""
+                seen: set[int] = set()
                 for oid, info in prog.scans.items():
-                    if info.view is not None:
-                        n = fetch_all(
+                    if info.view is None:
+                        eps = epochs.get(oid, [])
+                        seen.update(eps[bisect.bisect_right(eps, after) :][:2])
+                    else:
+                        rows = fetch_all(
                             cur,
-                            f"SELECT count(*) FROM l{info.view} WHERE _e > {after} AND _e <= {end}",
-                        )[0][0]
-                        if n:
-                            return True
-                        continue
-                    if oid not in changed_tables:
-                        changed_tables[oid] = bool(sp.spooled_epochs(self.spool, oid, low, end))
-                    if changed_tables[oid] and sp.spooled_epochs(self.spool, oid, after, end):
-                        return True
-                return False
+                            f"SELECT DISTINCT _e FROM l{info.view}"
+                            f" WHERE _e > {after} AND _e <= {end} LIMIT 2",
+                        )
+                        seen.update(int(r[0]) for r in rows)
+                    if len(seen) > 1:
+                        return 2
+                return len(seen)
 
             def run(v: int) -> int:
                 prog = self.views[v]
@@ -321,12 +345,10 @@ class Engine:
                         )
                     return table_changes(oid, a)
 
-                n = (
-                    prog.advance(cur, Batch(end, changes), after, False)
-                    if has_changes(prog, after)
-                    else 0
-                )
-                return n
+                n = changed_at(prog, after)
+                if not n:
+                    return 0
+                return prog.advance(cur, Batch(end, changes), after, False, multi=n > 1)
 
             def advance_frontiers(views: list[int]) -> None:
                 marks = ", ".join("?" for _ in views)
@@ -336,14 +358,19 @@ class Engine:
 
             # Every view in one transaction (a commit costs ~3 ms); if any view fails,
             # redo the batch one view per transaction, so that only that view stops.
+            last = max(end, self.last_epoch)
             cur.execute("BEGIN")
             try:
                 for v in todo:
                     out[v] = run(v)
                 advance_frontiers(todo)
+                self._set_end(last)
                 cur.execute("COMMIT")
+                for v in todo:
+                    fronts[v] = end
             except Exception:
                 cur.execute("ROLLBACK")
+                self._last = None
                 self._forget_scratch()
                 out.clear()
                 for v in todo:
@@ -352,6 +379,7 @@ class Engine:
                         out[v] = run(v)
                         advance_frontiers([v])
                         cur.execute("COMMIT")
+                        fronts[v] = end
                     except Exception as e:  # a view's error stops that view only
                         cur.execute("ROLLBACK")
                         self._forget_scratch()
@@ -360,12 +388,32 @@ class Engine:
                             "UPDATE hw_views SET status = 'error', error = ? WHERE view = ?",
                             [str(e), v],
                         )
+                        fronts.pop(v, None)
+                self._set_end(last)
             for name in registered.values():
                 cur.unregister(name)
-            self._set_end(max(end, self.last_epoch))
         for fn in self.on_advance:
             fn(end)
         return out
+
+    def _order(self) -> list[int]:
+        """The views, each after the views it reads (whose changes of a batch it
+        reads in the same batch)."""
+        order: list[int] = []
+        seen: set[int] = set()
+
+        def visit(v: int) -> None:
+            if v in seen or v not in self.views:
+                return
+            seen.add(v)
+            for info in self.views[v].scans.values():
+                if info.view is not None:
+                    visit(info.view)
+            order.append(v)
+
+        for v in self.views:
+            visit(v)
+        return order
 
     def _forget_scratch(self) -> None:
         for prog in self.views.values():

@@ -136,6 +136,24 @@ def read_table_changes(root: Path, table: int, start: int, end: int) -> Iterator
         yield from t.to_batches()
 
 
+def read_table_epochs(
+    root: Path, table: int, start: int, end: int
+) -> tuple[list[pa.Table], list[int]]:
+    """The table's change rows of epochs (start, end] as in `read_table_changes`, one
+    table per epoch that changed it, and those epochs (ascending)."""
+    parts: list[pa.Table] = []
+    epochs: list[int] = []
+    for epoch in range(start + 1, end + 1):
+        t = read_table(root, table, epoch)
+        if t is None or not t.num_rows:
+            continue
+        if RID in t.column_names:
+            t = t.drop_columns([RID])
+        parts.append(t.append_column(EPOCH, pa.array([epoch] * t.num_rows, pa.int64())))
+        epochs.append(epoch)
+    return parts, epochs
+
+
 def spooled_epochs(root: Path, table: int, start: int, end: int) -> list[int]:
     return [e for e in range(start + 1, end + 1) if table_file(root, e, table).exists()]
 
