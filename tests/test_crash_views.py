@@ -35,6 +35,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -371,49 +372,61 @@ def jvm_of(server: HeadwaterServer) -> int | None:
     return None
 
 
-def alive(pid: int) -> bool:
+def started(pid: int) -> str | None:
+    """When the process started (field 22 of /proc/pid/stat): with the pid, its
+    identity across exec and pid reuse. None when gone or a zombie."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields[19]
 
 
-def _state(pid: int) -> str:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("State:"):
-                return line.lower()
-    except OSError:
-        return "gone zombie"
-    return ""
+Proc = tuple[int, str | None, str]  # pid, start time, command line
 
 
-def kill_server(server: HeadwaterServer, wait: bool) -> list[tuple[int, str]]:
+def kill_server(server: HeadwaterServer, wait: bool) -> list[Proc]:
     """SIGKILL the server. Its JVM follows its parent's stdin and exits once it is up;
     with `wait` (the stage was running), wait for that before a new server runs the
     stage on the same checkpoint. Returns the children, which must all go."""
     assert server.proc is not None
-    kids = children(server.proc.pid)
+    kids = [(pid, started(pid), args) for pid, args in children(server.proc.pid)]
     server.kill()
     if wait:
         wait_gone(kids)
     return kids
 
 
-def wait_gone(procs: list[tuple[int, str]], timeout: float = 180) -> None:
+def wait_gone(procs: list[Proc], timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
-    for pid, args in procs:
-        while alive(pid) and args.split()[0] in _cmdline(pid):
+    for pid, start, args in procs:
+        while start is not None and started(pid) == start:
             assert time.monotonic() < deadline, f"{pid} ({args[:80]}) outlived its server"
             time.sleep(0.1)
 
 
-def _cmdline(pid: int) -> str:
+def report_failure(server: HeadwaterServer) -> None:
+    """On a failure, show whether the server still runs and the end of its log."""
+    if sys.exc_info()[0] is None:
+        return
+    code = server.proc.poll() if server.proc is not None else None
+    print(f"\nserver pid {server.proc and server.proc.pid}, exit code {code}, log:")
+    print(server.log_tail(6000))
+
+
+async def kill_while_starting(server: HeadwaterServer, delay: float) -> tuple[str, list[Proc]]:
+    """Start `server` and SIGKILL it `delay` seconds later: while it recovers (replays
+    the log, backfills views missing from the engine) or, if it was quicker, once it
+    listens. Returns which, and its children."""
+    starting = asyncio.create_task(asyncio.to_thread(server.start, WAIT))
+    await asyncio.sleep(delay)
+    listening = starting.done() and starting.exception() is None
+    kids = kill_server(server, wait=False) if server.proc is not None else []
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+        await starting
+    except RuntimeError:  # "headwater exited with -9"
+        pass
+    return ("after a restart" if listening else "during recovery"), kids
 
 
 def in_flight(checkpoint: Path) -> int | None:
@@ -449,7 +462,7 @@ async def _crash_cycles(tmp_path: Path, pg: Any) -> None:
     stats: Counter = Counter()
     t_start = time.monotonic()
     sub: Subscriber | None = None
-    orphans: list[tuple[int, str]] = []  # children of killed servers: they must go
+    orphans: list[Proc] = []  # children of killed servers: they must go
     total_changes = 0
     try:
         conn = await connect(server.port)
@@ -525,6 +538,11 @@ async def _crash_cycles(tmp_path: Path, pg: Any) -> None:
                     if not create.done():
                         create.cancel()
                 creator.terminate()
+                if cycle % 10 == 4:  # once in 10 cycles: kill the restart while it recovers
+                    server = HeadwaterServer(server.data_dir, port=server.port)
+                    kill, kids = await kill_while_starting(server, rng.uniform(0.5, 4.0))
+                    stats[f"kills {kill}"] += 1
+                    orphans += kids
             server = HeadwaterServer(server.data_dir, port=server.port).start(timeout=WAIT)
             t_up = time.monotonic() - t_kill
             if server.log_tail(1 << 30).count("missing from the engine") > redone:
@@ -565,6 +583,7 @@ async def _crash_cycles(tmp_path: Path, pg: Any) -> None:
         await conn.close()
         wait_gone(orphans)  # no JVM or spark-submit of a killed server is left
     finally:
+        report_failure(server)
         server.stop()
         print(f"\n{dict(stats)} in {time.monotonic() - t_start:.0f}s (seed {SEED})")
     assert stats["cycles"] == KILLS
@@ -734,5 +753,6 @@ async def _spark_faults(tmp_path: Path) -> None:
         stop.set()
         for t in tasks:
             t.cancel()
+        report_failure(server)
         server.stop()
         print(f"{reads['ok']} reads, {len(m.acked)} writes in {time.monotonic() - t_start:.0f}s")
