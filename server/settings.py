@@ -65,7 +65,7 @@ DEFAULTS: dict[str, str] = {
     "xmloption": "content",
     "headwater.freshness": "session",
     "headwater.read_after": "0",
-    "headwater.freshness_timeout": "30s",  # how long a read waits for lagging views
+    "headwater.freshness_timeout": "120s",  # how long a read waits for lagging views
     "headwater.subscribe_buffer_rows": "100000",  # a slower subscriber is cut off
     "headwater.retention": "1h",  # set at server start (headwater start --retention)
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
