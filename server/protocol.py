@@ -115,6 +115,46 @@ def parse_statements(sql: str) -> list[tuple[Any, str]]:
     return out
 
 
+def _startup_options(text: str) -> list[tuple[str, str]]:
+    """The startup packet's `options` (libpq PGOPTIONS): `-c name=value` or
+    `--name=value`, separated by spaces; a backslash escapes the next character."""
+    words: list[str] = []
+    cur: list[str] = []
+    escaped = False
+    for ch in text:
+        if escaped:
+            cur.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch.isspace():
+            if cur:
+                words.append("".join(cur))
+                cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        words.append("".join(cur))
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "-c" and i + 1 < len(words):
+            w, i = words[i + 1], i + 1
+        elif w.startswith("-c"):
+            w = w[2:]
+        elif w.startswith("--"):
+            w = w[2:]
+        else:
+            i += 1
+            continue
+        if "=" in w:
+            name, value = w.split("=", 1)
+            out.append((name.replace("-", "_"), value))
+        i += 1
+    return out
+
+
 def _parse_extended_statements(sql: str, error: ParseError) -> list[tuple[Any, str]]:
     """Statements when pglast refused the text: Headwater's own (SUBSCRIBE, AS OF, ...)
     are recognised one by one; any other statement keeps PostgreSQL's syntax error."""
@@ -294,12 +334,12 @@ class Connection:
         for key, value in params.items():
             if key in ("user", "database", "replication"):
                 continue
-            if key == "options":
-                continue
-            try:
-                s.settings.set(key, value)
-            except SQLError:
-                pass
+            pairs = _startup_options(value) if key == "options" else [(key, value)]
+            for name, setting in pairs:
+                try:
+                    s.settings.set(name, setting)
+                except SQLError:
+                    pass
         self.session = s
         self.executor = Executor(s)
         self.server.sessions[s.pid] = self

@@ -99,3 +99,12 @@ def test_malformed_bytes_close_only_that_connection(hw_server) -> None:  # type:
             data = s.recv(4096)
             assert data[:1] == b"E"
         assert healthy.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_startup_options_set_parameters(hw_server) -> None:  # type: ignore[no-untyped-def]
+    """libpq's options (PGOPTIONS): -c name=value and --name=value, as PostgreSQL applies them."""
+    opts = r"-c headwater.freshness_timeout=600s -cstatement_timeout=5s --application-name=a\ b"
+    with psycopg.connect(hw_server.dsn, options=opts, autocommit=True) as c:
+        assert c.execute("SHOW headwater.freshness_timeout").fetchone() == ("600s",)
+        assert c.execute("SHOW statement_timeout").fetchone() == ("5s",)
+        assert c.execute("SHOW application_name").fetchone() == ("a b",)
