@@ -38,8 +38,10 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from headwater.engine.family import TAG_REFS, ViewScalarAggregate, tag_of
 from headwater.engine.sqlgen import agg_sql, full_sql, join_condition, q
 from headwater.planner.ir import (
+    AggCall,
     Aggregate,
     Difference,
     Distinct,
@@ -58,6 +60,8 @@ LIVE = 2**63 - 1
 CUMULATIVE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
 # Consistency checks that cost a statement per batch (tests turn them on).
 CHECKS = os.environ.get("HW_ENGINE_CHECKS", "") == "1"
+# aggregate calls whose value does not depend on how many times a row is there
+DUPLICATE_BLIND = ("min", "max", "bool_and", "bool_or", "every")
 COMPACT_MIN_ROWS = 10_000  # join/multiset states are compacted when they doubled past this
 
 
@@ -119,6 +123,9 @@ class ViewProgram:
     types: dict[int, list[str]] = field(default_factory=dict)
     states: dict[str, list[int]] = field(default_factory=dict)  # table -> [rows, at compaction]
     scratch: set[str] = field(default_factory=set)  # temp tables created on the connection
+    # a family's program (engine/family.py): the types of the tag columns its scans
+    # prepend (`_hw_v`, `_hw_p0`, ...), which the batch's `pv` relation provides
+    tag_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for n in walk(self.plan.root):
@@ -129,8 +136,17 @@ class ViewProgram:
     # -- setup ------------------------------------------------------------------------
     def prepare(self, db: duckdb.DuckDBPyConnection) -> None:
         """Type every operator and create the state and output tables (idempotent)."""
+        self.type_nodes(db)
+        self.create_tables(db)
+
+    def type_nodes(self, db: duckdb.DuckDBPyConnection) -> None:
+        """Type every operator (DuckDB describes each one's query over empty inputs)."""
+        tags = [("_hw_v", self.tag_types[0])] if self.tag_types else []
+        tags += [(f"_hw_p{j}", t) for j, t in enumerate(self.tag_types[1:])]
         for oid, info in self.scans.items():
-            cols = ", ".join(f"{q(c)} {t}" for c, t in zip(info.columns, info.types, strict=True))
+            cols = ", ".join(
+                f"{q(c)} {t}" for c, t in tags + list(zip(info.columns, info.types, strict=True))
+            )
             db.execute(f"CREATE OR REPLACE TEMP TABLE _t{oid} ({cols or '_z INTEGER'})")
 
         def scan(node: Scan) -> str:
@@ -140,6 +156,10 @@ class ViewProgram:
             rows = fetch_all(db, f"DESCRIBE SELECT * FROM {full_sql(node, scan)} AS _x")
             by_name = {r[0]: r[1] for r in rows}
             self.types[i] = [_storable(by_name.get(c, "INTEGER")) for c in node.columns]
+
+    def create_tables(self, db: duckdb.DuckDBPyConnection) -> None:
+        """Create the state and output tables (idempotent)."""
+        for i in range(len(self.nodes)):
             # an empty change table of the operator, to create states from
             db.execute(f"CREATE OR REPLACE TEMP TABLE _e{self.view}_{i} ({self._typed(i)})")
         root = self.index[id(self.plan.root)]
@@ -202,6 +222,7 @@ class ViewProgram:
         frontier: int,
         first: bool,
         multi: bool = True,
+        pv: str | None = None,
     ) -> int:
         """Process epochs (frontier, batch.end]; `first`: the view's backfill batch, in
         which the inputs' changes are their whole contents at `batch.end`. `multi`:
@@ -209,9 +230,13 @@ class ViewProgram:
         (a batch of one epoch, a backfill, ...), every operator's changes are at that
         one epoch, so each key changes at most once and the rules need no window
         functions (DuckDB spends 3-5 ms on one, even over a few rows). Returns the
-        number of output changes. The caller holds the transaction."""
+        number of output changes. The caller holds the transaction.
+
+        `pv` (a family's program): the views to advance, a relation `_pv(_hw_v,
+        _hw_p0, ..., _after)` of each view, its constants and its frontier."""
         self._frontier, self._end, self._first = frontier, batch.end, first
         self._multi = multi
+        self._pv = pv
         self._batch = batch
         self._done: dict[int, str] = {}
         root = self.delta(self.plan.root)
@@ -223,7 +248,8 @@ class ViewProgram:
             return self._done[i]
         kids = [self.delta(c) for c in node.children()]
         self._op = i
-        rule = getattr(self, f"_{type(node).__name__.lower()}")
+        kind = "aggregate" if isinstance(node, Aggregate) else type(node).__name__.lower()
+        rule = getattr(self, f"_{kind}")
         name = rule(node, i, kids)
         self._done[i] = name
         return name
@@ -267,6 +293,12 @@ class ViewProgram:
     # -- stateless rules --------------------------------------------------------------
     def _scan(self, node: Scan, i: int, kids: list[str]) -> str:
         rel = self._batch.changes(node.table, self._frontier)
+        if self.tag_types:  # a family: each view's changes since its frontier, tagged
+            assert self._pv is not None
+            rel = (
+                f"(SELECT _pv.* EXCLUDE (_after), _c.* FROM {rel} AS _c"
+                f" JOIN {self._pv} ON _c._hw_epoch > _pv._after)"
+            )
         sel = ", ".join(f"{q(s)} AS {n}" for s, n in zip(node.source, node.names, strict=True))
         sep = ", " if sel else ""
         return self._put(i, f"SELECT {sel}{sep}_hw_w AS _w, _hw_epoch AS _e FROM {rel}", True)
@@ -375,6 +407,7 @@ class ViewProgram:
         keys = [n for n, _ in _group(node)]
         aggs = list(getattr(node, "aggs", ()))
         scalar = isinstance(node, Aggregate) and node.scalar
+        vscalar = isinstance(node, ViewScalarAggregate)
         state = f"s{v}_{i}_g"
         acc = ["_n"] + [
             x
@@ -389,6 +422,16 @@ class ViewProgram:
             partial = (
                 f"SELECT _e, {sums} FROM ({partial} UNION ALL SELECT {self._end} AS _e, {zeros})"
                 " GROUP BY _e"
+            )
+        if vscalar and self._first:
+            # each view's group exists from the view's first epoch on
+            zeros = ", ".join(f"0 AS {x}" for x in acc)
+            sums = ", ".join(f"sum({x}) AS {x}" for x in acc)
+            tags = ", ".join(f"_pv.{tag_of(k)} AS {k}" for k in keys)
+            kl = ", ".join(keys)
+            partial = (
+                f"SELECT {kl}, _e, {sums} FROM ({partial} UNION ALL"
+                f" SELECT {tags}, {self._end} AS _e, {zeros} FROM {self._pv}) GROUP BY {kl}, _e"
             )
         pk = [f"_p.{k}" for k in keys]
         on = ns_eq(pk, [f"_s.{k}" for k in keys])
@@ -431,7 +474,7 @@ class ViewProgram:
             return ", ".join(out)
 
         sep = ", " if keys or aggs else ""
-        if scalar:
+        if scalar or vscalar:
             new_exists, old_exists = "true", "(_had OR _i > 1)"
         else:
             new_exists, old_exists = "_n > 0", "_n_old > 0"
@@ -446,7 +489,7 @@ class ViewProgram:
         cond = ns_eq([f"{state}.{k}" for k in keys], [f"_q.{k}" for k in keys])
         kl = ", ".join(keys) or "1 AS _one"
         db.execute(f"DELETE FROM {state} USING (SELECT DISTINCT {kl} FROM {R}) _q WHERE {cond}")
-        keep = "true" if scalar else "_n <> 0"
+        keep = "true" if scalar or vscalar else "_n <> 0"
         db.execute(
             f"INSERT INTO {state} SELECT {', '.join(keys + acc)} FROM {R} WHERE _last AND {keep}"
         )
@@ -459,13 +502,21 @@ class ViewProgram:
         kexpr = [e for _, e in node.group]
         need = _needed(node)
         m, o = f"s{v}_{i}_m", f"s{v}_{i}_o"
+        if src.startswith("("):
+            # an inline input (a chain of scans, filters, projections) is read three
+            # times below: once materialized, DuckDB binds and plans it once
+            src = self._tmp("_src", f"SELECT * FROM {src} AS _s")
         # One statement: the groups that changed and the epochs they changed at (_ch),
         # their rows at each of those epochs re-aggregated (_nv), next to the old
         # value: the previous epoch's new value, or the last output kept (o).
         ch_sel = ", ".join([f"{e} AS {n}" for n, e in node.group] + ["_e"])
         ch = f"SELECT DISTINCT {ch_sel} FROM {src}"
+        vscalar = isinstance(node, ViewScalarAggregate)
         if node.scalar and self._first:
             ch = f"{ch} UNION SELECT {self._end}::BIGINT AS _e"
+        if vscalar and self._first:
+            tags = ", ".join(f"_pv.{tag_of(k)} AS {k}" for k in keys)
+            ch = f"{ch} UNION SELECT {tags}, {self._end}::BIGINT AS _e FROM {self._pv}"
         nl = ", ".join(need)
         sep = ", " if nl else ""
         rows = (
@@ -483,11 +534,22 @@ class ViewProgram:
         )
         calls = ", ".join(f"{agg_sql(a)} AS {a.name}" for a in node.aggs)
         gk = ", ".join(keys + ["_t"])
-        nv = (
-            f"SELECT {gk}, count(*)::BIGINT AS _n, {calls}"
-            f" FROM (SELECT * FROM ({ms}) AS _ms, range(_ms._cnt)) AS _x GROUP BY {gk}"
-        )
-        if node.scalar:
+        ctes = ""
+        if (
+            self._multi
+            and need
+            and all(a.func in DUPLICATE_BLIND and a.filter is None for a in node.aggs)
+        ):
+            ctes, nv = self._blind_nv(node, need, m, src)
+        elif all(a.distinct or a.func in DUPLICATE_BLIND for a in node.aggs):
+            # calls that ignore duplicates read each distinct row once, with its count
+            nv = f"SELECT {gk}, sum(_cnt)::BIGINT AS _n, {calls} FROM ({ms}) AS _x GROUP BY {gk}"
+        else:  # the others read each row as many times as it is there
+            nv = (
+                f"SELECT {gk}, count(*)::BIGINT AS _n, {calls}"
+                f" FROM (SELECT * FROM ({ms}) AS _ms, range(_ms._cnt)) AS _x GROUP BY {gk}"
+            )
+        if node.scalar or vscalar:
             # PostgreSQL's answer on no rows (count 0, the others NULL) where a
             # scalar aggregate's input is empty at an epoch
             empty = f"SELECT {calls} FROM (SELECT {nl or '1 AS _z'} FROM {m} WHERE false) AS _z"
@@ -495,28 +557,36 @@ class ViewProgram:
                 f"CASE WHEN _nv._t IS NULL THEN _em.{a.name} ELSE _nv.{a.name} END AS {a.name}"
                 for a in node.aggs
             )
+            chk2 = "".join(f"_ch.{k}, " for k in keys)
+            nv_on0 = ns_eq([f"_nv.{k}" for k in keys], [f"_ch.{k}" for k in keys])
             nv = (
-                f"SELECT _ch._e AS _t, coalesce(_nv._n, 0) AS _n, {vals}"
-                f" FROM _ch LEFT JOIN ({nv}) AS _nv ON _nv._t = _ch._e, ({empty}) AS _em"
+                f"SELECT {chk2}_ch._e AS _t, coalesce(_nv._n, 0) AS _n, {vals}"
+                f" FROM _ch LEFT JOIN ({nv}) AS _nv ON {nv_on0} AND _nv._t = _ch._e,"
+                f" ({empty}) AS _em"
             )
         vcols = [a.name for a in node.aggs]
         pk = [f"_ch.{k}" for k in keys]
         nv_on = ns_eq([f"_nv.{k}" for k in keys], pk) + " AND _nv._t = _ch._e"
         o_on = ns_eq([f"_o.{k}" for k in keys], pk)
         cols_new = [f"_nv.{c} AS {c}" for c in vcols]
+        window = ""
         if self._multi:
-            win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _ch._e"
+            # One window over every group, in (group, epoch) order (a partition per
+            # group costs twice as much): a row is its group's first in the batch
+            # when the previous row is another group's, and its last likewise.
+            g = f"row({', '.join(pk)})" if pk else "1"
+            first = f"(lag({g}) OVER _w IS DISTINCT FROM {g})"
             cols_old = [
-                f"CASE WHEN row_number() OVER ({win}) = 1 THEN _o.{c}"
-                f" ELSE lag(_nv.{c}) OVER ({win}) END AS {c}_old"
+                f"CASE WHEN {first} THEN _o.{c} ELSE lag(_nv.{c}) OVER _w END AS {c}_old"
                 for c in vcols
             ]
             rest = (
-                f" CASE WHEN row_number() OVER ({win}) = 1 THEN coalesce(_o._n, 0)"
-                f" ELSE coalesce(lag(_nv._n) OVER ({win}), 0) END AS _n_old,"
-                f" _o._n IS NOT NULL AS _had, row_number() OVER ({win}) AS _i,"
-                f" lead(_ch._e) OVER ({win}) IS NULL AS _last"
+                f" CASE WHEN {first} THEN coalesce(_o._n, 0)"
+                f" ELSE coalesce(lag(_nv._n) OVER _w, 0) END AS _n_old,"
+                f" _o._n IS NOT NULL AS _had, CASE WHEN {first} THEN 1 ELSE 2 END AS _i,"
+                f" lead({g}) OVER _w IS DISTINCT FROM {g} AS _last"
             )
+            window = f" WINDOW _w AS (ORDER BY {', '.join(pk + ['_ch._e'])})"
         else:  # one epoch: the old value is the one kept
             cols_old = [f"_o.{c} AS {c}_old" for c in vcols]
             rest = (
@@ -524,12 +594,12 @@ class ViewProgram:
             )
         R = self._tmp(
             "_r",
-            f"SELECT * FROM (WITH _ch AS ({ch}) SELECT"
+            f"SELECT * FROM (WITH _ch AS ({ch}){ctes} SELECT"
             f" {', '.join(pk + ['_ch._e'] + cols_new + cols_old)},"
             f" coalesce(_nv._n, 0) AS _n,{rest}"
-            f" FROM _ch LEFT JOIN ({nv}) AS _nv ON {nv_on} LEFT JOIN {o} _o ON {o_on})",
+            f" FROM _ch LEFT JOIN ({nv}) AS _nv ON {nv_on} LEFT JOIN {o} _o ON {o_on}{window})",
         )
-        if node.scalar:
+        if node.scalar or vscalar:
             new_exists, old_exists = "true", "(_had OR _i > 1)"
         else:
             new_exists, old_exists = "_n > 0", "_n_old > 0"
@@ -545,12 +615,74 @@ class ViewProgram:
         cond = ns_eq([f"{o}.{k}" for k in keys], [f"_q.{k}" for k in keys])
         kl = ", ".join(keys) or "1 AS _one"
         db.execute(f"DELETE FROM {o} USING (SELECT DISTINCT {kl} FROM {R}) _q WHERE {cond}")
-        keep = "true" if node.scalar else "_n > 0"
+        keep = "true" if node.scalar or vscalar else "_n > 0"
         db.execute(
             f"INSERT INTO {o} SELECT {', '.join(keys + vcols)}, _n FROM {R} WHERE _last AND {keep}"
         )
         self._append_state(m, f"SELECT {nl}{sep}_w FROM {src}")
         return out
+
+    def _blind_nv(self, node: Aggregate, need: list[str], m: str, src: str) -> tuple[str, str]:
+        """MIN/MAX/BOOL_AND/BOOL_OR of each changed group at each epoch it changed,
+        without reading the group's rows once per epoch: the rows the batch does not
+        touch are aggregated once per group (`_base`), the rows it touches (few) at
+        each epoch (`_tn`), and the two combined (these calls are idempotent: the
+        aggregate of a union is the aggregate of the parts' aggregates). Reading
+        every row of a group at every epoch it changed costs group size x epochs,
+        which a batch of hundreds of epochs turns into millions of rows.
+
+        Returns the CTEs (after `_ch`) and the query of (keys, _t, _n, calls)."""
+        keys = [n for n, _ in node.group]
+        kexpr = [e for _, e in node.group]
+        nl = ", ".join(need)
+        same = ns_eq([f"_tv.{c}" for c in need], [f"_r.{c}" for c in need])
+        calls = ", ".join(f"{agg_sql(a)} AS {a.name}" for a in node.aggs)
+        kl = ", ".join(keys)
+        on_g = ns_eq([f"({e})" for e in kexpr], [f"_g.{k}" for k in keys])
+        on_ch = ns_eq([f"({e})" for e in kexpr], [f"_ch.{k}" for k in keys])
+        ksel = ", ".join(f"{e} AS {n}" for n, e in node.group)
+        ctes = (
+            f", _g AS (SELECT DISTINCT {kl} FROM _ch)"
+            f", _tv AS (SELECT DISTINCT {nl} FROM {src})"
+            # the changed groups' rows, consolidated, and whether the batch touches them
+            f", _mr AS MATERIALIZED (SELECT {nl}, _c, EXISTS (SELECT 1 FROM _tv WHERE {same})"
+            f" AS _touched FROM (SELECT {', '.join(f'_x.{c}' for c in need)},"
+            f" sum(_x._w)::BIGINT AS _c FROM {m} AS _x JOIN _g ON {on_g}"
+            f" GROUP BY ALL HAVING sum(_x._w) <> 0) AS _r)"
+            f", _base AS (SELECT {ksel}, sum(_c)::BIGINT AS _n, {calls} FROM _mr"
+            f" WHERE NOT _touched GROUP BY ALL)"
+            f", _tn AS (SELECT {', '.join(f'_ch.{k}' for k in keys)}, _ch._e AS _t,"
+            f" sum(_cnt)::BIGINT AS _n, {calls} FROM (SELECT {', '.join(f'_ch.{k}' for k in keys)},"
+            f" _ch._e, {', '.join(f'_x.{c}' for c in need)}, sum(_x._w)::BIGINT AS _cnt"
+            f" FROM _ch JOIN (SELECT {nl}, _c AS _w, -1 AS _e FROM _mr WHERE _touched"
+            f" UNION ALL SELECT {nl}, _w, _e FROM {src}) AS _x"
+            f" ON {on_ch} AND _x._e <= _ch._e GROUP BY ALL HAVING sum(_x._w) <> 0) AS _ch"
+            f" GROUP BY ALL)"
+        )
+
+        def combine(a: AggCall) -> str:
+            b, t = f"_b.{a.name}", f"_tn.{a.name}"
+            both = {
+                "max": f"greatest({b}, {t})",
+                "min": f"least({b}, {t})",
+                "bool_and": f"{b} AND {t}",
+                "every": f"{b} AND {t}",
+                "bool_or": f"{b} OR {t}",
+            }[a.func]
+            return (
+                f"CASE WHEN {b} IS NULL THEN {t} WHEN {t} IS NULL THEN {b} ELSE {both} END"
+                f" AS {a.name}"
+            )
+
+        chk = "".join(f"_ch.{k}, " for k in keys)
+        b_on = ns_eq([f"_b.{k}" for k in keys], [f"_ch.{k}" for k in keys])
+        t_on = ns_eq([f"_tn.{k}" for k in keys], [f"_ch.{k}" for k in keys])
+        nv = (
+            f"SELECT {chk}_ch._e AS _t, coalesce(_b._n, 0) + coalesce(_tn._n, 0) AS _n,"
+            f" {', '.join(combine(a) for a in node.aggs)} FROM _ch"
+            f" LEFT JOIN _base AS _b ON {b_on} LEFT JOIN _tn ON {t_on} AND _tn._t = _ch._e"
+        )
+        return ctes, nv
 
     # -- set operations ---------------------------------------------------------------
     def _setop(self, node: SetOp, i: int, kids: list[str]) -> str:
@@ -627,11 +759,14 @@ class ViewProgram:
         nl = ", ".join(names)
         sep = ", " if nl else ""
         qk = [f"_q.{c}" for c in names]
+        window = ""
         if self._multi:
-            win = f"PARTITION BY {', '.join(qk) or '1'} ORDER BY _q._e"
             running = (
-                f" coalesce(_c._n, 0) + sum(_q._w) OVER ({win} {CUMULATIVE}) AS _n,"
-                f" lead(_q._e) OVER ({win}) AS _next, row_number() OVER ({win}) AS _i"
+                " coalesce(_c._n, 0) + sum(_q._w) OVER _w AS _n,"
+                " lead(_q._e) OVER _w AS _next, row_number() OVER _w AS _i"
+            )
+            window = (
+                f" WINDOW _w AS (PARTITION BY {', '.join(qk) or '1'} ORDER BY _q._e {CUMULATIVE})"
             )
         else:  # one epoch: a row changes once
             running = " coalesce(_c._n, 0) + _q._w AS _n, NULL::BIGINT AS _next, 1 AS _i"
@@ -641,7 +776,7 @@ class ViewProgram:
             f" FROM (SELECT {nl}{sep}_e, sum(_w)::BIGINT AS _w FROM {root}"
             f" GROUP BY ALL HAVING sum(_w) <> 0) AS _q"
             f" LEFT JOIN (SELECT * FROM o{v} WHERE _to = {LIVE}) _c"
-            f" ON {ns_eq(qk, [f'_c.{c}' for c in names])}",
+            f" ON {ns_eq(qk, [f'_c.{c}' for c in names])}{window}",
         )
         n = self.rows
         if not n:
@@ -689,11 +824,11 @@ def _needed(node: Aggregate) -> list[str]:
 
     used: set[str] = set()
     for _, e in node.group:
-        used |= refs(e)
+        used |= refs(e) | set(TAG_REFS.findall(e))
     for a in node.aggs:
         for e in (a.arg, a.filter, *a.extra, *a.order):
             if e:
-                used |= refs(e)
+                used |= refs(e) | set(TAG_REFS.findall(e))
     return [c for c in node.input.columns if c in used]
 
 

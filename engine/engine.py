@@ -35,6 +35,7 @@ import duckdb
 import pyarrow as pa
 from headwater.engine import spool as sp
 from headwater.engine.delta import LIVE, Batch, ScanInfo, ViewProgram, arrow_rows, fetch_all
+from headwater.engine.family import TAG_V, Tagged, is_tag, tag_plan, tag_source, view_tag
 from headwater.planner.incremental import incrementalize
 from headwater.planner.ir import Plan
 
@@ -42,6 +43,38 @@ log = logging.getLogger("headwater.engine")
 
 ATTACHED = "hw_engine"  # the engine's database, when attached to the server's DuckDB
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
+
+
+@dataclass
+class Family:
+    """Views that share one program (engine/family.py): their rows carry the view
+    (`vcol`) and its integer constants; tables are named after the family."""
+
+    name: str  # "f{first view}": its tables are o{name}, l{name}, s{name}_...
+    key: str
+    prog: ViewProgram
+    members: dict[int, tuple[str, ...]]  # view -> its constants (integer literals)
+    tables: list[tuple[str, str]] | None = None  # (see Engine._family_tables)
+
+    @property
+    def vcol(self) -> str:
+        return view_tag(self.prog.plan.root)
+
+    def pv(self, afters: dict[int, int]) -> str:
+        """The `_pv` relation of some of its views: (view, constants..., frontier)."""
+        types = self.prog.tag_types[1:]
+        rows = ", ".join(
+            "("
+            + ", ".join(
+                [f"CAST({v} AS BIGINT)"]
+                + [f"CAST({x} AS {t})" for x, t in zip(self.members[v], types, strict=True)]
+                + [f"CAST({a} AS BIGINT)"]
+            )
+            + ")"
+            for v, a in afters.items()
+        )
+        cols = [TAG_V, *(tag_source(j) for j in range(len(types))), "_after"]
+        return f"(VALUES {rows}) AS _pv({', '.join(cols)})"
 
 
 @dataclass
@@ -122,15 +155,38 @@ class Engine:
             " created BIGINT, frontier BIGINT, status VARCHAR, error VARCHAR, plan BLOB)"
         )
         self._cur.execute("CREATE TABLE IF NOT EXISTS hw_stage (k VARCHAR PRIMARY KEY, v BIGINT)")
+        self._cur.execute(
+            "CREATE TABLE IF NOT EXISTS hw_families (family VARCHAR PRIMARY KEY, key VARCHAR,"
+            " plan BLOB)"
+        )
+        self._cur.execute(
+            "CREATE TABLE IF NOT EXISTS hw_members (view BIGINT PRIMARY KEY, family VARCHAR,"
+            " params VARCHAR)"
+        )
         self.views: dict[int, ViewProgram] = {}
         self.names: dict[int, str] = {}
+        self.families: dict[str, Family] = {}  # by name
+        self._member_of: dict[int, Family] = {}
+        for fname, key, blob in fetch_all(self._cur, "SELECT * FROM hw_families ORDER BY 1"):
+            tplan, scans, tag_types = pickle.loads(blob)
+            fprog = ViewProgram(fname, tplan, scans, tag_types=tuple(tag_types))
+            fprog.db = self._cur
+            fprog.prepare(self._cur)
+            self.families[fname] = Family(fname, key, fprog, {})
+        for view, fname, params in fetch_all(self._cur, "SELECT * FROM hw_members"):
+            fam = self.families[fname]
+            fam.members[int(view)] = tuple(json.loads(params))
+            self._member_of[int(view)] = fam
         for view, name, blob in fetch_all(
             self._cur, "SELECT view, name, plan FROM hw_views ORDER BY view"
         ):
             plan, scans = pickle.loads(blob)
             prog = ViewProgram(int(view), plan, scans)
             prog.db = self._cur
-            prog.prepare(self._cur)
+            if int(view) in self._member_of:
+                prog.type_nodes(self._cur)  # its tables are its family's
+            else:
+                prog.prepare(self._cur)
             self.views[int(view)] = prog
             self.names[int(view)] = name
         self._last: int | None = None  # last_epoch, cached
@@ -173,14 +229,20 @@ class Engine:
         lowered = incrementalize(plan)
         with self._lock:
             epoch = self.last_epoch if at_epoch is None else at_epoch
-            prog = ViewProgram(view, lowered, scans)
-            prog.db = self._cur
-            prog.prepare(self._cur)
-            blob = pickle.dumps((lowered, scans))
             cur = self._cur
+            prog = ViewProgram(view, lowered, scans)
+            prog.db = cur
+            prog.type_nodes(cur)
+            fam, new = self._family(prog)
+            if fam is None:
+                prog.create_tables(cur)
+            blob = pickle.dumps((lowered, scans))
             cur.execute("BEGIN")
             try:
-                self._backfill(prog, epoch)
+                if fam is not None:
+                    self._join_family(fam, new, view, epoch)
+                else:
+                    self._backfill(prog, epoch)
                 cur.execute(
                     "INSERT INTO hw_views VALUES (?, ?, ?, ?, 'running', NULL, ?)",
                     [view, name or str(view), epoch, epoch, blob],
@@ -189,8 +251,16 @@ class Engine:
             except BaseException:
                 cur.execute("ROLLBACK")
                 self._forget_scratch()
-                prog.drop(cur)
+                if fam is None:
+                    prog.drop(cur)
+                else:
+                    fam.members.pop(view, None)
+                    if new:
+                        fam.prog.drop(cur)
                 raise
+            if fam is not None:
+                self.families[fam.name] = fam
+                self._member_of[view] = fam
             self.views[view] = prog
             self.names[view] = name or str(view)
             self._fronts[view] = epoch
@@ -212,14 +282,114 @@ class Engine:
 
     def drop_view(self, view: int) -> None:
         with self._lock:
+            cur = self._cur
             prog = self.views.pop(view, None)
             self.names.pop(view, None)
             self._fronts.pop(view, None)
-            self._cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
-            if prog is not None:
-                prog.drop(self._cur)
+            fam = self._member_of.pop(view, None)
+            if fam is None:
+                cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
+                if prog is not None:
+                    prog.drop(cur)
+                return
+            cur.execute("BEGIN")
+            cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
+            cur.execute("DELETE FROM hw_members WHERE view = ?", [view])
+            cur.execute(f"DROP VIEW IF EXISTS o{view}")
+            cur.execute(f"DROP VIEW IF EXISTS l{view}")
+            fam.members.pop(view, None)
+            if fam.members:
+                for table, col in self._family_tables(fam, cur):
+                    cur.execute(f"DELETE FROM {table} WHERE {col} = {view}")
+            else:
+                cur.execute("DELETE FROM hw_families WHERE family = ?", [fam.name])
+                self.families.pop(fam.name, None)
+            cur.execute("COMMIT")
+            if not fam.members:
+                fam.prog.drop(cur)
 
-    def _backfill(self, prog: ViewProgram, epoch: int) -> None:
+    # -- families (engine/family.py) ------------------------------------------------
+    def _family(self, prog: ViewProgram) -> tuple[Family | None, bool]:
+        """The family a new view joins (and whether it is a new one), or None when the
+        view cannot share: its plan has no template, or a type would differ."""
+        tagged = tag_plan(prog.plan, prog.scans)
+        if tagged is None:
+            return None, False
+        fam = next((f for f in self.families.values() if f.key == tagged.key), None)
+        new = fam is None
+        if fam is None:
+            fprog = ViewProgram(
+                f"f{prog.view}", tagged.plan, prog.scans, tag_types=tagged.tag_types
+            )
+            fprog.db = self._cur
+            try:
+                fprog.type_nodes(self._cur)
+            except duckdb.Error:  # e.g. a function that wants a constant argument
+                return None, False
+            fam = Family(str(fprog.view), tagged.key, fprog, {})
+        if not self._same_types(prog, fam, tagged):
+            return None, False
+        if new:
+            fam.prog.create_tables(self._cur)
+        fam.members[prog.view] = tuple(tagged.params)
+        return fam, new
+
+    @staticmethod
+    def _same_types(prog: ViewProgram, fam: Family, tagged: Tagged) -> bool:
+        """Every operator of the view has, in the family, the types it has alone."""
+        shape = ViewProgram(fam.name, tagged.plan, prog.scans)  # (indexes its nodes only)
+        for node, tnode in tagged.pairs:
+            i, ti = prog.index[id(node)], shape.index[id(tnode)]
+            ftypes = dict(zip(fam.prog.nodes[ti].columns, fam.prog.types[ti], strict=True))
+            for c, t in zip(node.columns, prog.types[i], strict=True):
+                if ftypes.get(c) != t:
+                    return False
+        return True
+
+    def _join_family(self, fam: Family, new: bool, view: int, epoch: int) -> None:
+        """Backfill a new member (the caller holds the transaction) and give it its
+        output as SQL views over its family's tables."""
+        cur = self._cur
+        if new:
+            cur.execute(
+                "INSERT INTO hw_families VALUES (?, ?, ?)",
+                [
+                    fam.name,
+                    fam.key,
+                    pickle.dumps((fam.prog.plan, fam.prog.scans, fam.prog.tag_types)),
+                ],
+            )
+        cur.execute(
+            "INSERT INTO hw_members VALUES (?, ?, ?)",
+            [view, fam.name, json.dumps(list(fam.members[view]))],
+        )
+        self._backfill(fam.prog, epoch, fam.pv({view: epoch - 1}))
+        cols = ", ".join(c for c in fam.prog.plan.root.columns if not is_tag(c))
+        sep = ", " if cols else ""
+        cur.execute(
+            f"CREATE VIEW o{view} AS SELECT {cols}{sep}_n, _from, _to FROM o{fam.name}"
+            f" WHERE {fam.vcol} = {view}"
+        )
+        cur.execute(
+            f"CREATE VIEW l{view} AS SELECT {cols}{sep}_w, _e FROM l{fam.name}"
+            f" WHERE {fam.vcol} = {view}"
+        )
+
+    @staticmethod
+    def _family_tables(fam: Family, cur: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+        """The family's tables (output, changes, then states) and, for each, a column
+        holding the view."""
+        if fam.tables is None:
+            out = [(f"o{fam.name}", fam.vcol), (f"l{fam.name}", fam.vcol)]
+            prog = fam.prog
+            for i, node in enumerate(prog.nodes):
+                for table, _ in prog.state_schemas(i, node):
+                    cols = [r[0] for r in fetch_all(cur, f"DESCRIBE {table}")]
+                    out.append((table, next(c for c in cols if c.startswith("hv") and is_tag(c))))
+            fam.tables = out
+        return fam.tables
+
+    def _backfill(self, prog: ViewProgram, epoch: int, pv: str | None = None) -> None:
         registered: list[str] = []
 
         def changes(oid: int, after: int) -> str:
@@ -241,7 +411,7 @@ class Engine:
             return f"(SELECT *, 1 AS _hw_w, {epoch} AS _hw_epoch FROM {name})"
 
         try:
-            prog.advance(self._cur, Batch(epoch, changes), epoch - 1, True, multi=False)
+            prog.advance(self._cur, Batch(epoch, changes), epoch - 1, True, multi=False, pv=pv)
         finally:
             for n in registered:
                 try:
@@ -278,13 +448,15 @@ class Engine:
             self._last = end
 
     def advance(self, end: int) -> dict[int, int]:
-        """Advance every running view to `end`; returns output changes per view. A
-        view that fails is marked failed with its error; the others go on.
+        """Advance every running view to `end`; returns output changes per view (for
+        views of a family: the family's). A view that fails is marked failed with its
+        error; the others go on.
 
         Per batch: each changed table's spool files are read once (one Arrow table
         registered per table); a view none of whose inputs changed since its frontier
         costs nothing but its frontier; a view whose inputs changed at one epoch only
-        runs its rules without window functions (`ViewProgram.advance(multi=False)`)."""
+        runs its rules without window functions (`ViewProgram.advance(multi=False)`);
+        the views of a family run together, one statement per rule."""
         out: dict[int, int] = {}
         with self._lock:
             cur = self._cur
@@ -305,10 +477,17 @@ class Engine:
                     cur.register(name, pa.concat_tables(parts))
                     registered[oid] = name
 
-            def table_changes(oid: int, after: int) -> str:
+            def changes(oid: int, after: int) -> str:
+                """A scanned relation's changes of epochs (after, end]."""
+                info = next(p.scans[oid] for p in self.views.values() if oid in p.scans)
+                if info.view is not None:
+                    cols = info.select_from_view()
+                    return (
+                        f"(SELECT {cols}, _w AS _hw_w, _e AS _hw_epoch FROM l{info.view}"
+                        f" WHERE _e > {after} AND _e <= {end})"
+                    )
                 name = registered.get(oid)
                 if name is None:  # no change in the batch: an empty relation of its type
-                    info = next(p.scans[oid] for p in self.views.values() if oid in p.scans)
                     return empty_changes(info)
                 return f"(SELECT * FROM {name} WHERE _hw_epoch > {after})"
 
@@ -331,24 +510,26 @@ class Engine:
                         return 2
                 return len(seen)
 
-            def run(v: int) -> int:
-                prog = self.views[v]
-                after = fronts[v]
-
-                def changes(oid: int, a: int, prog: ViewProgram = prog) -> str:
-                    info = prog.scans[oid]
-                    if info.view is not None:
-                        cols = info.select_from_view()
-                        return (
-                            f"(SELECT {cols}, _w AS _hw_w, _e AS _hw_epoch FROM l{info.view}"
-                            f" WHERE _e > {a} AND _e <= {end})"
-                        )
-                    return table_changes(oid, a)
-
-                n = changed_at(prog, after)
-                if not n:
+            def run(views: list[int]) -> int:
+                """Advance views (one view, or views of one family) over the batch."""
+                fam = self._member_of.get(views[0])
+                at = {v: changed_at(self.views[v], fronts[v]) for v in views}
+                moved = [v for v in views if at[v]]
+                if not moved:
                     return 0
-                return prog.advance(cur, Batch(end, changes), after, False, multi=n > 1)
+                multi = max(at.values()) > 1
+                after = min(fronts[v] for v in moved)
+                batch = Batch(end, changes)
+                if fam is None:
+                    return self.views[views[0]].advance(cur, batch, after, False, multi=multi)
+                pv = fam.pv({v: fronts[v] for v in moved})
+                return fam.prog.advance(cur, batch, after, False, multi=multi, pv=pv)
+
+            # units: a view, or the views of a family (at its first member's place)
+            units: dict[object, list[int]] = {}
+            for v in todo:
+                fam = self._member_of.get(v)
+                units.setdefault(fam.name if fam is not None else v, []).append(v)
 
             def advance_frontiers(views: list[int]) -> None:
                 marks = ", ".join("?" for _ in views)
@@ -361,8 +542,10 @@ class Engine:
             last = max(end, self.last_epoch)
             cur.execute("BEGIN")
             try:
-                for v in todo:
-                    out[v] = run(v)
+                for views in units.values():
+                    n = run(views)
+                    for v in views:
+                        out[v] = n
                 advance_frontiers(todo)
                 self._set_end(last)
                 cur.execute("COMMIT")
@@ -376,7 +559,7 @@ class Engine:
                 for v in todo:
                     cur.execute("BEGIN")
                     try:
-                        out[v] = run(v)
+                        out[v] = run([v])
                         advance_frontiers([v])
                         cur.execute("COMMIT")
                         fronts[v] = end
@@ -418,6 +601,8 @@ class Engine:
     def _forget_scratch(self) -> None:
         for prog in self.views.values():
             prog.forget_scratch()
+        for fam in self.families.values():
+            fam.prog.forget_scratch()
 
     # -- the Spark stage ------------------------------------------------------------
     def start(self, conf: dict[str, str] | None = None) -> None:
@@ -521,8 +706,13 @@ class Engine:
             cur = self._reader()
             n = fetch_all(cur, f"SELECT coalesce(sum(_n), 0) FROM o{v} WHERE _to = {LIVE}")[0][0]
             prog = self.views.get(int(v))
+            fam = self._member_of.get(int(v))
             tables = [f"o{v}", f"l{v}"]
-            if prog is not None:
+            if fam is not None:
+                tables += [
+                    f"{t} WHERE {c} = {int(v)}" for t, c in self._family_tables(fam, cur)[2:]
+                ]
+            elif prog is not None:
                 tables += [
                     t for i, node in enumerate(prog.nodes) for t, _ in prog.state_schemas(i, node)
                 ]
@@ -533,9 +723,10 @@ class Engine:
     def vacuum(self, horizon: int) -> None:
         """Forget versions and changes no read at or after `horizon` needs."""
         with self._lock:
-            for v in self.views:
-                self._cur.execute(f"DELETE FROM o{v} WHERE _to <= {horizon}")
-                self._cur.execute(f"DELETE FROM l{v} WHERE _e <= {horizon}")
+            owners = [str(v) for v in self.views if v not in self._member_of]
+            for o in owners + list(self.families):
+                self._cur.execute(f"DELETE FROM o{o} WHERE _to <= {horizon}")
+                self._cur.execute(f"DELETE FROM l{o} WHERE _e <= {horizon}")
 
 
 def empty_changes(info: ScanInfo) -> str:

@@ -8,6 +8,8 @@ applied bottom-up by `ir.transform`; `incrementalize(plan)` folds them in order:
     lower_set_ops        UNION (distinct)                 -> Distinct(UNION ALL)
     lower_semi_joins     [NOT] EXISTS / [NOT] IN          -> Join + Distinct (+ Difference)
     lower_outer_joins    LEFT/RIGHT/FULL JOIN             -> inner join + padded anti-join
+    lower_distinct_aggs  COUNT/SUM/AVG(DISTINCT x) GROUP BY g -> the same calls without
+                         DISTINCT over Distinct(g, x)
 
 After them, the plan holds only the operators whose incremental rules the engine
 implements (docs/engine.md, "Operators"): Scan, Values, Filter, Project, inner and
@@ -209,6 +211,41 @@ def lower_semi_joins(node: Node, fresh: Namer | None = None) -> Node:
     return Difference(node.left, semi) if node.anti else semi
 
 
+def lower_distinct_aggs(node: Node, fresh: Namer | None = None) -> Node:
+    """COUNT/SUM/AVG(DISTINCT x) ... GROUP BY g, every call over the same x and without
+    FILTER, is the call without DISTINCT over the distinct (g, x) pairs:
+
+        Aggregate(R, g, count(DISTINCT x))
+            -> Aggregate(Distinct(Project(R, (g, x))), g, count(x))
+
+    Both are linear (a count per (g, x), then running sums), where the aggregate with
+    DISTINCT re-aggregates each changed group at each epoch it changed from all its
+    rows. NULLs agree: the calls skip a NULL x either way, and a group whose x are all
+    NULL still exists (count 0). Without GROUP BY the answer on no rows is the same
+    (count 0, sum and avg NULL)."""
+    if not (
+        isinstance(node, Aggregate)
+        and node.aggs
+        and all(
+            a.distinct and a.func in ("count", "sum", "avg") and a.filter is None and not a.order
+            for a in node.aggs
+        )
+        and a_single_arg(node)
+    ):
+        return node
+    fresh = fresh or Namer(node)
+    keys = tuple((fresh(), e) for _, e in node.group)
+    x = fresh()
+    pairs = Distinct(Project(node.input, keys + ((x, node.aggs[0].arg or "NULL"),)))
+    group = tuple((n, k) for (n, _), (k, _) in zip(node.group, keys, strict=True))
+    aggs = tuple(AggCall(a.name, a.func, x) for a in node.aggs)
+    return Aggregate(pairs, group, aggs)
+
+
+def a_single_arg(node: Aggregate) -> bool:
+    return len({a.arg for a in node.aggs}) == 1 and node.aggs[0].arg is not None
+
+
 def lower_outer_joins(node: Node, fresh: Namer | None = None) -> Node:
     """LEFT JOIN = inner join + the unmatched left rows padded with NULLs (the
     unmatched rows: the left input minus its semi-join); RIGHT mirrors it; FULL
@@ -254,5 +291,6 @@ def incrementalize(plan: Plan) -> Plan:
     fresh = Namer(root)
     root = transform(root, lambda n: lower_semi_joins(n, fresh))
     root = transform(root, lambda n: lower_outer_joins(n, fresh))
+    root = transform(root, lambda n: lower_distinct_aggs(n, fresh))
     root = transform(root, merge_filters)
     return replace(plan, root=root)
