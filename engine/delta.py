@@ -388,19 +388,46 @@ class ViewProgram:
         if with_epoch:
             sel.append("_e")
         sel.append("sum(_w)::BIGINT AS _n")
-        for a in getattr(node, "aggs", ()):
-            f = f"({a.filter})" if a.filter else "true"
-            if a.func == "count":
-                nn = "true" if a.arg is None else f"({a.arg}) IS NOT NULL"
-                sel.append(f"sum(CASE WHEN {f} AND {nn} THEN _w ELSE 0 END)::BIGINT AS {a.name}_c")
-            else:
-                sel.append(
-                    f"sum(CASE WHEN {f} AND ({a.arg}) IS NOT NULL THEN _w ELSE 0 END)::BIGINT"
-                    f" AS {a.name}_c"
-                )
-                sel.append(f"coalesce(sum(CASE WHEN {f} THEN _w * ({a.arg}) END), 0) AS {a.name}_s")
+        sel += [f"{sql} AS {x}" for x, sql in self._accumulators(node)[0][1:]]
         group = " GROUP BY ALL" if keys or with_epoch else ""
         return f"SELECT {', '.join(sel)} FROM {src}{group}"
+
+    def _accumulators(
+        self, node: Aggregate | Distinct
+    ) -> tuple[list[tuple[str, str]], dict[str, tuple[str, str]]]:
+        """A linear aggregate's accumulators (name, partial SQL), `_n` (rows) first,
+        and for each call the accumulators it reads: (non-NULL count, sum).
+
+        In a family's program, calls share accumulators: COUNT(*) is `_n`, and COUNT,
+        SUM and AVG of one argument (and FILTER) share a count and a sum, so that a
+        window sums fewer columns (DuckDB's cost grows with each). Other programs
+        keep one count (and sum) per call, as their state tables were created."""
+        accs: list[tuple[str, str]] = [("_n", "sum(_w)::BIGINT")]
+        uses: dict[str, tuple[str, str]] = {}
+        shared: dict[tuple[str | None, str | None], list[str]] = {}
+        for a in getattr(node, "aggs", ()):
+            f = f"({a.filter})" if a.filter else "true"
+            nn = "true" if a.arg is None else f"({a.arg}) IS NOT NULL"
+            count = f"sum(CASE WHEN {f} AND {nn} THEN _w ELSE 0 END)::BIGINT"
+            total = f"coalesce(sum(CASE WHEN {f} THEN _w * ({a.arg}) END), 0)"
+            if not self.tag_types:
+                accs.append((f"{a.name}_c", count))
+                if a.func != "count":
+                    accs.append((f"{a.name}_s", total))
+                uses[a.name] = (f"{a.name}_c", f"{a.name}_s")
+                continue
+            if a.func == "count" and a.arg is None and a.filter is None:
+                uses[a.name] = ("_n", "")
+                continue
+            names = shared.setdefault((a.arg, a.filter), [])
+            if not names:
+                names.append(f"{a.name}_c")
+                accs.append((names[0], count))
+            if a.func != "count" and len(names) == 1:
+                names.append(f"{a.name}_s")
+                accs.append((names[1], total))
+            uses[a.name] = (names[0], names[1] if len(names) > 1 else "")
+        return accs, uses
 
     def _linear_aggregate(self, node: Aggregate | Distinct, i: int, src: str) -> str:
         db, v = self.db, self.view
@@ -409,11 +436,8 @@ class ViewProgram:
         scalar = isinstance(node, Aggregate) and node.scalar
         vscalar = isinstance(node, ViewScalarAggregate)
         state = f"s{v}_{i}_g"
-        acc = ["_n"] + [
-            x
-            for a in aggs
-            for x in ([f"{a.name}_c"] if a.func == "count" else [f"{a.name}_c", f"{a.name}_s"])
-        ]
+        accs, uses = self._accumulators(node)
+        acc = [x for x, _ in accs]
         partial = self._linear_partial_sql(node, src)
         if scalar and self._first:
             # the empty-input row exists from the view's first epoch on
@@ -461,7 +485,7 @@ class ViewProgram:
             sfx = "_old" if old else ""
             out = list(keys)
             for a in aggs:
-                c, s = f"{a.name}_c{sfx}", f"{a.name}_s{sfx}"
+                c, s = (x + sfx for x in uses[a.name])
                 if a.func == "count":
                     out.append(f"{c} AS {a.name}")
                 elif a.func == "sum":

@@ -42,6 +42,8 @@ from headwater.planner.ir import Plan
 log = logging.getLogger("headwater.engine")
 
 ATTACHED = "hw_engine"  # the engine's database, when attached to the server's DuckDB
+# The most epochs one step of `Engine.advance` covers (docs/engine.md, figures (f)).
+STEP_EPOCHS = int(os.environ.get("HW_ENGINE_STEP_EPOCHS", "100"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
 
 
@@ -199,6 +201,7 @@ class Engine:
         }
         self.query: Any = None
         self.on_advance: list[Callable[[int], None]] = []
+        self.step_epochs = STEP_EPOCHS
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cur = self._db.cursor()
@@ -456,7 +459,25 @@ class Engine:
         registered per table); a view none of whose inputs changed since its frontier
         costs nothing but its frontier; a view whose inputs changed at one epoch only
         runs its rules without window functions (`ViewProgram.advance(multi=False)`);
-        the views of a family run together, one statement per rule."""
+        the views of a family run together, one statement per rule.
+
+        A batch of more than `step_epochs` epochs (a backlog: after a restart, or
+        when the stage fell behind) is advanced in steps of that many epochs, each
+        committed and announced to `on_advance` on its own: some rules cost more than
+        linearly in the epochs of a batch (a group that changes at each of E epochs
+        is re-aggregated E times), and the first epochs of a backlog become readable
+        sooner."""
+        out: dict[int, int] = {}
+        while True:
+            with self._lock:
+                low = min(self._fronts.values(), default=end)
+            step = end if end - low <= self.step_epochs else low + self.step_epochs
+            for v, n in self._advance(step).items():
+                out[v] = out.get(v, 0) + n
+            if step >= end:
+                return out
+
+    def _advance(self, end: int) -> dict[int, int]:
         out: dict[int, int] = {}
         with self._lock:
             cur = self._cur
@@ -701,10 +722,9 @@ class Engine:
             self._reader(),
             "SELECT view, name, frontier, created, status, error FROM hw_views ORDER BY view",
         )
-        out = []
-        for v, name, fr, created, st, err in rows:
-            cur = self._reader()
-            n = fetch_all(cur, f"SELECT coalesce(sum(_n), 0) FROM o{v} WHERE _to = {LIVE}")[0][0]
+        cur = self._reader()
+        parts = []  # one statement for every view's sizes (a statement costs ~1-2 ms)
+        for v, *_ in rows:
             prog = self.views.get(int(v))
             fam = self._member_of.get(int(v))
             tables = [f"o{v}", f"l{v}"]
@@ -716,9 +736,20 @@ class Engine:
                 tables += [
                     t for i, node in enumerate(prog.nodes) for t, _ in prog.state_schemas(i, node)
                 ]
-            size = sum(fetch_all(cur, f"SELECT count(*) FROM {t}")[0][0] for t in tables)
-            out.append(ViewStatus(int(v), name, int(fr), int(created), st, err, int(n), size))
-        return out
+            size = " + ".join(f"(SELECT count(*) FROM {t})" for t in tables)
+            parts.append(
+                f"SELECT {int(v)}, (SELECT coalesce(sum(_n), 0) FROM o{v} WHERE _to = {LIVE}),"
+                f" {size}"
+            )
+        sizes = {int(r[0]): (r[1], r[2]) for r in fetch_all(cur, " UNION ALL ".join(parts))}
+        return (
+            [
+                ViewStatus(int(v), name, int(fr), int(created), st, err, *map(int, sizes[int(v)]))
+                for v, name, fr, created, st, err in rows
+            ]
+            if parts
+            else []
+        )
 
     def vacuum(self, horizon: int) -> None:
         """Forget versions and changes no read at or after `horizon` needs."""
