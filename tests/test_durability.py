@@ -69,7 +69,10 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         await conn.execute("CREATE TABLE acked (id bigint PRIMARY KEY, w int)")
         await conn.execute("CREATE TABLE batches (batch bigint, j int)")
         await conn.execute("CREATE TABLE counters (w int PRIMARY KEY, n int)")
-        await conn.execute("INSERT INTO counters SELECT g, 0 FROM generate_series(0, 99) AS t(g)")
+        # one counter per transactional writer: two per cycle, never reused (long mode too)
+        await conn.execute(
+            f"INSERT INTO counters SELECT g, 0 FROM generate_series(0, {2 * KILLS + 1}) AS t(g)"
+        )
         await conn.close()
         acked: set[int] = set()
         batches: set[int] = set()
@@ -81,9 +84,7 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                     asyncio.create_task(_single_writer(server.port, cycle * 100 + w, acked, stop))
                     for w in range(6)
                 ] + [
-                    asyncio.create_task(
-                        _txn_writer(server.port, cycle % 50 + 50 * (w % 2), batches, stop)
-                    )
+                    asyncio.create_task(_txn_writer(server.port, 2 * cycle + w % 2, batches, stop))
                     for w in range(2)
                 ]
                 await asyncio.sleep(rng.uniform(0.2, 1.2))
