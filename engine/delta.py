@@ -57,11 +57,13 @@ from headwater.planner.ir import (
 )
 
 LIVE = 2**63 - 1
-CUMULATIVE = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
 # Consistency checks that cost a statement per batch (tests turn them on).
 CHECKS = os.environ.get("HW_ENGINE_CHECKS", "") == "1"
 # aggregate calls whose value does not depend on how many times a row is there
 DUPLICATE_BLIND = ("min", "max", "bool_and", "bool_or", "every")
+# Running sums over a batch by a self-join of each key's epochs when the batch changed
+# at no more epochs than this, by window functions otherwise (see `running_sums`).
+SELF_JOIN_EPOCHS = 32
 COMPACT_MIN_ROWS = 10_000  # join/multiset states are compacted when they doubled past this
 
 
@@ -76,6 +78,38 @@ def ns_eq(a: list[str], b: list[str]) -> str:
     """Null-safe equality of two column lists (GROUP BY semantics)."""
     return (
         " AND ".join(f"{x} IS NOT DISTINCT FROM {y}" for x, y in zip(a, b, strict=True)) or "true"
+    )
+
+
+def running_sums(rel: str, keys: list[str], values: list[str], window: bool) -> str:
+    """Per key and epoch of `rel` (keys..., _e, values...; one row per key and epoch):
+    each value's running sum over the key's epochs up to this one (`{x}_r`), the
+    row's own value (`{x}_d`), its rank among the key's epochs (`_i`, from 1) and
+    whether it is the key's last (`_last`).
+
+    `window`: with a window function partitioned by key; otherwise with a self-join
+    of each key's epochs. DuckDB's partitioned windows cost ~5 us per row and summed
+    column (and per partition), the join a key's epochs squared: the join is the
+    cheaper when the batch changed at few epochs (`SELF_JOIN_EPOCHS`)."""
+    if window:
+        part = ", ".join(keys) or "1"
+        vals = "".join(f"{x} AS {x}_d, sum({x}) OVER _w AS {x}_r, " for x in values)
+        kl = "".join(f"{k}, " for k in keys)
+        return (
+            f"(SELECT {kl}_e, {vals}row_number() OVER _w AS _i, lead(_e) OVER _w IS NULL AS _last"
+            f" FROM {rel} WINDOW _w AS (PARTITION BY {part} ORDER BY _e"
+            " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
+        )
+    eq = ns_eq([f"_a.{k}" for k in keys], [f"_b.{k}" for k in keys])
+    ak = "".join(f"_a.{k}, " for k in keys)
+    vals = "".join(f"any_value(_a.{x}) AS {x}_d, sum(_b.{x}) AS {x}_r, " for x in values)
+    last = ns_eq([f"_q.{k}" for k in keys], [f"_m.{k}" for k in keys])
+    kl = "".join(f"{k}, " for k in keys)
+    return (
+        f"(SELECT _q.*, _q._e = _m._e AS _last FROM (SELECT {ak}_a._e, {vals}count(*) AS _i"
+        f" FROM {rel} AS _a JOIN {rel} AS _b ON {eq} AND _b._e <= _a._e"
+        f" GROUP BY {ak}_a._e) AS _q"
+        f" JOIN (SELECT {kl}max(_e) AS _e FROM {rel} GROUP BY ALL) AS _m ON {last})"
     )
 
 
@@ -221,7 +255,7 @@ class ViewProgram:
         batch: Batch,
         frontier: int,
         first: bool,
-        multi: bool = True,
+        multi: bool | int = True,
         pv: str | None = None,
     ) -> int:
         """Process epochs (frontier, batch.end]; `first`: the view's backfill batch, in
@@ -235,7 +269,10 @@ class ViewProgram:
         `pv` (a family's program): the views to advance, a relation `_pv(_hw_v,
         _hw_p0, ..., _after)` of each view, its constants and its frontier."""
         self._frontier, self._end, self._first = frontier, batch.end, first
-        self._multi = multi
+        # `multi`: True (a number unknown) or at how many epochs the inputs changed
+        epochs = int(multi) if multi is not True else 2**31
+        self._multi = epochs > 1
+        self._wide = epochs > SELF_JOIN_EPOCHS
         self._pv = pv
         self._batch = batch
         self._done: dict[int, str] = {}
@@ -261,7 +298,7 @@ class ViewProgram:
         refilled by later batches (the same SQL, so the same columns: a rule's
         one-epoch and multi-epoch forms, whose column types may differ, get one
         table each)."""
-        mode = "" if self._multi else "1"
+        mode = "1" if not self._multi else "w" if self._wide else ""
         name = alias if exact else f"{alias}{mode}_{self.view}_{self._op}"
         if name in self.scratch:
             self.db.execute(f"DELETE FROM {name}")
@@ -459,27 +496,28 @@ class ViewProgram:
             )
         pk = [f"_p.{k}" for k in keys]
         on = ns_eq(pk, [f"_s.{k}" for k in keys])
-        join = f" FROM ({partial}) AS _p LEFT JOIN {state} _s ON {on}"
-        if self._multi:
-            win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
+        if self._multi:  # running sums over the batch's epochs
             running = [
-                f"coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w AS {x},"
-                f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
+                f"coalesce(_s.{x}, 0) + _p.{x}_r AS {x},"
+                f" coalesce(_s.{x}, 0) + _p.{x}_r - _p.{x}_d AS {x}_old"
                 for x in acc
             ]
-            tail = (
-                " row_number() OVER _w AS _i, lead(_p._e) OVER _w IS NULL AS _last"
-                f"{join} WINDOW _w AS ({win})"
+            src_p = running_sums("_pp", keys, acc, self._wide)
+            R = self._tmp(
+                "_r",
+                f"SELECT * FROM (WITH _pp AS ({partial}) SELECT"
+                f" {', '.join(pk + ['_p._e'] + running)}, _s._n IS NOT NULL AS _had,"
+                f" _p._i, _p._last FROM {src_p} AS _p LEFT JOIN {state} _s ON {on})",
             )
         else:  # one epoch: a group's running value is the state plus its change
             running = [
                 f"coalesce(_s.{x}, 0) + _p.{x} AS {x}, coalesce(_s.{x}, 0) AS {x}_old" for x in acc
             ]
-            tail = f" 1 AS _i, true AS _last{join}"
-        R = self._tmp(
-            "_r",
-            f"SELECT {', '.join(pk + ['_p._e'] + running)}, _s._n IS NOT NULL AS _had,{tail}",
-        )
+            tail = f" 1 AS _i, true AS _last FROM ({partial}) AS _p LEFT JOIN {state} _s ON {on}"
+            R = self._tmp(
+                "_r",
+                f"SELECT {', '.join(pk + ['_p._e'] + running)}, _s._n IS NOT NULL AS _had,{tail}",
+            )
 
         def final(old: bool) -> str:
             sfx = "_old" if old else ""
@@ -734,22 +772,25 @@ class ViewProgram:
         )
         pk = [f"_p.{c}" for c in names]
         on = ns_eq(pk, [f"_s.{c}" for c in names])
-        join = f" FROM ({partial}) AS _p LEFT JOIN {state} _s ON {on}"
-        if self._multi:
-            win = f"PARTITION BY {', '.join(pk) or '1'} ORDER BY _p._e {CUMULATIVE}"
+        if self._multi:  # running counts over the batch's epochs
             run = ", ".join(
-                f"coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w AS {x},"
-                f" coalesce(_s.{x}, 0) + sum(_p.{x}) OVER _w - _p.{x} AS {x}_old"
+                f"coalesce(_s.{x}, 0) + _p.{x}_r AS {x},"
+                f" coalesce(_s.{x}, 0) + _p.{x}_r - _p.{x}_d AS {x}_old"
                 for x in ("_a", "_b")
             )
-            tail = f" lead(_p._e) OVER _w IS NULL AS _last{join} WINDOW _w AS ({win})"
+            src_p = running_sums("_pp", names, ["_a", "_b"], self._wide)
+            R = self._tmp(
+                "_r",
+                f"SELECT * FROM (WITH _pp AS ({partial}) SELECT {', '.join(pk + ['_p._e'])},"
+                f" {run}, _p._last FROM {src_p} AS _p LEFT JOIN {state} _s ON {on})",
+            )
         else:  # one epoch: the state plus the change
             run = ", ".join(
                 f"coalesce(_s.{x}, 0) + _p.{x} AS {x}, coalesce(_s.{x}, 0) AS {x}_old"
                 for x in ("_a", "_b")
             )
-            tail = f" true AS _last{join}"
-        R = self._tmp("_r", f"SELECT {', '.join(pk + ['_p._e'])}, {run},{tail}")
+            tail = f" true AS _last FROM ({partial}) AS _p LEFT JOIN {state} _s ON {on}"
+            R = self._tmp("_r", f"SELECT {', '.join(pk + ['_p._e'])}, {run},{tail}")
         f = {
             ("intersect", True): "least({a}, {b})",
             ("intersect", False): "CASE WHEN {a} > 0 AND {b} > 0 THEN 1 ELSE 0 END",
@@ -783,25 +824,46 @@ class ViewProgram:
         nl = ", ".join(names)
         sep = ", " if nl else ""
         qk = [f"_q.{c}" for c in names]
-        window = ""
+        changes = (
+            f"SELECT {nl}{sep}_e, sum(_w)::BIGINT AS _w FROM {root}"
+            " GROUP BY ALL HAVING sum(_w) <> 0"
+        )
+        live = (
+            f" LEFT JOIN (SELECT * FROM o{v} WHERE _to = {LIVE}) _c"
+            f" ON {ns_eq(qk, [f'_c.{c}' for c in names])}"
+        )
         if self._multi:
-            running = (
-                " coalesce(_c._n, 0) + sum(_q._w) OVER _w AS _n,"
-                " lead(_q._e) OVER _w AS _next, row_number() OVER _w AS _i"
-            )
-            window = (
-                f" WINDOW _w AS (PARTITION BY {', '.join(qk) or '1'} ORDER BY _q._e {CUMULATIVE})"
+            # per row and epoch: the running multiplicity and the row's next epoch in
+            # the batch (see `running_sums`)
+            if self._wide:
+                part = ", ".join(names) or "1"
+                ranked = (
+                    f"(SELECT *, sum(_w) OVER _o AS _cum, lead(_e) OVER _o AS _next,"
+                    f" row_number() OVER _o AS _i FROM _qq WINDOW _o AS (PARTITION BY {part}"
+                    " ORDER BY _e ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
+                )
+            else:
+                eq = ns_eq([f"_a.{c}" for c in names], [f"_b.{c}" for c in names])
+                ak = "".join(f"_a.{c}, " for c in names)
+                ranked = (
+                    f"(SELECT {ak}_a._e, any_value(_a._w) AS _w,"
+                    f" sum(_b._w) FILTER (WHERE _b._e <= _a._e) AS _cum,"
+                    f" min(_b._e) FILTER (WHERE _b._e > _a._e) AS _next,"
+                    f" count(*) FILTER (WHERE _b._e <= _a._e) AS _i"
+                    f" FROM _qq AS _a JOIN _qq AS _b ON {eq} GROUP BY {ak}_a._e)"
+                )
+            R = self._tmp(
+                "_r",
+                f"SELECT * FROM (WITH _qq AS ({changes}) SELECT {', '.join(qk)}{sep}_q._e, _q._w,"
+                f" coalesce(_c._n, 0) + _q._cum AS _n, _q._next, _q._i"
+                f" FROM {ranked} AS _q{live})",
             )
         else:  # one epoch: a row changes once
-            running = " coalesce(_c._n, 0) + _q._w AS _n, NULL::BIGINT AS _next, 1 AS _i"
-        R = self._tmp(
-            "_r",
-            f"SELECT {', '.join(qk + ['_q._e', '_q._w'])},{running}"
-            f" FROM (SELECT {nl}{sep}_e, sum(_w)::BIGINT AS _w FROM {root}"
-            f" GROUP BY ALL HAVING sum(_w) <> 0) AS _q"
-            f" LEFT JOIN (SELECT * FROM o{v} WHERE _to = {LIVE}) _c"
-            f" ON {ns_eq(qk, [f'_c.{c}' for c in names])}{window}",
-        )
+            R = self._tmp(
+                "_r",
+                f"SELECT {', '.join(qk + ['_q._e', '_q._w'])}, coalesce(_c._n, 0) + _q._w AS _n,"
+                f" NULL::BIGINT AS _next, 1 AS _i FROM ({changes}) AS _q{live}",
+            )
         n = self.rows
         if not n:
             return 0
