@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from headwater import __version__
+from headwater.server.settings import size_option
 
 DESCRIPTION = """\
 Headwater: a streaming SQL database that speaks the PostgreSQL wire protocol.
@@ -70,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         help="client connections allowed at once, as PostgreSQL's max_connections (100)",
     )
     start.add_argument(
+        "--max-message-size",
+        type=size_option(10_000, 1 << 30),
+        default="64MB",
+        help="longest message a client may send (64MB; at most 1GB); COPY data may be larger",
+    )
+    start.add_argument(
         "--spark-master",
         default="local[2]",
         help="Spark master for the materialized views' stage (local[2]; spark://host:7077)",
@@ -101,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         hba_file=args.hba,
         min_free_mb=args.min_free_space_mb,
         max_connections=args.max_connections,
+        max_message_size=args.max_message_size,
         spark_master=args.spark_master,
         retention=seconds(args.retention, "headwater.retention"),
     )

@@ -33,6 +33,7 @@ class Config:
     port: int = 6544
     write_lock_timeout: float = 30.0  # seconds a writer waits for another's transaction
     memory_limit: str | None = None
+    max_message_size: int = 64 << 20  # longest Query/Parse/Bind/CopyData a client may send
     tls: bool = True  # answer SSLRequest; a self-signed certificate unless tls_cert is given
     tls_cert: Path | None = None
     tls_key: Path | None = None

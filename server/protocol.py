@@ -235,7 +235,9 @@ class Connection:
             log.info("TLS connection from %s failed: %s", self.peer_host, e)
         except ProtocolViolation as e:
             try:
-                self.send_error(SQLError(str(e), "08P01", severity="FATAL"))
+                self.send_error(
+                    SQLError(str(e), e.sqlstate, detail=e.detail, hint=e.hint, severity="FATAL")
+                )
                 await self.flush()
             except Exception:
                 pass
@@ -328,6 +330,7 @@ class Connection:
             return False
         s = Session(self.instance, user, database)
         s.settings.values["max_connections"] = str(limit)
+        s.settings.server_wide(self.instance)
         s.role_oid = role.oid
         s.settings.values["is_superuser"] = "on" if role.superuser else "off"
         s.secret = secrets.randbits(31)
@@ -357,7 +360,7 @@ class Connection:
             idle = self._idle_in_transaction_timeout()
             if idle:
                 try:
-                    kind, r = await asyncio.wait_for(wire.read_message(self.reader), idle)
+                    kind, r = await asyncio.wait_for(self.read_message(), idle)
                 except TimeoutError:
                     self.send_error(
                         SQLError(
@@ -369,7 +372,7 @@ class Connection:
                     await self.flush()
                     return
             else:
-                kind, r = await wire.read_message(self.reader)
+                kind, r = await self.read_message()
             if kind == "X":
                 return
             if skipping and kind not in ("S",):
@@ -420,6 +423,9 @@ class Connection:
                         await self.executor.fail()
                 await self.flush()
 
+    async def read_message(self) -> tuple[str, wire.Reader]:
+        return await wire.read_message(self.reader, self.instance.config.max_message_size)
+
     def send_ready(self) -> None:
         assert self.session is not None
         self.send(wire.ready(self.session.status))
@@ -433,6 +439,8 @@ class Connection:
                 self.send(wire.empty_query())
             for stmt, text in stmts:
                 await self.run_statement(stmt, text, [], [], describe=True, max_rows=0)
+        except ProtocolViolation:
+            raise  # the framing is lost (a CopyData too long): the connection ends
         except SQLError as e:
             self.send_error(e)
             if self.executor:
@@ -531,7 +539,7 @@ class Connection:
         chunks: list[bytes] = []
         failed: str | None = None
         while True:
-            kind, r = await wire.read_message(self.reader)
+            kind, r = await self.read_message()
             if kind == "d":
                 chunks.append(r.rest())
             elif kind == "c":

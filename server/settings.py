@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from headwater.errors import InvalidParameterValue, UndefinedParameter
+import re
+from argparse import ArgumentTypeError
+from typing import Any
+
+from headwater.errors import InvalidParameterValue, SQLError, UndefinedParameter
 
 SERVER_VERSION = "15.0"
 SERVER_VERSION_NUM = "150000"
@@ -68,6 +72,7 @@ DEFAULTS: dict[str, str] = {
     "headwater.freshness_timeout": "120s",  # how long a read waits for lagging views
     "headwater.subscribe_buffer_rows": "100000",  # a slower subscriber is cut off
     "headwater.retention": "1h",  # set at server start (headwater start --retention)
+    "headwater.max_message_size": "64MB",  # headwater start --max-message-size
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
 }
 
@@ -75,6 +80,14 @@ _CANONICAL = {k.lower(): k for k in DEFAULTS}
 _CANONICAL["datestyle"] = "DateStyle"
 _CANONICAL["timezone"] = "TimeZone"
 _CANONICAL["intervalstyle"] = "IntervalStyle"
+
+
+# Parameters fixed when the server starts: SET names the `headwater start` option instead.
+SERVER_OPTIONS = {
+    "max_connections": "--max-connections 200",
+    "headwater.retention": "--retention 2h",
+    "headwater.max_message_size": "--max-message-size 256MB",
+}
 
 
 def canonical(name: str) -> str:
@@ -87,6 +100,18 @@ def canonical(name: str) -> str:
 class Settings:
     def __init__(self) -> None:
         self.values: dict[str, str] = dict(DEFAULTS)
+        self.defaults: dict[str, str] = DEFAULTS  # what RESET restores (see server_wide)
+
+    def server_wide(self, instance: Any) -> None:
+        """The values the server's options fixed, as SHOW reports and RESET restores them."""
+        cfg = instance.config
+        fixed = {
+            "max_connections": str(cfg.max_connections),
+            "headwater.retention": f"{cfg.retention:g}s",
+            "headwater.max_message_size": format_size(cfg.max_message_size),
+        }
+        self.defaults = {**DEFAULTS, **fixed}
+        self.values.update(fixed)
 
     def get(self, name: str) -> str:
         return self.values[canonical(name)]
@@ -102,11 +127,11 @@ class Settings:
             "in_hot_standby",
         ):
             raise InvalidParameterValue(f'parameter "{name}" cannot be changed', "55P02")
-        if key == "headwater.retention":
+        if key in SERVER_OPTIONS:
             raise InvalidParameterValue(
                 f'parameter "{name}" cannot be changed without restarting the server',
                 "55P02",
-                hint="Start the server with headwater start --retention 2h.",
+                hint=f"Start the server with headwater start {SERVER_OPTIONS[key]}.",
             )
         if key == "client_encoding" and value.upper().replace("-", "") not in ("UTF8", "UNICODE"):
             raise InvalidParameterValue(f'invalid value for parameter "client_encoding": "{value}"')
@@ -150,7 +175,7 @@ class Settings:
 
     def reset(self, name: str) -> str:
         key = canonical(name)
-        self.values[key] = DEFAULTS[key]
+        self.values[key] = self.defaults[key]
         return key
 
     def search_path(self) -> tuple[str, ...]:
@@ -212,3 +237,53 @@ def seconds(value: str, name: str) -> float:
             f'invalid value for parameter "{name}": "{value}"',
             hint='Valid units for this parameter are "ms", "s", "min", "h", and "d".',
         ) from None
+
+
+# -- sizes ----------------------------------------------------------------------------
+_SIZE_UNITS = {"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(value: str, name: str, unit: str = "kB", *, strict: bool = True) -> int:
+    """Bytes in a memory setting: a number with one of PostgreSQL's units (B, kB, MB, GB, TB;
+    1024-based; a bare number is in `unit`). strict: the units' case matters, as in
+    PostgreSQL's SET; otherwise (command-line options) 'mb' and 'MiB' are accepted too."""
+    m = _SIZE.fullmatch(value)
+    suffix = m.group(2) if m else ""
+    if not strict and len(suffix) == 3 and suffix[1:].lower() == "ib":
+        suffix = suffix[0] + "B"  # MiB, GiB: DuckDB's spelling of PostgreSQL's MB, GB
+    if not strict:
+        suffix = {u.lower(): u for u in _SIZE_UNITS}.get(suffix.lower(), suffix)
+    factor = _SIZE_UNITS.get(suffix or unit)
+    if m is None or factor is None:
+        raise InvalidParameterValue(
+            f'invalid value for parameter "{name}": "{value}"',
+            hint='Valid units for this parameter are "B", "kB", "MB", "GB", and "TB".',
+        )
+    return int(float(m.group(1)) * factor)
+
+
+def format_size(n: int) -> str:
+    """A size as SHOW prints it: the largest of PostgreSQL's units that divides it."""
+    for unit, factor in reversed(_SIZE_UNITS.items()):
+        if n and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return f"{n}B"
+
+
+def size_option(low: int, high: int | None = None) -> Any:
+    """An argparse type for a `headwater start` size option ('64MB'; bytes if bare)."""
+
+    def size(text: str) -> int:
+        try:
+            n = parse_size(text, "size", "B", strict=False)
+        except SQLError:
+            raise ArgumentTypeError(
+                f"invalid size {text!r}: use a number and B, kB, MB or GB"
+            ) from None
+        if n < low or (high is not None and n > high):
+            most = f" and at most {format_size(high)}" if high is not None else ""
+            raise ArgumentTypeError(f"{text} is out of range: at least {format_size(low)}{most}")
+        return n
+
+    return size

@@ -6,10 +6,18 @@ import asyncio
 import struct
 from typing import Any
 
+from headwater.server.settings import format_size
+
 from headwater.errors import ProtocolViolation, SQLError
 
-MAX_MESSAGE = 256 << 20  # longest message accepted from a client (bytes)
-MAX_STARTUP = 10_000
+# Lengths a client may declare. PostgreSQL 15 checks the length word before it reads a
+# body (pq_getmessage), so a client cannot make the server allocate more than these.
+MAX_MESSAGE = 64 << 20  # default for Query, Parse, Bind, CopyData (--max-message-size)
+MAX_MESSAGE_CAP = 1 << 30  # PostgreSQL's PQ_LARGE_MESSAGE_LIMIT: the most the option allows
+MAX_STARTUP = 10_000  # MAX_STARTUP_PACKET_LENGTH: the packet after its length word
+SMALL_MESSAGE = 10_000  # PQ_SMALL_MESSAGE_LIMIT: Sync, Execute, Describe, Close, CopyDone, ...
+AUTH_MESSAGE = 65_535  # PG_MAX_AUTH_TOKEN_LENGTH: a password or SASL message
+LARGE_KINDS = frozenset("QPBd")  # the messages that carry statements and data
 
 SSL_REQUEST = 80877103
 GSSENC_REQUEST = 80877104
@@ -63,24 +71,73 @@ class Reader:
         return b
 
 
+class MessageTooLong(ProtocolViolation):  # type: ignore[misc, valid-type]
+    """A declared length over the limit: the body was not read, so the connection ends."""
+
+    def __init__(
+        self, message: str, *, detail: str | None = None, hint: str | None = None, unread: int = 0
+    ) -> None:
+        super().__init__(message, detail=detail, hint=hint)
+        self.unread = unread  # bytes the client declared and may still be sending
+
+
 async def read_startup(reader: asyncio.StreamReader) -> tuple[int, Reader]:
     head = await reader.readexactly(4)
     (length,) = struct.unpack("!i", head)
-    if length < 8 or length > MAX_STARTUP:
-        raise ProtocolViolation("invalid length of startup packet")
+    if length < 8 or length - 4 > MAX_STARTUP:  # PostgreSQL's test, to the byte
+        raise MessageTooLong(
+            "invalid length of startup packet",
+            detail=f"The packet declares {length} bytes; PostgreSQL's limit is "
+            f"{MAX_STARTUP + 4} bytes."
+            if length >= 8
+            else None,
+        )
     body = await reader.readexactly(length - 4)
     r = Reader(body)
     return r.int32(), r
 
 
-async def read_message(reader: asyncio.StreamReader) -> tuple[str, Reader]:
+def message_limit(kind: str, max_size: int) -> int:
+    """The longest message of this type a client may send (bytes, length word included)."""
+    if kind in LARGE_KINDS:
+        return max_size
+    return AUTH_MESSAGE if kind == "p" else SMALL_MESSAGE
+
+
+async def read_message(
+    reader: asyncio.StreamReader, max_size: int = AUTH_MESSAGE
+) -> tuple[str, Reader]:
+    """One message. max_size bounds Query, Parse, Bind and CopyData (the server's
+    --max-message-size once the client is authenticated; before, PostgreSQL's bound
+    for a password message, so an unknown client cannot make the server buffer more)."""
     head = await reader.readexactly(5)
     kind = chr(head[0])
     (length,) = struct.unpack_from("!i", head, 1)
-    if length < 4 or length > MAX_MESSAGE:
-        raise ProtocolViolation(f"invalid message length {length}")
+    limit = message_limit(kind, max_size)
+    if length < 4 or length > limit:
+        raise _too_long(kind, length, limit, max_size)
     body = await reader.readexactly(length - 4)
     return kind, Reader(body)
+
+
+def _too_long(kind: str, length: int, limit: int, max_size: int) -> MessageTooLong:
+    """PostgreSQL only logs "invalid message length" (08P01) and hangs up; the client
+    is told here why, and which option raises the limit."""
+    if length < 4:
+        return MessageTooLong("invalid message length")
+    shown = kind if kind.isprintable() else f"0x{ord(kind):02x}"
+    detail = (
+        f'The message (type "{shown}") declares {length} bytes; the limit for this type '
+        f"is {format_size(limit)}."
+    )
+    hint = None
+    if kind in LARGE_KINDS and max_size != AUTH_MESSAGE:
+        hint = (
+            f"The limit is headwater.max_message_size ({format_size(max_size)}); start the "
+            f"server with headwater start --max-message-size to raise it (at most 1GB). "
+            "COPY FROM STDIN data of any total size may be sent in several CopyData messages."
+        )
+    return MessageTooLong("invalid message length", detail=detail, hint=hint, unread=length - 4)
 
 
 def msg(kind: bytes, body: bytes = b"") -> bytes:
