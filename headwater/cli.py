@@ -77,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         help="longest message a client may send (64MB; at most 1GB); COPY data may be larger",
     )
     start.add_argument(
+        "--memory-limit",
+        type=size_option(64 << 20),
+        help="memory for tables and queries; beyond it they spill to --data-dir "
+        "(SHOW work_mem; default: half the machine's memory)",
+    )
+    start.add_argument(
         "--spark-master",
         default="local[2]",
         help="Spark master for the materialized views' stage (local[2]; spark://host:7077)",
@@ -109,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         min_free_mb=args.min_free_space_mb,
         max_connections=args.max_connections,
         max_message_size=args.max_message_size,
+        memory_limit=args.memory_limit,
         spark_master=args.spark_master,
         retention=seconds(args.retention, "headwater.retention"),
     )

@@ -32,7 +32,7 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 6544
     write_lock_timeout: float = 30.0  # seconds a writer waits for another's transaction
-    memory_limit: str | None = None
+    memory_limit: int | None = None  # bytes for the DuckDB replica; None: half the memory
     max_message_size: int = 64 << 20  # longest Query/Parse/Bind/CopyData a client may send
     tls: bool = True  # answer SSLRequest; a self-signed certificate unless tls_cert is given
     tls_cert: Path | None = None
@@ -50,7 +50,7 @@ class Instance:
         self.config = config
         self.store = SlateStore(config.data_dir / "slatedb")
         self.changelog = ChangeLog(self.store)
-        self.replica = Replica(config.memory_limit)
+        self.replica = Replica(config.memory_limit, config.data_dir / "duckdb_tmp")
         self.catalog = Catalog()
         self.next_rid = 1
         # view oid -> oids of the relations its definition names (for DROP and 2BP01);

@@ -38,6 +38,7 @@ from headwater.server.values import (
     text_decoder,
     text_encoder,
 )
+from headwater.storage.duckdb_errors import name_statement
 from pglast import parse_sql
 from pglast.parser import ParseError
 from pglast.parser import split as pglast_split
@@ -350,7 +351,7 @@ class Connection:
         for name in REPORTED:
             self.send(wire.parameter_status(name, s.settings.values[name]))
         self.send(wire.backend_key(s.pid, s.secret))
-        self.send(wire.ready(s.status))
+        self.send_ready()
         await self.flush()
         return True
 
@@ -428,6 +429,8 @@ class Connection:
 
     def send_ready(self) -> None:
         assert self.session is not None
+        for n in self.session.settings.take_notices():  # SET work_mem's answer
+            self.send(wire.notice_response(n))
         self.send(wire.ready(self.session.status))
 
     # -- simple query ---------------------------------------------------------------
@@ -471,6 +474,7 @@ class Connection:
         except SQLError as e:
             self._timeout_message(e)
             locate_column(e, stmt)
+            name_statement(e, text)
             raise
         except Exception as e:  # a bug: the statement fails, the session goes on
             log.exception("internal error in %s", type(stmt).__name__)
@@ -740,6 +744,7 @@ class Connection:
             result = await self.executor.execute(stmt, portal.params)
         except SQLError as e:
             self._timeout_message(e)
+            name_statement(e, portal.stmt.sql)
             raise
         finally:
             if timer is not None:

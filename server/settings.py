@@ -63,7 +63,7 @@ DEFAULTS: dict[str, str] = {
     "lc_monetary": "C",
     "lc_numeric": "C",
     "lc_time": "C",
-    "work_mem": "4MB",
+    "work_mem": "4MB",  # at session start: the server's memory limit (see server_wide)
     "max_connections": "100",
     "transaction_read_only": "off",
     "xmloption": "content",
@@ -72,6 +72,7 @@ DEFAULTS: dict[str, str] = {
     "headwater.freshness_timeout": "120s",  # how long a read waits for lagging views
     "headwater.subscribe_buffer_rows": "100000",  # a slower subscriber is cut off
     "headwater.retention": "1h",  # set at server start (headwater start --retention)
+    "headwater.memory_limit": "",  # set at server start (headwater start --memory-limit)
     "headwater.max_message_size": "64MB",  # headwater start --max-message-size
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
 }
@@ -86,6 +87,7 @@ _CANONICAL["intervalstyle"] = "IntervalStyle"
 SERVER_OPTIONS = {
     "max_connections": "--max-connections 200",
     "headwater.retention": "--retention 2h",
+    "headwater.memory_limit": "--memory-limit 8GB",
     "headwater.max_message_size": "--max-message-size 256MB",
 }
 
@@ -101,17 +103,27 @@ class Settings:
     def __init__(self) -> None:
         self.values: dict[str, str] = dict(DEFAULTS)
         self.defaults: dict[str, str] = DEFAULTS  # what RESET restores (see server_wide)
+        self.notices: list[SQLError] = []  # sent before the next ReadyForQuery
 
     def server_wide(self, instance: Any) -> None:
         """The values the server's options fixed, as SHOW reports and RESET restores them."""
         cfg = instance.config
+        memory = format_size(instance.replica.memory_limit)
         fixed = {
             "max_connections": str(cfg.max_connections),
             "headwater.retention": f"{cfg.retention:g}s",
+            # One DuckDB memory limit serves every sort, hash and aggregate of every session
+            # (beyond it they spill to disk): the closest thing Headwater has to work_mem.
+            "work_mem": memory,
+            "headwater.memory_limit": memory,
             "headwater.max_message_size": format_size(cfg.max_message_size),
         }
         self.defaults = {**DEFAULTS, **fixed}
         self.values.update(fixed)
+
+    def take_notices(self) -> list[SQLError]:
+        out, self.notices = self.notices, []
+        return out
 
     def get(self, name: str) -> str:
         return self.values[canonical(name)]
@@ -133,6 +145,9 @@ class Settings:
                 "55P02",
                 hint=f"Start the server with headwater start {SERVER_OPTIONS[key]}.",
             )
+        if key == "work_mem":
+            self._work_mem(value)
+            return key
         if key == "client_encoding" and value.upper().replace("-", "") not in ("UTF8", "UNICODE"):
             raise InvalidParameterValue(f'invalid value for parameter "client_encoding": "{value}"')
         if key == "client_encoding":
@@ -177,6 +192,33 @@ class Settings:
         key = canonical(name)
         self.values[key] = self.defaults[key]
         return key
+
+    def _work_mem(self, value: str) -> None:
+        """SET work_mem: checked as PostgreSQL checks it, then answered with a notice, not
+        applied: DuckDB's memory limit is one for the whole replica, not per session or
+        per operation. Refusing (55P02) would break the many scripts and BI tools that
+        SET work_mem before a big query; ignoring it silently would mislead."""
+        wanted = parse_size(value, "work_mem")
+        kb = wanted >> 10
+        if not 64 <= kb <= 2147483647:
+            raise InvalidParameterValue(
+                f'{kb} kB is outside the valid range for parameter "work_mem" (64 .. 2147483647)'
+            )
+        limit = self.defaults["work_mem"]
+        over = wanted > parse_size(limit, "work_mem")
+        self.notices.append(
+            SQLError(
+                f"SET work_mem has no effect: query memory is one server-wide limit ({limit})",
+                "01000" if over else "00000",
+                severity="WARNING" if over else "NOTICE",
+                detail="Every sort, hash and aggregate of every session shares "
+                "headwater.memory_limit and spills to disk beyond it; SHOW work_mem reports it.",
+                hint=f"To give queries more memory, start the server with headwater start "
+                f"--memory-limit {format_size(wanted)}."
+                if over
+                else None,
+            )
+        )
 
     def search_path(self) -> tuple[str, ...]:
         parts = [p.strip().strip('"') for p in self.values["search_path"].split(",")]

@@ -49,6 +49,35 @@ _DUCK_TO_PG_TYPE = {
 }
 
 
+def _out_of_memory(text: str) -> SQLError:
+    """53200, as PostgreSQL reports a failed allocation. DuckDB got here after spilling
+    what it can (table data, sorts, joins, aggregates) to its temp directory: what is left
+    is state that cannot spill, such as one huge string_agg/array_agg value."""
+    m = re.search(r"failed to allocate data of size ([\d.]+ \w+) \(([\d.]+ \w+)/([\d.]+ \w+)", text)
+    detail = (
+        f"Failed on a request of {m.group(1)} with {m.group(2)} of the server's "
+        f"{m.group(3)} memory limit (headwater.memory_limit) in use."
+        if m
+        else _first_line(text)
+    )
+    return SQLError(
+        "out of memory",
+        "53200",
+        detail=detail,
+        hint="Start the server with a larger headwater start --memory-limit, or make the "
+        "statement hold less at once (a LIMIT, fewer rows in one aggregate value).",
+    )
+
+
+def name_statement(err: SQLError, sql: str) -> None:
+    """Say which statement ran out of memory (PostgreSQL's log has it as STATEMENT)."""
+    if err.sqlstate != "53200" or not sql or "Statement:" in (err.detail or ""):
+        return
+    text = " ".join(sql.split())
+    text = text if len(text) <= 200 else text[:197] + "..."
+    err.detail = f"{err.detail} Statement: {text}" if err.detail else f"Statement: {text}"
+
+
 def _first_line(text: str) -> str:
     text = re.sub(r"^[A-Za-z ]+ Error: ", "", text.strip())
     return text.split("\n")[0].strip()
@@ -59,6 +88,9 @@ def translate(exc: Exception) -> SQLError:
         return exc
     text = str(exc)
     msg = _first_line(text)
+
+    if isinstance(exc, duckdb.OutOfMemoryException) or text.startswith("Out of Memory Error"):
+        return _out_of_memory(text)
 
     m = re.search(r'Referenced column "([^"]+)" not found', text)
     if m:

@@ -15,8 +15,10 @@ The replica is rebuilt from the change log at start (see `rebuild_table`).
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -51,11 +53,36 @@ def visible_at(epoch: int) -> str:
 CURRENT = f"{TO} = {LIVE}"
 
 
+def machine_memory() -> int:
+    """Bytes of memory this process may use: the machine's, or its cgroup's limit if lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def default_memory_limit() -> int:
+    """Half the memory, in whole MB: DuckDB's own default (80%) leaves too little for the
+    rest of the server (result rows and COPY buffers in Python, SlateDB, the Spark JVM)."""
+    return (machine_memory() // 2) >> 20 << 20
+
+
 class Replica:
-    def __init__(self, memory_limit: str | None = None) -> None:
+    def __init__(self, memory_limit: int | None = None, temp_directory: Path | None = None) -> None:
+        """memory_limit: bytes DuckDB may use for the tables and every query's operators;
+        beyond it, table data, sorts, joins and aggregates spill to temp_directory."""
         self._db = duckdb.connect(":memory:")
-        if memory_limit:
-            self._db.execute("SET memory_limit = ?", [memory_limit])
+        self.memory_limit = memory_limit or default_memory_limit()
+        self._db.execute("SET memory_limit = ?", [f"{self.memory_limit}B"])
+        if temp_directory is not None:
+            # Not DuckDB's default for an in-memory database (./.tmp, wherever the server
+            # was started); DuckDB removes the files of a crashed process itself.
+            self._db.execute("SET temp_directory = ?", [str(temp_directory)])
         self._db.execute("CREATE SCHEMA hw")
         self._lock = threading.Lock()
 

@@ -1,8 +1,9 @@
-"""Limits: message sizes and the startup packet.
+"""Limits: message sizes, the startup packet, the replica's memory limit and work_mem.
 
-One server for the file, started with a 1MB message limit so that it is cheap to
-reach. Over-long messages end only their connection (FATAL 08P01, as PostgreSQL's
-"invalid message length", plus the limit and the option); COPY streams any total size.
+One server for the file, started with a 1MB message limit and 256MB of DuckDB memory
+so that each limit is cheap to reach. Over-long messages end only their connection
+(FATAL 08P01, as PostgreSQL's "invalid message length", plus the limit and the option);
+COPY streams any total size; a query over the memory limit spills or gets 53200.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ LIMIT = 1 << 20  # --max-message-size 1MB
 @pytest.fixture(scope="module")
 def server() -> Iterator[HeadwaterServer]:
     root = Path(tempfile.mkdtemp(prefix="headwater-limits-"))
-    srv = HeadwaterServer(root / "data", args=["--max-message-size", "1MB"]).start()
+    srv = HeadwaterServer(
+        root / "data", args=["--max-message-size", "1MB", "--memory-limit", "256MB"]
+    ).start()
     yield srv
     srv.stop()
 
@@ -176,3 +179,68 @@ def test_rss_bounded_when_clients_announce_huge_messages(
     finally:
         for s in held:
             s.close()
+
+
+def test_work_mem_shows_the_memory_limit(healthy: psycopg.Connection) -> None:
+    for name in ("work_mem", "headwater.memory_limit"):
+        assert healthy.execute(f"SHOW {name}").fetchone() == ("256MB",)
+    assert healthy.execute("SELECT current_setting('work_mem')").fetchone() == ("256MB",)
+    with pytest.raises(errors.CantChangeRuntimeParam) as err:
+        healthy.execute("SET headwater.memory_limit = '1GB'")
+    assert "--memory-limit" in (err.value.diag.message_hint or "")
+
+
+def test_set_work_mem_is_answered_not_ignored(healthy: psycopg.Connection) -> None:
+    notices: list[tuple[str | None, ...]] = []  # (a Diagnostic is valid only in the handler)
+    healthy.add_notice_handler(
+        lambda d: notices.append((d.severity, d.sqlstate, d.message_primary, d.message_hint))
+    )
+    healthy.execute("SET work_mem = '64MB'")  # within the shared limit: a NOTICE
+    healthy.execute("SET work_mem = '1GB'")  # more than it: a WARNING naming the option
+    assert [n[:2] for n in notices] == [
+        ("NOTICE", "00000"),
+        ("WARNING", "01000"),
+    ]
+    assert all("server-wide" in (n[2] or "") for n in notices)
+    assert "--memory-limit 1GB" in (notices[1][3] or "")
+    assert healthy.execute("SHOW work_mem").fetchone() == ("256MB",)  # the effective value
+    for bad in ("'64mb'", "10", "'lots'"):  # checked as PostgreSQL checks it
+        with pytest.raises(errors.InvalidParameterValue):
+            healthy.execute(f"SET work_mem = {bad}")
+    with healthy.transaction():  # a script's SET work_mem does not abort its transaction
+        healthy.execute("SET LOCAL work_mem = '512MB'")
+        assert healthy.execute("SELECT 1").fetchone() == (1,)
+    healthy.execute("RESET work_mem")
+    assert healthy.execute("SHOW work_mem").fetchone() == ("256MB",)
+
+
+def test_memory_limit_spills_then_53200(
+    server: HeadwaterServer, healthy: psycopg.Connection
+) -> None:
+    # a sort of ~6M strings (well over 256MB of state) spills into the data directory
+    spill = server.data_dir / "duckdb_tmp"  # DuckDB creates it when it first spills
+    assert not spill.exists()
+    t0 = time.monotonic()
+    n = healthy.execute(
+        "SELECT count(*) FROM (SELECT x::text || 'abcdefghijabcdefghij' AS s "
+        "FROM generate_series(1, 6000000) AS g(x) ORDER BY s DESC OFFSET 1) q"
+    ).fetchone()
+    assert n == (5_999_999,)
+    assert spill.is_dir()
+    spill_s = time.monotonic() - t0
+    # one aggregate value of ~500MB cannot spill: 53200, naming the statement and the option
+    big = "SELECT length(string_agg(repeat('x', 100), ',')) FROM generate_series(1, 5000000) g(x)"
+    with pytest.raises(errors.OutOfMemory) as err:
+        healthy.execute(big)
+    assert err.value.diag.message_primary == "out of memory"
+    assert "string_agg" in (err.value.diag.message_detail or "")
+    assert "--memory-limit" in (err.value.diag.message_hint or "")
+    assert healthy.execute("SELECT 1").fetchone() == (1,)  # the session goes on
+    healthy.execute("BEGIN")
+    with pytest.raises(errors.OutOfMemory):
+        healthy.execute(big)
+    with pytest.raises(errors.InFailedSqlTransaction):
+        healthy.execute("SELECT 1")
+    healthy.execute("ROLLBACK")
+    assert healthy.execute("SELECT 2").fetchone() == (2,)
+    print(f"limits: a 6M-row sort spilled under 256MB in {spill_s:.1f}s")
