@@ -115,6 +115,10 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                 await conn.close()
         finally:
             server.stop()
+        print(
+            f"durability: {KILLS} SIGKILL cycles survived, {len(acked)} acknowledged rows and "
+            f"{len(batches)} transactions, 0 lost, 0 half-applied"
+        )
         assert len(acked) > KILLS, "the writers made no progress"
 
     asyncio.run(run())
