@@ -128,7 +128,10 @@ def find_pg_bin(explicit: str | None = None) -> Path:
 
 @contextlib.contextmanager
 def postgres_server(
-    pg_bin: str | None = None, keep: bool = False, timeout: float = 60.0
+    pg_bin: str | None = None,
+    keep: bool = False,
+    timeout: float = 60.0,
+    settings: Sequence[str] = (),
 ) -> Iterator[str]:
     """Start a throwaway PostgreSQL 15 on 127.0.0.1 with default settings; yield its DSN."""
     bindir = find_pg_bin(pg_bin)
@@ -144,7 +147,7 @@ def postgres_server(
     opts = (
         f"-c listen_addresses=127.0.0.1 -c port={port} "
         f"-c unix_socket_directories={shlex.quote(str(tmp))}"
-    )
+    ) + "".join(f" -c {shlex.quote(s)}" for s in settings)
     started = False
     try:
         log(f"initdb {data}")
@@ -234,7 +237,10 @@ def _stop_process_group(proc: subprocess.Popen[bytes], grace: float = 30.0) -> N
 
 @contextlib.contextmanager
 def headwater_server(
-    hw_bin: str | None = None, keep: bool = False, timeout: float = 180.0
+    hw_bin: str | None = None,
+    keep: bool = False,
+    timeout: float = 180.0,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[str]:
     """Start `headwater start` on a fresh data dir and free port; yield its DSN."""
     exe = find_headwater(hw_bin)
@@ -243,6 +249,7 @@ def headwater_server(
     logfile = tmp / "headwater.log"
     port = free_port()
     cmd = [exe, "start", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
+    cmd += extra_args
     log(f"starting Headwater: {shlex.join(cmd)} (log {logfile})")
     with open(logfile, "wb") as out:
         proc = subprocess.Popen(
@@ -291,22 +298,33 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--json", metavar="PATH", help="also write the results as JSON")
 
 
-def sides(args: argparse.Namespace) -> list[tuple[str, ServerFactory]]:
-    """(side name, server context factory) for each side to run, PostgreSQL first."""
+def sides(
+    args: argparse.Namespace, pg_settings: Sequence[str] = (), hw_args: Sequence[str] = ()
+) -> list[tuple[str, ServerFactory]]:
+    """(side name, server context factory) for each side to run, PostgreSQL first;
+    pg_settings ("name=value") and hw_args apply to servers started here."""
     out: list[tuple[str, ServerFactory]] = []
     if not args.skip_pg:
         if args.pg_dsn:
             out.append((PG_SIDE, lambda: external_server(args.pg_dsn)))
         else:
             out.append(
-                (PG_SIDE, lambda: postgres_server(args.pg_bin, args.keep, args.server_timeout))
+                (
+                    PG_SIDE,
+                    lambda: postgres_server(
+                        args.pg_bin, args.keep, args.server_timeout, pg_settings
+                    ),
+                )
             )
     if not args.skip_hw:
         if args.hw_dsn:
             out.append((HW_SIDE, lambda: external_server(args.hw_dsn)))
         else:
             out.append(
-                (HW_SIDE, lambda: headwater_server(args.hw_bin, args.keep, args.server_timeout))
+                (
+                    HW_SIDE,
+                    lambda: headwater_server(args.hw_bin, args.keep, args.server_timeout, hw_args),
+                )
             )
     return out
 

@@ -199,7 +199,10 @@ def run_load(args: argparse.Namespace) -> None:
         "peak": report.metric("peak memory, server process tree (PSS)", "MB", False),
     }
     report.notes.append("client, both servers and the COPY share this machine's CPUs")
-    for side, factory in common.sides(args):
+    limit = str(args.connections + 20)
+    for side, factory in common.sides(
+        args, [f"max_connections={limit}"], ["--max-connections", limit]
+    ):
         common.log(f"load on {side}")
         try:
             with factory() as dsn:
