@@ -367,6 +367,9 @@ def run_long(args: argparse.Namespace) -> bool:
                 {"HW_SEED": str(seed), "HW_FUZZ_STATEMENTS": str(args.fuzz_statements)},
             )
         )
+    if args.long_tests:
+        wanted = args.long_tests.split(",")
+        runs = [r for r in runs if any(w in r[1] for w in wanted)]
     ok = True
     print("\nlong modes (pytest, each on servers of its own)")
     for name, path, env in runs:
@@ -407,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fuzz-messages", type=int, default=1_000_000)
     p.add_argument("--fuzz-seeds", type=int, default=5)
     p.add_argument("--fuzz-statements", type=int, default=4000)
+    p.add_argument(
+        "--long-tests",
+        help="only these long-mode tests, e.g. crash_views,durability,fuzz_protocol,fuzz_sql,load",
+    )
     common.add_server_args(p)
     args = p.parse_args(argv)
     sections = set(args.only.split(","))
