@@ -122,16 +122,33 @@ def main(argv: list[str] | None = None) -> int:
     return asyncio.run(_serve(config))
 
 
+def _say_storage_error(e: Exception) -> None:
+    lines = [f"headwater: {e}"]
+    for label in ("detail", "hint"):
+        if getattr(e, label, None):
+            lines.append(f"{label.upper()}: {getattr(e, label)}")
+    print("\n".join(lines), file=sys.stderr)
+
+
 async def _serve(config: object) -> int:
+    from headwater.errors import SQLError
     from headwater.server.server import Server
+    from headwater.storage.slate import check_writable
 
     try:
+        check_writable(config.data_dir)  # type: ignore[attr-defined]  # read-only, full
         server = Server(config)  # type: ignore[arg-type]
     except (OSError, ValueError) as e:  # --hba rules, TLS certificate and key
         print(f"headwater: {e}", file=sys.stderr)
         return 1
+    except SQLError as e:
+        _say_storage_error(e)
+        return 1
     try:
         await server.start()
+    except SQLError as e:  # the data directory became unwritable meanwhile
+        _say_storage_error(e)
+        return 1
     except OSError as e:
         print(
             f"headwater: cannot listen on {config.host}:{config.port}: {e.strerror}. "  # type: ignore[attr-defined]

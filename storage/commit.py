@@ -7,13 +7,19 @@ is being written, the next one fills, which is what makes commit cheap under
 concurrency. A transaction is acknowledged only when its epoch is durable; if the
 write fails, that epoch and every later one are undone in the replica and their
 writers get the error.
+
+Storage faults: SlateDB retries a failing write until it succeeds, so each epoch is
+probed first (read-only, unwritable or nearly full data directory: a few µs) and
+refused with PostgreSQL's error instead. An epoch that was submitted is never
+reported as failed while it may still become durable: if the directory turns
+unwritable during its write, its writers wait until it is writable again (the log
+says why), and every later epoch is refused at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -24,12 +30,15 @@ from typing import Any
 import pyarrow as pa
 from headwater.catalog.objects import CatalogObject
 from headwater.storage.changelog import ChangeLog, EpochRecord
+from headwater.storage.slate import storage_error
 
-from headwater.errors import DiskFull, IOError_, SQLError
+from headwater.errors import DiskFull, SQLError
 
 log = logging.getLogger("headwater.commit")
 
 MAX_IN_FLIGHT = 4  # epochs submitted to SlateDB and not yet durable
+STALL_CHECK = 2.0  # seconds before a slow epoch's data directory is probed (and logged)
+WRITE_AMPLIFICATION = 2  # an epoch is written to the WAL, then flushed again (L0)
 
 
 @dataclass
@@ -69,6 +78,8 @@ class Committer:
         self.data_dir = data_dir
         self.min_free_bytes = min_free_bytes
         self._resume_from = 0  # first epoch after the last undone failure
+        self._failed_from = 0  # while `failed`: the first failed epoch (undone from there)
+        self._submitted = 0  # epochs submitted to SlateDB whose outcome is not known yet
         self._open = self._new_epoch(last_epoch + 1)
         self._sealing: _OpenEpoch | None = None
         self._wake = asyncio.Event()
@@ -84,6 +95,9 @@ class Committer:
         return _OpenEpoch(epoch, durable=loop.create_future(), visible=loop.create_future())
 
     def start(self) -> None:
+        problem = self._refusal(0)
+        if problem is not None:
+            log.warning("writes are refused for now: %s", problem.message)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="epoch-closer")
 
     async def stop(self) -> None:
@@ -158,12 +172,17 @@ class Committer:
             self._sealing = None
             await self._in_flight.acquire()
             rec = self._record(ep)
-            handle, error = None, self.failed or self._space_error()
+            handle, error = None, self.failed
             if error is None:  # nothing is submitted after a failure, until it is undone
-                try:
-                    handle = await self.changelog.submit_epoch(rec)
-                except Exception as exc:
-                    error = exc
+                error = self._refusal(sum(t.nbytes for t in rec.changes.values()))
+                if error is None:
+                    try:
+                        handle = await self.changelog.submit_epoch(rec)
+                        self._submitted += 1
+                    except Exception as exc:
+                        error = self._sql_error(exc)
+                if error is not None:  # before the next epoch is sealed: it is not submitted
+                    self._mark_failed(ep.epoch, error)
             asyncio.get_running_loop().create_task(self._finish(ep, rec, handle, error, previous))
             assert ep.durable is not None and ep.visible is not None
             previous = (ep.durable, ep.visible)
@@ -201,24 +220,31 @@ class Committer:
             asyncio.ensure_future(self._prepare(ep.epoch)) if self._prepare is not None else None
         )
         try:
-            if error is None:
+            if handle is not None:
                 try:
-                    await self.changelog.store.await_durable(handle)
+                    await self._await_durable(ep.epoch, handle)
                 except Exception as exc:
-                    error = exc
-            if previous is not None:
+                    error = self._sql_error(exc)
+                    self._mark_failed(ep.epoch, error)
+                finally:
+                    self._submitted -= 1
+            # an epoch never submitted fails at once; one submitted is acknowledged in order
+            if previous is not None and handle is not None:
                 try:
                     await asyncio.shield(previous[0])
                 except Exception as exc:
                     if ep.epoch < self._resume_from:  # else the predecessor was undone
                         error = error or exc
-            if error is not None or self.failed is not None:
+            if error is None and self.failed is not None and ep.epoch > self._failed_from:
+                error = self.failed  # it saw the failed epoch's state
+            if error is not None:
                 if prepared is not None:
                     await asyncio.gather(prepared, return_exceptions=True)
                 self._fail(ep, error)
                 return
             self.durable_epoch = ep.epoch
-            ep.durable.set_result(None)  # acknowledge the writers
+            if not ep.durable.done():  # (cancelled only if a waiter was, at shutdown)
+                ep.durable.set_result(None)  # acknowledge the writers
             if prepared is not None:
                 await prepared
             if previous is not None:
@@ -237,61 +263,110 @@ class Committer:
                 ep.visible.set_result(None)
             self._in_flight.release()
 
-    def _space_error(self) -> SQLError | None:
-        """Refuse an epoch before SlateDB sees it when the disk is nearly full.
+    async def _await_durable(self, epoch: int, handle: Any) -> None:
+        """Wait for SlateDB to make `epoch` durable, saying in the log why it takes long.
 
-        SlateDB retries a write that hits ENOSPC forever, which would leave writers
-        waiting without an answer; checking first turns a full disk into 53100.
+        SlateDB retries the write until it succeeds (a read-only, unwritable or full
+        data directory), so the epoch may still become durable: its writers wait.
         """
-        if self.data_dir is None or not self.min_free_bytes:
-            return None
+        durable = asyncio.ensure_future(self.changelog.store.await_durable(handle))
+        t0, said = time.monotonic(), ""
         try:
-            free = shutil.disk_usage(self.data_dir).free
-        except OSError as exc:
-            return _storage_error(exc)
-        if free < self.min_free_bytes:
+            while not (await asyncio.wait({durable}, timeout=STALL_CHECK))[0]:
+                problem = self._refusal(0)
+                if problem is not None and problem.message != said:
+                    said = problem.message
+                    log.error(
+                        "epoch %d, written %.0fs ago, is not durable yet: %s; its transactions "
+                        "wait until it is, once the data directory is writable again",
+                        epoch,
+                        time.monotonic() - t0,
+                        said,
+                    )
+        finally:
+            if not durable.done():
+                durable.cancel()  # only when the server stops
+        if said:
+            log.info("epoch %d durable after %.0fs", epoch, time.monotonic() - t0)
+        durable.result()
+
+    def _refusal(self, need: int) -> SQLError | None:
+        """Why an epoch of `need` bytes cannot be written now (None: it can).
+
+        Checked before SlateDB sees the epoch (it would retry a failing write forever):
+        a read-only or unwritable data directory gives 42501, too little free space
+        (the reserve, plus what the epoch writes) 53100.
+        """
+        if self.data_dir is None:
+            return None
+        free, problem = self.changelog.store.probe()
+        if problem is not None:
+            return storage_error(problem, self.data_dir)
+        need *= WRITE_AMPLIFICATION
+        if free < self.min_free_bytes + need:
+            needs = f"; this write needs about {need >> 20} MB" if need >= 1 << 20 else ""
             return DiskFull(
-                f"could not write to the data directory {self.data_dir}: only {free >> 20} MB "
-                f"free, {self.min_free_bytes >> 20} MB are kept in reserve",
-                hint="Free disk space; writes resume by themselves once space returns.",
+                f'could not write to the data directory "{self.data_dir}": only '
+                f"{free >> 20} MB free, {self.min_free_bytes >> 20} MB are kept in reserve" + needs,
+                detail="Nothing from this transaction was kept.",
+                hint="Free disk space; writes resume by themselves.",
             )
         return None
 
-    def _fail(self, ep: _OpenEpoch, error: BaseException | None) -> None:
+    def _sql_error(self, exc: BaseException) -> SQLError:
+        if isinstance(exc, SQLError):
+            return exc
+        return storage_error(exc, self.data_dir or self.changelog.store.path.parent)
+
+    def _mark_failed(self, epoch: int, error: SQLError) -> None:
+        """Epochs from `epoch` on fail (none is submitted any more) until undone."""
+        if self.failed is None:
+            self.failed = error
+            self._failed_from = epoch
+            log.error("epoch %d could not be made durable: %s", epoch, error)
+            asyncio.get_running_loop().create_task(self._undo_failure())
+        else:
+            self._failed_from = min(self._failed_from, epoch)
+
+    def _fail(self, ep: _OpenEpoch, error: BaseException) -> None:
         """Storage refused an epoch: it and every later one are undone, writers told.
 
         Epochs sealed meanwhile fail too (their transactions saw the failed state).
         Once the undo is done, later epochs are written normally again.
         """
         assert ep.durable is not None
-        if self.failed is None:
-            self.failed = (
-                error
-                if isinstance(error, SQLError)
-                else _storage_error(error)
-                if isinstance(error, Exception)
-                else IOError_("an earlier epoch could not be made durable")
-            )
-            log.error("epoch %d could not be made durable: %s", ep.epoch, self.failed)
-            asyncio.get_running_loop().create_task(self._undo_failure(ep.epoch))
-        ep.durable.set_exception(self.failed)
-        ep.durable.exception()  # retrieved: each waiter re-raises it
+        err = self._sql_error(error)
+        self._mark_failed(ep.epoch, err)
+        if not ep.durable.done():
+            ep.durable.set_exception(err)
+            ep.durable.exception()  # retrieved: each waiter re-raises it
 
-    async def _undo_failure(self, first: int) -> None:
-        """With writers stopped, fail the open epoch, undo everything from `first`, resume."""
+    async def _settled(self, everything: bool) -> None:
+        """Until no submitted epoch (or, `everything`, no sealed one) is unfinished."""
+        while self._in_flight._value < MAX_IN_FLIGHT if everything else self._submitted:
+            await asyncio.sleep(0.02)
+
+    async def _undo_failure(self) -> None:
+        """With writers stopped, fail the open epoch, undo every failed epoch, resume.
+
+        Submitted epochs settle first, without the write lock: while one waits for an
+        unwritable directory, writers keep getting the error at once (their epochs are
+        not submitted) instead of waiting for the lock.
+        """
+        await self._settled(everything=False)
         async with self.write_lock:
-            while self._in_flight._value < MAX_IN_FLIGHT:  # earlier epochs settle first
-                await asyncio.sleep(0.01)
+            await self._settled(everything=True)
             failed = self._open
             self._open = self._new_epoch(failed.epoch + 1)
             assert failed.durable is not None and self.failed is not None
             if not failed.empty:
                 failed.durable.set_exception(self.failed)
                 failed.durable.exception()
+            first = self._failed_from
             await asyncio.to_thread(self._on_undo, first)
             self._resume_from = self._open.epoch  # its history no longer contains the failure
             self.failed = None
-            log.info("epochs %d-%d undone; writes resume", first, failed.epoch)
+            log.info("epochs %d-%d undone; the next epoch is written again", first, failed.epoch)
 
     async def wait_visible(self, epoch: int, timeout: float | None = None) -> bool:
         """Wait until readers can see `epoch` (read-your-writes)."""
@@ -307,16 +382,3 @@ class Committer:
             return True
         except TimeoutError:
             return False
-
-
-def _storage_error(exc: Exception) -> SQLError:
-    text = str(exc)
-    if "No space left" in text or "ENOSPC" in text:
-        return DiskFull(
-            "could not write to the Headwater data directory: no space left on device",
-            hint="Free disk space; the server resumes writing once space returns.",
-        )
-    return IOError_(
-        f"could not make the write durable: {text}",
-        hint="Check that the data directory is writable; nothing from this epoch was kept.",
-    )

@@ -6,12 +6,18 @@ swaps that loop for memmove. All SlateDB calls run on a private event loop in a
 dedicated thread so that Python-side work in the binding never stalls the server's
 loop; callers on the server loop `await` thin wrappers, blocking callers (startup,
 tools) use the `*_sync` forms.
+
+SlateDB retries a write that fails (read-only file system, permission denied, no
+space) until it succeeds, so a writer would wait without an answer: `probe()` is
+checked before each epoch is submitted and `check_writable()` before opening.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
+import errno
+import os
 import threading
 from collections.abc import Coroutine, Iterable
 from pathlib import Path
@@ -19,6 +25,14 @@ from typing import Any, TypeVar
 
 import slatedb.uniffi as sdb
 from slatedb.uniffi._slatedb_uniffi import slatedb as _gen
+
+from headwater.errors import (
+    DiskFull,
+    InsufficientPrivilege,
+    IOError_,
+    SQLError,
+    UndefinedFile,
+)
 
 T = TypeVar("T")
 
@@ -29,6 +43,64 @@ _SETTINGS = {
     "compactor_options.poll_interval": '"100ms"',
     "compactor_options.worker.compactions_poll_interval": '"100ms"',
 }
+
+
+# the directories SlateDB writes to: each epoch's WAL, memtable flushes, manifests
+_WRITTEN_DIRS = ("wal", "compacted", "manifest")
+_STRERRORS = {
+    code: os.strerror(code)
+    for code in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EIO)
+}
+
+
+def check_writable(data_dir: Path) -> None:
+    """Raise the SQLError for a data directory that cannot be written now (startup)."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = data_dir / ".headwater-probe"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, bytes(64 << 10))  # a full disk fails here (or at fsync)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+        slate = data_dir / "slatedb"
+        for d in (slate, *(slate / n for n in _WRITTEN_DIRS)):
+            if d.is_dir() and not os.access(d, os.W_OK | os.X_OK):
+                raise OSError(errno.EACCES, _STRERRORS[errno.EACCES], str(d))
+    except OSError as exc:
+        raise storage_error(exc, data_dir, starting=True) from None
+
+
+def storage_error(exc: BaseException, data_dir: Path, *, starting: bool = False) -> SQLError:
+    """The PostgreSQL error for a data directory that cannot be written.
+
+    SQLSTATEs as PostgreSQL's errcode_for_file_access: EROFS, EACCES and EPERM are
+    42501, ENOSPC 53100, EIO 58030. SlateDB's own errors carry only the OS message.
+    """
+    code = exc.errno if isinstance(exc, OSError) else None
+    if code is None:
+        text = str(exc)
+        code = next((c for c, m in _STRERRORS.items() if m in text), None)
+        if code is None and "ENOSPC" in text:
+            code = errno.ENOSPC
+    reason = os.strerror(code) if code else str(exc)
+    where = getattr(exc, "filename", None)
+    message = f'could not write to the data directory "{data_dir}": {reason}'
+    parts = [f'"{where}": {reason}.'] if where and Path(where) != data_dir else []
+    if not starting:
+        parts.append("Nothing from this transaction was kept.")
+    detail = " ".join(parts) or None
+    then = "; or choose another --data-dir." if starting else "; writes resume by themselves."
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        hint = "Make the data directory writable (remount it read-write or fix its permissions)"
+        return InsufficientPrivilege(message, detail=detail, hint=hint + then)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(message, detail=detail, hint="Free disk space" + then)
+    if code == errno.ENOENT:
+        return UndefinedFile(message, detail=detail, hint="Restore the data directory.")
+    return IOError_(message, detail=detail, hint="Check the disk of the data directory" + then)
 
 
 def _patch_copies() -> None:
@@ -61,12 +133,24 @@ def _patch_copies() -> None:
     builder._headwater_patched = True
 
 
+def _diagnose(d: Path) -> OSError | None:
+    """The OS error of writing into `d` (None: it is writable after all)."""
+    probe = d / ".headwater-probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT, 0o600))
+        probe.unlink()
+    except OSError as exc:
+        return exc
+    return None
+
+
 class SlateStore:
     """One SlateDB database: atomic durable batches, point reads and prefix scans."""
 
     def __init__(self, path: Path) -> None:
         _patch_copies()
         self.path = path
+        self._written = [str(path / name) for name in _WRITTEN_DIRS]  # for probe()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="slatedb", daemon=True)
         self._thread.start()
@@ -84,6 +168,7 @@ class SlateStore:
 
     # -- lifecycle ----------------------------------------------------------------
     def open_sync(self) -> None:
+        check_writable(self.path.parent)  # else SlateDB's open waits forever
         self.path.mkdir(parents=True, exist_ok=True)
         self.run_sync(self._open())
 
@@ -104,6 +189,23 @@ class SlateStore:
                 self._db = None
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+
+    def probe(self) -> tuple[int, OSError | None]:
+        """(bytes free, why SlateDB cannot write now or None): before each epoch.
+
+        One statvfs and an access() per directory, ~5 µs (paths are str: pathlib
+        would double that); a file is created only to name the OS error.
+        """
+        try:
+            st = os.statvfs(self._written[0])
+            if st.f_flag & os.ST_RDONLY:
+                return 0, OSError(errno.EROFS, _STRERRORS[errno.EROFS])
+            for d in self._written:
+                if not os.access(d, os.W_OK | os.X_OK) and os.path.exists(d):
+                    return 0, _diagnose(Path(d))
+        except OSError as exc:
+            return 0, exc
+        return st.f_bavail * st.f_frsize, None
 
     # -- writes -------------------------------------------------------------------
     async def _submit_batch(

@@ -1,10 +1,14 @@
-"""Storage faults: a full disk gives writers 53100, corrupts nothing, and writing
-resumes by itself once space returns. The data directory lives on a small tmpfs
-(needs root to mount; skipped otherwise)."""
+"""Storage faults: a full disk gives writers 53100 and a read-only data directory
+42501, corrupt nothing, and writing resumes by itself once the directory is
+writable again. The data directory lives on a small tmpfs (needs root to mount;
+skipped otherwise)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import errors
 
-from tests.hwserver import HeadwaterServer
+from tests.hwserver import REPO, HeadwaterServer
 
 
 @pytest.fixture
@@ -30,6 +34,18 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(mnt: Path, leave: int = 0) -> None:
+    """Fill the file system at `mnt` up to `leave` bytes free (a file named filler)."""
+    fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        while (free := shutil.disk_usage(mnt).free) > leave:
+            os.write(fd, bytes(min(1 << 20, free - leave)))
+    except OSError:
+        pass  # full
+    finally:
+        os.close(fd)
 
 
 def test_disk_full_refuses_writes_then_recovers(small_disk: Path) -> None:
@@ -54,6 +70,10 @@ def test_disk_full_refuses_writes_then_recovers(small_disk: Path) -> None:
             assert conn.execute(
                 "SELECT count(*) FROM blobs WHERE id = %s", (refused,)
             ).fetchone() == (0,)
+            with pytest.raises(errors.DiskFull):  # so is the same write again
+                conn.execute("INSERT INTO blobs SELECT %s, repeat(%s, 2)", (refused, filler))
+            # within the reserve even a small write is refused
+            _fill(small_disk, leave=4 << 20)
             with pytest.raises(errors.DiskFull):
                 conn.execute("INSERT INTO blobs VALUES (1000, 'small')")
             assert conn.execute("SELECT b FROM blobs WHERE id = 0").fetchone() == ("first",)
@@ -68,3 +88,72 @@ def test_disk_full_refuses_writes_then_recovers(small_disk: Path) -> None:
             assert conn.execute("SELECT b FROM blobs WHERE id = 1000").fetchone() == ("small",)
     finally:
         server.stop()
+
+
+def _remount(mnt: Path, how: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{how}", str(mnt)], check=True)
+
+
+def test_read_only_data_dir_refuses_writes_then_recovers(small_disk: Path) -> None:
+    # the server's log (beside the data directory) must not be on the tmpfs: a file
+    # open for writing makes `remount,ro` fail (busy)
+    (small_disk / "data").mkdir()
+    data = small_disk.parent / "data"
+    data.symlink_to(small_disk / "data")
+    server = HeadwaterServer(data, args=["--min-free-space-mb", "1", "--no-tls"]).start()
+    try:
+        with (
+            psycopg.connect(server.dsn, autocommit=True) as conn,
+            psycopg.connect(server.dsn, autocommit=True) as other,
+        ):
+            conn.execute("CREATE TABLE t (id int PRIMARY KEY, b text)")
+            conn.execute("INSERT INTO t VALUES (1, 'one'), (2, 'two')")
+            _remount(small_disk, "ro")
+            with pytest.raises(errors.InsufficientPrivilege) as e:
+                conn.execute("INSERT INTO t VALUES (3, 'three')")
+            assert f'data directory "{data}": Read-only file system' in str(e.value)
+            assert "writes resume by themselves" in (e.value.diag.message_hint or "")
+            with pytest.raises(errors.InsufficientPrivilege):  # a transaction, as a whole
+                with other.transaction():
+                    other.execute("UPDATE t SET b = 'uno' WHERE id = 1")
+                    other.execute("DELETE FROM t WHERE id = 2")
+            with pytest.raises(errors.InsufficientPrivilege):
+                with conn.cursor().copy("COPY t FROM STDIN") as copy:
+                    copy.write_row((4, "four"))
+            # nothing refused was kept; reads and other sessions go on
+            rows = [(1, "one"), (2, "two")]
+            assert other.execute("SELECT * FROM t ORDER BY id").fetchall() == rows
+            assert conn.execute("SELECT * FROM t ORDER BY id").fetchall() == rows
+            # writable again: writes resume without a restart (the same keys: undone)
+            _remount(small_disk, "rw")
+            conn.execute("INSERT INTO t VALUES (3, 'three')")
+            other.execute("UPDATE t SET b = 'uno' WHERE id = 1")
+            with conn.cursor().copy("COPY t FROM STDIN") as copy:
+                copy.write_row((4, "four"))
+            acknowledged = conn.execute("SELECT * FROM t ORDER BY id").fetchall()
+            assert acknowledged == [(1, "uno"), (2, "two"), (3, "three"), (4, "four")]
+        server.stop()
+        server = HeadwaterServer(data, port=server.port, args=server.args).start()
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT * FROM t ORDER BY id").fetchall() == acknowledged
+    finally:
+        server.stop()
+
+
+def test_start_refuses_unwritable_data_dir(small_disk: Path) -> None:
+    """`headwater start` on a read-only or full data directory says so and exits 1."""
+    start = [sys.executable, "-m", "headwater.cli", "start", "--port", "1", "--data-dir"]
+    _remount(small_disk, "ro")
+    out = subprocess.run(
+        [*start, str(small_disk / "data")], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f'data directory "{small_disk / "data"}": Read-only file system' in out.stderr
+    assert "HINT: Make the data directory writable" in out.stderr
+    _remount(small_disk, "rw")
+    _fill(small_disk)
+    out = subprocess.run(
+        [*start, str(small_disk / "data")], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "No space left on device" in out.stderr and "HINT: Free disk space" in out.stderr
