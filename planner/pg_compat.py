@@ -116,6 +116,7 @@ _SIZE_FUNCS = frozenset(
 )
 _RENAMED = {
     "btrim": "trim",
+    "every": "bool_and",
     "json_build_object": "json_object",
     "jsonb_build_object": "json_object",
 }
@@ -621,3 +622,66 @@ def _a_expr(node: A.A_Expr) -> Any:
                 return A.BoolExpr(boolop=2, args=(call,))
             return call
     return node
+
+
+# -- functions DuckDB lacks ----------
+# Installed on every DuckDB database Headwater runs SQL in (replica, engine).
+
+
+def _tsround(x: float) -> float:
+    return round(x * 1e6) / 1e6  # TSROUND: rint to microseconds
+
+
+def _int32(x: float) -> int:
+    if x != x or not -(2**31) <= x < 2**31:
+        raise ValueError("interval out of range")
+    return int(x)
+
+
+def interval_scale(months: int, days: int, us: int, factor: float, divide: bool) -> tuple:
+    """PostgreSQL 15's interval_mul / interval_div: (months, days, microseconds) of
+    `interval * factor` or `interval / factor`, fractions cascading down as PostgreSQL
+    does (a month is 30 days)."""
+    if divide:
+        if factor == 0.0:
+            raise ZeroDivisionError("Division by zero")
+        m_f, d_f, t_f = months / factor, days / factor, us / factor
+    else:
+        m_f, d_f, t_f = months * factor, days * factor, us * factor
+    rm, rd = _int32(m_f), _int32(d_f)
+    month_rem_days = _tsround((m_f - rm) * 30)
+    sec_rem = _tsround((d_f - rd + month_rem_days - int(month_rem_days)) * 86400)
+    if abs(sec_rem) >= 86400:
+        whole = int(sec_rem / 86400)
+        rd += whole
+        sec_rem -= whole * 86400
+    rd += int(month_rem_days)
+    t = t_f + sec_rem * 1_000_000
+    if t != t or not -(2.0**63) <= t < 2.0**63:
+        raise ValueError("interval out of range")
+    t = round(t)
+    if not -(2**31) <= rd < 2**31:
+        raise ValueError("interval out of range")
+    return rm, rd, t
+
+
+def _interval_div_udf(ivals: Any, factors: Any) -> Any:
+    import pyarrow as pa
+
+    out = []
+    for iv, f in zip(ivals.to_pylist(), factors.to_pylist(), strict=True):
+        if iv is None or f is None:
+            out.append(None)
+            continue
+        m, d, us = interval_scale(iv.months, iv.days, iv.nanoseconds // 1000, f, True)
+        out.append(pa.MonthDayNano([m, d, us * 1000]))
+    return pa.array(out, pa.month_day_nano_interval())
+
+
+def install_functions(db: Any) -> None:
+    """Register on a DuckDB connection (and so its cursors) what PostgreSQL has and
+    DuckDB does not: `interval / number` (DuckDB's integer_division makes `/` the `//`
+    operator, which has no interval form; this adds one, with PostgreSQL's rounding)."""
+    db.create_function(
+        "//", _interval_div_udf, ["INTERVAL", "DOUBLE"], "INTERVAL", type="arrow"
+    )

@@ -23,6 +23,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import Table
+from headwater.planner.pg_compat import install_functions
 from headwater.storage.changelog import RID, WEIGHT
 
 LIVE = 2**63 - 1
@@ -77,6 +78,7 @@ class Replica:
         """memory_limit: bytes DuckDB may use for the tables and every query's operators;
         beyond it, table data, sorts, joins and aggregates spill to temp_directory."""
         self._db = duckdb.connect(":memory:")
+        install_functions(self._db)  # PostgreSQL operators DuckDB lacks (interval / n)
         self.memory_limit = memory_limit or default_memory_limit()
         self._db.execute("SET memory_limit = ?", [f"{self.memory_limit}B"])
         if temp_directory is not None:

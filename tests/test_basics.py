@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from decimal import Decimal
 
 import psycopg
@@ -202,3 +203,62 @@ def test_columns_named_like_duckdb_keywords(conn: psycopg.Connection, table_name
     cur = conn.execute(f"SELECT at, qualify, semi + at FROM {table_name} WHERE at = 1")
     assert cur.fetchall() == [(1, "x", 3)]
     assert [d.name for d in cur.description] == ["at", "qualify", "?column?"]
+
+
+# ---------------------------------------------------------------------------
+# Differential checks: the same statements on Headwater and on PostgreSQL 15 give the
+# same text output, result column types (RowDescription OIDs) and SQLSTATEs.
+
+
+@pytest.fixture(scope="module")
+def pg(pg_oracle) -> Iterator[psycopg.Connection]:  # type: ignore[no-untyped-def]
+    with psycopg.connect(pg_oracle.dsn, autocommit=True) as c:
+        yield c
+
+
+def _outcome(conn: psycopg.Connection, sql: str) -> object:
+    """(column type OIDs, rows as the server's text) or the error's SQLSTATE."""
+    cur = conn.cursor()
+    try:
+        cur.execute(sql)
+    except psycopg.Error as e:
+        return f"ERROR {e.sqlstate}"
+    if cur.description is None or cur.pgresult is None:
+        return cur.statusmessage
+    res = cur.pgresult
+    types = [d.type_code for d in cur.description]
+    cells = [[res.get_value(r, c) for c in range(res.nfields)] for r in range(res.ntuples)]
+    rows = [tuple(None if v is None else v.decode() for v in row) for row in cells]
+    return types, rows
+
+
+def assert_same_as_postgres(
+    conn: psycopg.Connection, pg: psycopg.Connection, statements: list[str]
+) -> None:
+    failures = []
+    for sql in statements:
+        want, got = _outcome(pg, sql), _outcome(conn, sql)
+        if got != want:
+            failures.append(f"{sql}\n    PostgreSQL: {want}\n    Headwater:  {got}")
+    assert not failures, "\n".join(failures)
+
+
+def test_interval_times_and_divided_by_numbers(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    t = table_name
+    assert_same_as_postgres(conn, pg, [
+        "SELECT interval '1 hour' / 2, interval '10 days' / 3, interval '1 day' * 1.5",
+        "SELECT interval '1 mon' / 3, interval '1 mon' / 7, interval '1 hour' / 2.5",
+        "SELECT interval '1 hour' / 2::bigint, interval '1 hour' / 2::smallint, "
+        "interval '1 hour' / 3.0::float4, interval '1 day' / 1.5::numeric",
+        "SELECT interval '1 mon 3 days 01:02:03.123456' / 0.37, "
+        "interval '-1 mon 3 days -01:02:03.123456' / 7, interval '1 year 2 mons' * 0.3",
+        "SELECT interval '1' second / 20, 2 * interval '1 day', 1.5 * interval '1 day'",
+        "SELECT interval '1 hour' / NULL, NULL::interval / 2, 7 / 2, -7 / 2",
+        "SELECT interval '1 hour' / 0",
+        f"CREATE TABLE {t} (n numeric, i int, d float8, v interval, n2 numeric(10,2))",
+        f"INSERT INTO {t} VALUES (1.5, 3, 0.5, '1 day 02:00', 2.25), (1, 7, 2, '1 mon', 1), "
+        "(2, 2, 4, NULL, 3)",
+        f"SELECT v / n, v / i, v / d, v / n2, v * n, n * v, v * i FROM {t} ORDER BY i",
+        f"SELECT max(v) / count(*), max(v / i) FROM {t}",
+        f"SELECT count(*) FROM {t} WHERE v / i < interval '10 hours'",
+    ])
