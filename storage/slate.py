@@ -140,7 +140,7 @@ def _diagnose(d: Path) -> OSError | None:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT, 0o600))
         probe.unlink()
     except OSError as exc:
-        return exc
+        return OSError(exc.errno, exc.strerror, str(d))  # name the directory
     return None
 
 
