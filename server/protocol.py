@@ -560,7 +560,9 @@ class Connection:
         if failed is not None:
             raise SQLError(f"COPY from stdin failed: {failed}", "57014")
         data = b"".join(chunks)
+        del chunks  # the payload is held once, and not while the write is made durable
         table = parse_copy(data, len(cols), [c.name for c in cols], opts)
+        del data
         result = await self.executor.copy_in(stmt, cols, table)
         self.send(wire.command_complete(result.tag))
         self._report_epoch()
