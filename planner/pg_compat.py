@@ -22,7 +22,7 @@ from typing import Any
 
 import pglast.ast as A
 from pglast import parse_sql
-from pglast.enums import A_Expr_Kind, SQLValueFunctionOp
+from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType, SQLValueFunctionOp
 from pglast.stream import RawStream
 
 SYSTEM_QUALIFIERS = ("pg_catalog", "information_schema")
@@ -121,8 +121,24 @@ _RENAMED = {
     "jsonb_build_object": "json_object",
 }
 
-_ARRAY_LITERAL = re.compile(r"^\{-?\d+(,-?\d+)*\}$")
 _ARRAY_LITERALS: ContextVar[bool] = ContextVar("_ARRAY_LITERALS", default=True)
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_COMPARISONS = frozenset({"=", "<>", "!=", "<", ">", "<=", ">=", "@>", "<@", "&&"})
+# Functions giving an array: a '{...}' constant compared with one is an array too.
+_ARRAY_FUNCS = frozenset(
+    {
+        "array_agg",
+        "array_append",
+        "array_prepend",
+        "array_cat",
+        "array_remove",
+        "array_replace",
+        "array_fill",
+        "string_to_array",
+        "regexp_split_to_array",
+        "regexp_match",
+    }
+)
 # Set-returning functions DuckDB evaluates as a scalar returning a list: in a target
 # list, PostgreSQL gives one row per element (DuckDB's unnest() of the list does).
 _LIST_SRFS = frozenset({"generate_series"})
@@ -305,6 +321,15 @@ def rewrite(stmt: Any, array_literals: bool = True) -> None:
 
 
 def _visit(node: Any) -> Any:
+    if _is_null_array_guard(node):
+        # made by _any_all: only its operands are still to be rewritten
+        test, op = node.args[0].expr, node.defresult
+        for parent, attr in ((test, "arg"), (op, "lexpr"), (op, "rexpr")):
+            child = getattr(parent, attr)
+            replaced = _visit_any(child)
+            if replaced is not child:
+                setattr(parent, attr, replaced)
+        return node
     if isinstance(node, A.SelectStmt) and node.targetList:
         # A bare `x::regclass` output column shows the relation's name.
         for rt in node.targetList:
@@ -326,7 +351,9 @@ def _visit(node: Any) -> Any:
     if new is not node:
         # `node` keeps its arguments: the parameters it named that `new` dropped
         missing = (
-            _params(node) - _params(new) if isinstance(node, A.FuncCall | A.TypeCast) else None
+            _params(node) - _params(new)
+            if isinstance(node, A.FuncCall | A.TypeCast | A.A_Expr)
+            else None
         )
         if missing:
             new = _keep_params(new, sorted(missing))
@@ -393,11 +420,6 @@ def _transform(node: Any) -> Any:
             and fields[0].sval in SYSTEM_QUALIFIERS
         ):
             node.fields = fields[1:]
-        return node
-    if isinstance(node, A.A_Const) and isinstance(node.val, A.String):
-        # '{1,2}': PostgreSQL's array literal
-        if _ARRAY_LITERALS.get() and _ARRAY_LITERAL.match(node.val.sval):
-            node.val = A.String(sval="[" + node.val.sval[1:-1] + "]")
         return node
     return node
 
@@ -544,6 +566,8 @@ def _typecast(tc: A.TypeCast) -> Any:
     if fixed is not None:
         return fixed
     tn = tc.typeName
+    if tn.arrayBounds:
+        _to_duckdb_list(tc.arg)  # '{1,2}'::int[]
     names = _names(tn.names)
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
         tn.names = (A.String(sval=names[1]),)
@@ -577,6 +601,8 @@ def _typecast(tc: A.TypeCast) -> Any:
     mapped = _TYPE_MAP.get(name)
     if mapped is not None and not (name == "char" and tn.typmods):
         duck, is_list = mapped
+        if is_list:
+            _to_duckdb_list(arg)
         return A.TypeCast(arg=arg, typeName=_type_name(duck, is_list or bool(tn.arrayBounds)))
     return tc
 
@@ -603,6 +629,15 @@ def _a_expr(node: A.A_Expr) -> Any:
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
         node.name = (A.String(sval=names[1]),)
         names = names[1:]
+    if node.kind in (A_Expr_Kind.AEXPR_OP_ANY, A_Expr_Kind.AEXPR_OP_ALL) and len(names) == 1:
+        return _any_all(node, names[0])
+    if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _COMPARISONS:
+        # arr = '{1,2}': the constant takes the other side's type, an array
+        for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
+            if _ARRAY_LITERALS.get() and isinstance(const, A.A_Const):
+                kind = _arrayish(other)
+                if kind == "array" or (kind == "maybe" and _numbers_only(const)):
+                    _to_duckdb_list(const)
     if node.kind in (A_Expr_Kind.AEXPR_LIKE, A_Expr_Kind.AEXPR_ILIKE):
         r = node.rexpr
         if isinstance(r, A.FuncCall) and _names(r.funcname)[-1:] == ["like_escape"]:
@@ -622,6 +657,194 @@ def _a_expr(node: A.A_Expr) -> Any:
                 return A.BoolExpr(boolop=2, args=(call,))
             return call
     return node
+
+
+# -- array constants and ANY/ALL ----------
+
+
+def parse_array_literal(text: str) -> list[Any] | None:
+    """The elements of PostgreSQL's array input syntax ('{1,"a b",NULL,{2}}'): strings,
+    None for NULL, lists for sub-arrays; None if `text` is not such a literal (or has
+    dimension decorations, which are left to DuckDB to refuse)."""
+    pos = 0
+    n = len(text)
+
+    def skip_ws() -> None:
+        nonlocal pos
+        while pos < n and text[pos].isspace():
+            pos += 1
+
+    def parse_array() -> list[Any] | None:
+        nonlocal pos
+        pos += 1  # "{"
+        out: list[Any] = []
+        skip_ws()
+        if pos < n and text[pos] == "}":
+            pos += 1
+            return out
+        while True:
+            skip_ws()
+            if pos >= n:
+                return None
+            c = text[pos]
+            if c == "{":
+                sub = parse_array()
+                if sub is None:
+                    return None
+                out.append(sub)
+            elif c == '"':
+                pos += 1
+                buf = []
+                while pos < n and text[pos] != '"':
+                    if text[pos] == "\\":
+                        pos += 1
+                    if pos < n:
+                        buf.append(text[pos])
+                        pos += 1
+                if pos >= n:
+                    return None
+                pos += 1
+                out.append("".join(buf))
+            else:
+                buf, raw_end, quoted = [], 0, False
+                while pos < n and text[pos] not in ",}{\"":
+                    if text[pos] == "\\":
+                        pos += 1
+                        if pos >= n:
+                            return None
+                        quoted = True
+                        buf.append(text[pos])
+                        raw_end = len(buf)
+                    else:
+                        buf.append(text[pos])
+                        if not text[pos].isspace():
+                            raw_end = len(buf)
+                    pos += 1
+                if pos < n and text[pos] in '{"':
+                    return None
+                word = "".join(buf[:raw_end])
+                if not word:
+                    return None
+                out.append(None if word.upper() == "NULL" and not quoted else word)
+            skip_ws()
+            if pos >= n:
+                return None
+            if text[pos] == ",":
+                pos += 1
+                continue
+            if text[pos] == "}":
+                pos += 1
+                return out
+            return None
+
+    skip_ws()
+    if pos >= n or text[pos] != "{":
+        return None
+    elements = parse_array()
+    skip_ws()
+    return elements if elements is not None and pos == n else None
+
+
+def _duckdb_list_text(elements: list[Any]) -> str:
+    """DuckDB's list input syntax for the same elements (every string quoted)."""
+    parts = []
+    for e in elements:
+        if e is None:
+            parts.append("NULL")
+        elif isinstance(e, list):
+            parts.append(_duckdb_list_text(e))
+        else:
+            parts.append('"' + e.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return "[" + ", ".join(parts) + "]"
+
+
+def _to_duckdb_list(node: Any) -> None:
+    """A '{...}' string constant in place of an array: rewritten in DuckDB's syntax."""
+    if isinstance(node, A.A_Const) and isinstance(node.val, A.String):
+        elements = parse_array_literal(node.val.sval)
+        if elements is not None:
+            node.val = A.String(sval=_duckdb_list_text(elements))
+
+
+def _numbers_only(const: A.A_Const) -> bool:
+    elements = parse_array_literal(const.val.sval) if isinstance(const.val, A.String) else None
+    return bool(elements) and all(
+        e is None or (isinstance(e, str) and _NUMBER.fullmatch(e)) for e in elements or ()
+    )
+
+
+def _arrayish(node: Any) -> str:
+    """Is `node` an array ("array"), perhaps one ("maybe": a column, a subquery), or
+    not ("no")? Decides whether a '{...}' constant compared with it is an array."""
+    if isinstance(node, A.A_ArrayExpr):
+        return "array"
+    if isinstance(node, A.TypeCast):
+        return "array" if node.typeName.arrayBounds else "no"
+    if isinstance(node, A.FuncCall):
+        return "array" if "".join(_names(node.funcname)[-1:]).lower() in _ARRAY_FUNCS else "no"
+    if isinstance(node, A.A_Indirection):
+        slices = [i for i in node.indirection if isinstance(i, A.A_Indices)]
+        if slices and any(i.is_slice for i in slices):
+            return "array"
+        return "no" if slices else "maybe"
+    if isinstance(node, A.ColumnRef | A.SubLink | A.ParamRef):
+        return "maybe"
+    if isinstance(node, A.CoalesceExpr) and node.args:
+        return _arrayish(node.args[0])
+    return "no"
+
+
+def _is_null_array_guard(node: Any) -> bool:
+    """CASE WHEN arr IS NULL THEN NULL::boolean ELSE x op ANY/ALL (arr) END"""
+    return (
+        isinstance(node, A.CaseExpr)
+        and node.arg is None
+        and node.args is not None
+        and len(node.args) == 1
+        and isinstance(node.args[0].expr, A.NullTest)
+        and node.args[0].expr.nulltesttype == NullTestType.IS_NULL
+        and isinstance(node.args[0].result, A.TypeCast)
+        and isinstance(node.defresult, A.A_Expr)
+        and node.defresult.kind in (A_Expr_Kind.AEXPR_OP_ANY, A_Expr_Kind.AEXPR_OP_ALL)
+    )
+
+
+def _any_all(node: A.A_Expr, op: str) -> Any:
+    """x op ANY/ALL (array) as PostgreSQL evaluates it: NULL when the array is NULL
+    (DuckDB: false for ANY, true for ALL); '{...}' constants are arrays here."""
+    arr = node.rexpr
+    is_any = node.kind == A_Expr_Kind.AEXPR_OP_ANY
+    if isinstance(arr, A.A_Const) and isinstance(arr.val, A.String):
+        elements = parse_array_literal(arr.val.sval)
+        if elements is not None and all(not isinstance(e, list) for e in elements):
+            # x = ANY('{1,2}') -> (x = '1' OR x = '2'): each constant takes x's type
+            if not elements:
+                return _const(not is_any)
+            tests = [
+                A.A_Expr(
+                    kind=A_Expr_Kind.AEXPR_OP,
+                    name=node.name,
+                    lexpr=node.lexpr if i == 0 else _copy(node.lexpr),
+                    rexpr=_const(e),
+                )
+                for i, e in enumerate(elements)
+            ]
+            if len(tests) == 1:
+                return tests[0]
+            return A.BoolExpr(boolop=BoolExprType.OR_EXPR if is_any else BoolExprType.AND_EXPR,
+                              args=tuple(tests))
+        return node  # not an array: DuckDB's error
+    if isinstance(arr, A.A_ArrayExpr) or (
+        isinstance(arr, A.TypeCast)
+        and isinstance(arr.arg, A.A_Const)
+        and not arr.arg.isnull
+    ):
+        return node  # never NULL
+    test = A.NullTest(arg=_copy(arr), nulltesttype=NullTestType.IS_NULL)
+    return A.CaseExpr(
+        args=(A.CaseWhen(expr=test, result=_cast(_const(None), "bool")),),
+        defresult=node,
+    )
 
 
 # -- functions DuckDB lacks ----------

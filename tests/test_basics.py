@@ -262,3 +262,43 @@ def test_interval_times_and_divided_by_numbers(conn, pg, table_name: str) -> Non
         f"SELECT max(v) / count(*), max(v / i) FROM {t}",
         f"SELECT count(*) FROM {t} WHERE v / i < interval '10 hours'",
     ])
+
+
+def test_brace_constants_are_text_unless_arrays(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """'{1,2}' is text where PostgreSQL types it text; an array where it must be one."""
+    t = table_name
+    assert_same_as_postgres(conn, pg, [
+        "SELECT '{1,2}', '{1,2}'::text, 'x' || '{1,2}', upper('{a,b}'), '{1,2}' = '{1,2}'",
+        "SELECT '{1,2}'::int[], CAST('{1,2}' AS bigint[]), '{-1, 2 }'::int[], '{}'::int[]",
+        "SELECT '{a,b}'::text[], '{\"a b\",NULL,\"NULL\",c}'::text[], '{1.5,2}'::numeric[]",
+        "SELECT '{NULL,2}'::int[], '{t,f}'::bool[], ARRAY[1,2] = '{1,2}'",
+        "SELECT ARRAY[1,2] <@ '{1,2,3}', '{1}' <@ ARRAY[1,2], ARRAY[3] && '{1,3}'",
+        f"CREATE TABLE {t} (id int, s text)",
+        f"INSERT INTO {t} VALUES (1, '{{1,2}}'), (2, '{{a,b}}'), (3, 'z')",
+        f"SELECT id, s FROM {t} WHERE s = '{{a,b}}'",
+        f"SELECT s, s || '{{x}}' FROM {t} ORDER BY id",
+    ])
+
+
+def test_any_all_with_null_arrays(conn, pg) -> None:  # type: ignore[no-untyped-def]
+    assert_same_as_postgres(conn, pg, [
+        "SELECT 1 = ANY(NULL::int[]), 1 = ALL(NULL::int[]), 1 <> ALL(NULL::int[]), "
+        "NOT (1 = ANY(NULL::int[])), 1 = SOME(NULL::int[]), 1 = ANY(NULL)",
+        "SELECT 1 = ANY('{2,NULL}'::int[]), 2 = ANY('{2,NULL}'::int[]), "
+        "1 = ALL('{1,NULL}'::int[]), 1 = ALL('{2,NULL}'::int[]), "
+        "1 <> ALL('{2,NULL}'::int[]), 1 <> ALL('{1,NULL}'::int[])",
+        "SELECT NULL::int = ANY('{}'::int[]), NULL::int = ALL('{}'::int[]), "
+        "NULL::int = ANY('{1}'::int[]), NULL::int = ALL('{1}'::int[]), "
+        "1 = ANY('{}'::int[]), 1 < ALL('{}'::int[])",
+        "SELECT 1 = SOME(ARRAY[1,NULL]), 3 > ALL(ARRAY[1,2]), 3 > ALL(ARRAY[1,NULL]), "
+        "0 > ALL(ARRAY[1,NULL]), NOT (3 = ANY(ARRAY[1,NULL])), NOT (3 <> ALL(ARRAY[1,NULL]))",
+        "SELECT 'a' = ANY('{a,b}'), 'c' = ANY('{a,b}'), 1 = ANY('{1,2}'), 3 = ANY('{1,2}'), "
+        "3 <> ALL('{1,2}'), 1 = ANY('{}'), 1 = ANY('{NULL,1}'), 2 = ANY('{NULL,1}')",
+        "SELECT NULL::int = ANY('{}'), 1 = SOME('{1}'), 2 > ALL('{1,NULL}'), 0 > ALL('{1,NULL}')",
+        "WITH c(id, a) AS (VALUES (1, ARRAY[1,2]), (2, NULL), (3, ARRAY[3,NULL])) "
+        "SELECT id, a = '{1,2}', 1 = ANY(a), 3 = ALL(a), NOT (2 = ANY(a)), id = ANY('{1,3}'), "
+        "a @> '{2}' FROM c ORDER BY id",
+        "WITH c(id, a) AS (VALUES (1, ARRAY[1,2]), (2, NULL), (3, ARRAY[3,NULL])) "
+        "SELECT id FROM c WHERE NOT (1 = ANY(a)) OR 3 = ALL(a) IS NULL ORDER BY id",
+    ])
+
