@@ -13,6 +13,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.objects import Column, Table
+from headwater.catalog.types import JSONB
 from headwater.planner.relations import Binder
 from headwater.storage.changelog import RID
 from headwater.storage.replica import CURRENT, physical, quote
@@ -25,17 +26,24 @@ def _col_name(i: int) -> str:
     return f"_hw_c{i}"
 
 
+def to_column_sql(sql: str, col: Column) -> str:
+    """A value cast to a column's type; jsonb input normalizes (keys sorted, spacing)."""
+    if col.type.pg is JSONB:
+        return f"CAST(hw_jsonb_in(CAST(({sql}) AS VARCHAR)) AS JSON)"
+    return f"CAST(({sql}) AS {col.type.duckdb()})"
+
+
 def default_sql(col: Column, binder: Binder) -> str:
     if col.default is None:
         return f"CAST(NULL AS {col.type.duckdb()})"
     expr = parse_sql(f"SELECT {col.default}")[0].stmt.targetList[0].val
-    return f"CAST(({binder.to_sql(expr)}) AS {col.type.duckdb()})"
+    return to_column_sql(binder.to_sql(expr), col)
 
 
 def cast_sql(expr: Any, col: Column, binder: Binder) -> str:
     if isinstance(expr, A.SetToDefault):
         return default_sql(col, binder)
-    return f"CAST(({binder.to_sql(expr)}) AS {col.type.duckdb()})"
+    return to_column_sql(binder.to_sql(expr), col)
 
 
 def target_columns(table: Table, cols: Any) -> list[Column]:
@@ -90,7 +98,7 @@ def insert_rows_sql(stmt: A.InsertStmt, table: Table, binder: Binder) -> InsertP
         names = ", ".join(_col_name(i) for i in range(len(targets)))
         source = f"(SELECT * FROM ({inner}) AS _hw_q) AS _hw_src({names})"
         by_name = {
-            c.name: f"CAST(_hw_src.{_col_name(i)} AS {c.type.duckdb()})"
+            c.name: to_column_sql(f"_hw_src.{_col_name(i)}", c)
             for i, c in enumerate(targets)
         }
     select = ", ".join(

@@ -568,6 +568,8 @@ def _typecast(tc: A.TypeCast) -> Any:
     tn = tc.typeName
     if tn.arrayBounds:
         _to_duckdb_list(tc.arg)  # '{1,2}'::int[]
+    elif _names(tn.names)[-1:] == ["jsonb"]:
+        return _jsonb(tc.arg)
     names = _names(tn.names)
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
         tn.names = (A.String(sval=names[1]),)
@@ -605,6 +607,19 @@ def _typecast(tc: A.TypeCast) -> Any:
             _to_duckdb_list(arg)
         return A.TypeCast(arg=arg, typeName=_type_name(duck, is_list or bool(tn.arrayBounds)))
     return tc
+
+
+def _jsonb(arg: Any) -> Any:
+    """x::jsonb: DuckDB's JSON holding the text PostgreSQL's jsonb prints (keys sorted
+    and deduplicated, `{"a": 1}` spacing): constants now, other values by hw_jsonb_in."""
+    if isinstance(arg, A.A_Const) and (arg.isnull or isinstance(arg.val, A.String)):
+        if not arg.isnull:
+            from headwater.server.values import normalize_jsonb  # 22P02 as PostgreSQL
+
+            arg = _const(normalize_jsonb(arg.val.sval))
+        return _cast(arg, "json")
+    call = A.FuncCall(funcname=(A.String(sval="hw_jsonb_in"),), args=(_cast(arg, "text"),))
+    return _cast(call, "json")
 
 
 def _sql_value_function(node: A.SQLValueFunction) -> Any:
@@ -901,10 +916,29 @@ def _interval_div_udf(ivals: Any, factors: Any) -> Any:
     return pa.array(out, pa.month_day_nano_interval())
 
 
+def _jsonb_in_udf(texts: Any) -> Any:
+    import pyarrow as pa
+    from headwater.server.values import normalize_jsonb
+
+    from headwater.errors import SQLError
+
+    out = []
+    for s in texts.to_pylist():
+        try:
+            out.append(None if s is None else normalize_jsonb(s))
+        except SQLError:
+            # DuckDB's wording, which storage/duckdb_errors.py reports as 22P02
+            raise ValueError(f"Could not convert string '{s}' to JSON") from None
+    return pa.array(out, pa.string())
+
+
 def install_functions(db: Any) -> None:
     """Register on a DuckDB connection (and so its cursors) what PostgreSQL has and
     DuckDB does not: `interval / number` (DuckDB's integer_division makes `/` the `//`
-    operator, which has no interval form; this adds one, with PostgreSQL's rounding)."""
+    operator, which has no interval form; this adds one, with PostgreSQL's rounding),
+    jsonb input of non-constant text."""
     db.create_function(
         "//", _interval_div_udf, ["INTERVAL", "DOUBLE"], "INTERVAL", type="arrow"
     )
+    # x::jsonb of a non-constant: normalized as jsonb input is
+    db.create_function("hw_jsonb_in", _jsonb_in_udf, ["VARCHAR"], "VARCHAR", type="arrow")

@@ -302,3 +302,28 @@ def test_any_all_with_null_arrays(conn, pg) -> None:  # type: ignore[no-untyped-
         "SELECT id FROM c WHERE NOT (1 = ANY(a)) OR 3 = ALL(a) IS NULL ORDER BY id",
     ])
 
+
+def test_jsonb_casts_and_stored_text(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """x::jsonb in a SELECT list, WHERE, INSERT and UPDATE, printed as PostgreSQL
+    normalizes jsonb (keys sorted and deduplicated, `{"a": 1}` spacing)."""
+    t = table_name
+    assert_same_as_postgres(conn, pg, [
+        """SELECT '{"a":1}'::jsonb, '{"b":1, "a":[1, 2.50]}'::jsonb, CAST('[1,2]' AS jsonb)""",
+        """SELECT jsonb '{"a":1}', '{"a":1}'::jsonb -> 'a', '{"a":1}'::jsonb ->> 'a'""",
+        """SELECT '1'::jsonb, '"s"'::jsonb, 'null'::jsonb, NULL::jsonb, '{"a":1}'::jsonb::text""",
+        """SELECT '{"a":1, "a":2}'::jsonb, '{"aa":1, "b":2}'::jsonb, """
+        """'[1, 2.50, "x", null]'::jsonb""",
+        """SELECT '{"a":}'::jsonb""",
+        f"CREATE TABLE {t} (id int, j jsonb, s text)",
+        f"""INSERT INTO {t} VALUES (1, '{{"a":1}}'::jsonb, '{{"z":1,  "y":2}}'), """
+        f"""(2, '{{"b": 2,  "a": 1}}', '[1,  2]'), (3, NULL, NULL)""",
+        f"""INSERT INTO {t} SELECT 4, '{{"q":[1,  2], "p":0}}', 'x'""",
+        f"INSERT INTO {t} SELECT 5, s::jsonb, s FROM {t} WHERE id = 1",
+        f"""UPDATE {t} SET j = '{{"d":3,   "c":4}}' WHERE id = 3""",
+        f"""INSERT INTO {t} (id, j) VALUES (6, 'null'), (7, '[1,{{"b":1,"a":2}}]')""",
+        f"SELECT id, j, j::text, s::jsonb FROM {t} ORDER BY id",
+        f"""SELECT id FROM {t} WHERE j = '{{"a":1}}'::jsonb OR j = '{{"b":2,"a":1}}'::jsonb """
+        "ORDER BY id",
+        f"SELECT id FROM {t} WHERE j->>'a' = '1' ORDER BY id",
+    ])
+
