@@ -16,7 +16,7 @@ import datetime as dt
 import decimal
 import logging
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -260,6 +260,10 @@ class InsertBatcher:
         self._unapplied: list[tuple[int, Table, pa.Table]] = []  # (epoch, table, rows)
         self._staged_lock = threading.Lock()  # guards _unapplied only (held for microseconds)
         self._apply_lock = threading.Lock()  # one DuckDB apply at a time, in staging order
+        # epoch -> staged batches not yet in DuckDB (guarded by _staged_lock). An open
+        # epoch takes batches before and after a flush, so "applied up to epoch E" is
+        # only true once no batch of an epoch <= E is left.
+        self._unapplied_epochs: Counter[int] = Counter()
         # (table oid, key name) -> live key values; built on first use from DuckDB
         self._keys: dict[tuple[int, str], set[tuple[Any, ...]]] = {}
         # Staged rows reach DuckDB lazily: at most every FLUSH_INTERVAL, or at once
@@ -403,6 +407,7 @@ class InsertBatcher:
             with self._staged_lock:
                 self._unapplied.append((epoch, table, new))
                 self._staged_epoch = max(self._staged_epoch, epoch)
+                self._unapplied_epochs[epoch] += 1
             changes[oid] = new.append_column(WEIGHT, pa.array([1] * len(rows), pa.int64()))
         return changes, failures
 
@@ -448,9 +453,11 @@ class InsertBatcher:
                 self._flush_loop(), name="flusher"
             )
         async with self._applied:
-            await self._applied.wait_for(
-                lambda: self.applied_epoch >= epoch or self._staged_epoch < epoch
-            )
+            await self._applied.wait_for(lambda: not self._unapplied_up_to(epoch))
+
+    def _unapplied_up_to(self, epoch: int) -> bool:
+        with self._staged_lock:
+            return any(e <= epoch for e in self._unapplied_epochs)
 
     async def flush_now(self) -> None:
         """Apply staged rows before a general writer reads the current state."""
@@ -470,8 +477,9 @@ class InsertBatcher:
             except TimeoutError:
                 pass
             self._urgent.clear()
-            if self._staged_epoch <= self.applied_epoch:
-                continue
+            with self._staged_lock:
+                if not self._unapplied_epochs:
+                    continue
             try:
                 upto = await asyncio.to_thread(self.flush)
             except Exception:
@@ -505,9 +513,15 @@ class InsertBatcher:
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
+                with self._staged_lock:  # kept for the next flush: their epochs stay unreadable
+                    self._unapplied = work + self._unapplied
                 raise
+            with self._staged_lock:
+                self._unapplied_epochs.subtract(e for e, _, _ in work)
+                self._unapplied_epochs += Counter()  # drops the epochs now at zero
             return upto
 
     def discard_unapplied(self) -> None:
         with self._staged_lock:
             self._unapplied = []
+            self._unapplied_epochs.clear()
