@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from contextvars import ContextVar
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 import pglast.ast as A
@@ -436,6 +437,8 @@ def _func(fc: A.FuncCall) -> Any:
     if name in _RENAMED:
         fc.funcname = (A.String(sval=_RENAMED[name]),)
         return fc
+    if name in ("sum", "avg") and len(args) == 1 and not (fc.agg_order or fc.agg_within_group):
+        return _sum_avg(fc, name, args[0])
     if name == "version" and not args:
         return _const(SERVER_VERSION_TEXT)
     if name == "current_database" and not args:
@@ -514,6 +517,47 @@ def _func(fc: A.FuncCall) -> Any:
     return fc
 
 
+def _sum_avg(fc: A.FuncCall, name: str, arg: Any) -> Any:
+    """sum/avg with PostgreSQL's result types (hw_sum, hw_avg: install_functions)."""
+    if _has_aggregate(arg):
+        return fc  # sum(count(*)) OVER (): DuckDB types a macro's aggregate argument late
+    if fc.agg_filter is not None:  # the same rows: NULLs are skipped anyway
+        arg = A.CaseExpr(args=(A.CaseWhen(expr=fc.agg_filter, result=arg),))
+        fc.agg_filter = None
+    if fc.over is not None and name == "avg":
+        # avg(x) OVER w -> hw_avg_w(avg(x) OVER w, x): typed by x, as a macro holding
+        # the window would need one aggregate only
+        fc.funcname = (A.String(sval="mean"),)  # DuckDB's avg, not rewritten again
+        fc.args = (arg,)
+        return A.FuncCall(funcname=(A.String(sval="hw_avg_w"),), args=(fc, _copy(arg)))
+    suffix = "_distinct" if fc.agg_distinct else ""
+    return A.FuncCall(funcname=(A.String(sval=f"hw_{name}{suffix}"),), args=(arg,), over=fc.over)
+
+
+_AGGREGATES = frozenset(
+    """count sum avg min max bool_and bool_or every string_agg array_agg json_agg jsonb_agg
+    json_object_agg jsonb_object_agg stddev stddev_pop stddev_samp variance var_pop var_samp
+    bit_and bit_or bit_xor first last any_value mode median percentile_cont percentile_disc
+    corr covar_pop covar_samp regr_avgx regr_avgy regr_count regr_intercept regr_r2
+    regr_slope regr_sxx regr_sxy regr_syy xmlagg range_agg range_intersect_agg""".split()
+)
+
+
+def _has_aggregate(node: Any) -> bool:
+    """Does an expression hold an aggregate or window call (not inside a subquery)?"""
+    if isinstance(node, A.FuncCall):
+        fname = "".join(_names(node.funcname)[-1:]).lower()
+        if node.over is not None or fname in _AGGREGATES or fname.startswith("hw_"):
+            return True
+    if isinstance(node, A.SubLink):
+        return False
+    if isinstance(node, A.Node):
+        return any(_has_aggregate(getattr(node, n)) for n in node)
+    if isinstance(node, tuple):
+        return any(_has_aggregate(c) for c in node)
+    return False
+
+
 def _oid_of(reg: str, arg: Any) -> Any:
     """The oid a `arg::reg*` cast stands for (a name is looked up)."""
     if not _stringish(arg):
@@ -570,6 +614,8 @@ def _typecast(tc: A.TypeCast) -> Any:
         _to_duckdb_list(tc.arg)  # '{1,2}'::int[]
     elif _names(tn.names)[-1:] == ["jsonb"]:
         return _jsonb(tc.arg)
+    elif _names(tn.names)[-1:] in (["numeric"], ["decimal"]) and not tn.typmods:
+        return _numeric(tc.arg)
     names = _names(tn.names)
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
         tn.names = (A.String(sval=names[1]),)
@@ -606,6 +652,32 @@ def _typecast(tc: A.TypeCast) -> Any:
         if is_list:
             _to_duckdb_list(arg)
         return A.TypeCast(arg=arg, typeName=_type_name(duck, is_list or bool(tn.arrayBounds)))
+    return tc
+
+
+def _numeric(arg: Any) -> Any:
+    """x::numeric (DuckDB's numeric is decimal(18,3)): a constant at its own scale, as
+    PostgreSQL keeps it ('1.50'::numeric is 1.50); anything else as the decimal(38,16)
+    that stores unconstrained numeric."""
+    text = None
+    if isinstance(arg, A.A_Const) and not arg.isnull:
+        v = arg.val
+        text = str(v.ival) if isinstance(v, A.Integer) else getattr(v, "fval", None)
+        if isinstance(v, A.String):
+            text = v.sval.strip()
+    if text is not None and _NUMBER.fullmatch(text):
+        d = Decimal(text)
+        scale = max(0, -d.as_tuple().exponent)
+        precision = max(d.adjusted() + 1, 1) + scale
+        if precision <= 38:
+            return _cast_sql_type(arg, f"DECIMAL({precision},{scale})")
+    return _cast_sql_type(arg, _NUMERIC)
+
+
+def _cast_sql_type(node: Any, duck: str) -> Any:
+    """CAST(node AS <a DuckDB type written as SQL>)."""
+    tc = parse_sql(f"SELECT CAST(NULL AS {duck})")[0].stmt.targetList[0].val
+    tc.arg = node
     return tc
 
 
@@ -916,6 +988,90 @@ def _interval_div_udf(ivals: Any, factors: Any) -> Any:
     return pa.array(out, pa.month_day_nano_interval())
 
 
+def _avg_udf(scale: int) -> Any:
+    """avg from (sum, count) as PostgreSQL's numeric division gives it, at most
+    `scale` digits (DuckDB's avg of integers and decimals is a double)."""
+
+    def avg(sums: Any, counts: Any) -> Any:
+        import pyarrow as pa
+        from headwater.server.values import numeric_div_scale
+
+        out = []
+        for total, n in zip(sums.to_pylist(), counts.to_pylist(), strict=True):
+            if total is None or not n:
+                out.append(None)
+                continue
+            d = Decimal(n)
+            total_scale = max(0, -total.normalize().as_tuple().exponent)
+            r = min(numeric_div_scale(total, d, total_scale), scale)
+            out.append(_DIV.divide(total, d).quantize(Decimal(1).scaleb(-r), context=_DIV))
+        return pa.array(out, pa.decimal128(37, scale))
+
+    return avg
+
+
+_INT_TYPES = ("SMALLINT", "INTEGER", "BIGINT")
+_DIV = Context(prec=120, rounding=ROUND_HALF_UP)
+_NUMERIC = "DECIMAL(38,16)"  # unconstrained numeric
+
+
+def _sum_avg_macros() -> list[str]:
+    """hw_sum / hw_avg (and _distinct, and hw_avg_w for windows): overloads by argument
+    type give PostgreSQL's result types: sum of int2/int4 is int8 (DuckDB: hugeint), of
+    int8 numeric (a decimal, so that dividing it is numeric division); avg
+    of integers and numerics is numeric (DuckDB: double), exact, as DECIMAL(37,16),
+    which server/values.py prints at PostgreSQL's division scale. Other types keep
+    DuckDB's sum/avg (an overload for them would cast decimals to it)."""
+    out = []
+    for d in ("", "DISTINCT "):
+        sfx = "_distinct" if d else ""
+        sums = [f"(x {t}) AS CAST(sum({d}x) AS BIGINT)" for t in ("SMALLINT", "INTEGER")]
+        sums += [f"(x {t}) AS CAST(sum({d}x) AS {_NUMERIC})" for t in ("BIGINT", "HUGEINT")]
+        out.append(f"CREATE OR REPLACE MACRO hw_sum{sfx}{', '.join(sums)}, (x) AS sum({d}x)")
+        avgs = [
+            f"(x {t}) AS hw_avg_int(CAST(sum({d}x) AS DECIMAL(38,0)), count({d}x))"
+            for t in _INT_TYPES
+        ]
+        avgs.append(f"(x {_NUMERIC}) AS hw_avg_numeric(sum({d}x), count({d}x))")
+        out.append(f"CREATE OR REPLACE MACRO hw_avg{sfx}{', '.join(avgs)}, (x) AS avg({d}x)")
+    # avg over a window: DuckDB's (a double), typed by the argument x; its shortest text
+    # is the numeric (a macro holding the window would need exactly one aggregate)
+    win = [
+        f"(a, x {t}) AS CAST(CAST(a AS VARCHAR) AS DECIMAL(37,16))"
+        for t in (*_INT_TYPES, _NUMERIC)
+    ]
+    out.append(f"CREATE OR REPLACE MACRO hw_avg_w{', '.join(win)}, (a, x) AS a")
+    return out
+
+
+def _numeric_div_udf(dividends: Any, divisors: Any) -> Any:
+    """numeric / numeric as PostgreSQL divides (DuckDB's decimal division is a double):
+    rounded half away from zero at select_div_scale's scale, here at most 16 digits."""
+    import pyarrow as pa
+    from headwater.server.values import numeric_div_scale
+
+    out = []
+    for a, b in zip(dividends.to_pylist(), divisors.to_pylist(), strict=True):
+        if a is None or b is None:
+            out.append(None)
+            continue
+        if not b:
+            raise ZeroDivisionError("Division by zero")
+        a, b = a.normalize(_DIV), b.normalize(_DIV)
+        scales = (max(0, -x.as_tuple().exponent) for x in (a, b))
+        r = min(numeric_div_scale(a, b, *scales), 16)
+        q = _DIV.divide(a, b).quantize(Decimal(1).scaleb(-r), context=_DIV)
+        if q.adjusted() >= 21:
+            raise ValueError("numeric value out of range for DECIMAL(37,16)")
+        out.append(q)
+    return pa.array(out, pa.decimal128(37, 16))
+
+
+# Connections that registered functions: DuckDB 2.0 crashes when one is closed while
+# its functions are still in the catalog.
+_REGISTRARS: list[Any] = []
+
+
 def _jsonb_in_udf(texts: Any) -> Any:
     import pyarrow as pa
     from headwater.server.values import normalize_jsonb
@@ -936,9 +1092,21 @@ def install_functions(db: Any) -> None:
     """Register on a DuckDB connection (and so its cursors) what PostgreSQL has and
     DuckDB does not: `interval / number` (DuckDB's integer_division makes `/` the `//`
     operator, which has no interval form; this adds one, with PostgreSQL's rounding),
-    jsonb input of non-constant text."""
+    numeric / numeric (exact, as PostgreSQL rounds it), jsonb input of non-constant
+    text, sum and avg with PostgreSQL's result types (hw_sum, hw_avg)."""
     db.create_function(
         "//", _interval_div_udf, ["INTERVAL", "DOUBLE"], "INTERVAL", type="arrow"
     )
     # x::jsonb of a non-constant: normalized as jsonb input is
     db.create_function("hw_jsonb_in", _jsonb_in_udf, ["VARCHAR"], "VARCHAR", type="arrow")
+    # A second "//": a connection registers one function per name, DuckDB's catalog
+    # keeps them all as overloads (decimal operands: numeric division)
+    other = db.cursor()
+    other.create_function(
+        "//", _numeric_div_udf, [_NUMERIC, _NUMERIC], "DECIMAL(37,16)", type="arrow"
+    )
+    _REGISTRARS.append(other)
+    for name, total in (("hw_avg_int", "DECIMAL(38,0)"), ("hw_avg_numeric", _NUMERIC)):
+        db.create_function(name, _avg_udf(16), [total, "BIGINT"], "DECIMAL(37,16)", type="arrow")
+    for sql in _sum_avg_macros():
+        db.execute(sql)

@@ -493,9 +493,65 @@ def _to_decimal(v: Any) -> Decimal:
     return Decimal(v)
 
 
+# -- numeric quotients --------------------------------------------------------
+# PostgreSQL gives a numeric quotient (numeric division, avg of integers or numerics) a
+# display scale of its own: at least 16 significant digits (select_div_scale). DuckDB's
+# DECIMAL has one scale per column, so such results come as DECIMAL(37, s), exact at
+# PostgreSQL's scale, and print at the scale PostgreSQL would have chosen (below).
+QUOTIENT_PRECISION = 37
+
+
+def _weight_first(v: Decimal) -> tuple[int, int]:
+    """PostgreSQL's base-10000 weight and first digit of |v| (0, 0 for zero)."""
+    if not v:
+        return 0, 0
+    a = abs(v)
+    w = a.adjusted() // 4
+    return w, int(a.scaleb(-4 * w, _CTX))
+
+
+def numeric_div_scale(a: Decimal, b: Decimal, ascale: int = 0, bscale: int = 0) -> int:
+    """select_div_scale: the display scale of a / b in PostgreSQL."""
+    w1, f1 = _weight_first(a)
+    w2, f2 = _weight_first(b)
+    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
+    return min(max(16 - 4 * qweight, ascale, bscale, 0), 1000)
+
+
+def quotient_scale(v: Decimal, stored: int) -> int:
+    """The display scale of a quotient PostgreSQL computed as `v`, found from the value
+    alone: exact unless its first base-10000 digit is 1 (the dividend and divisor then
+    may or may not have had equal first digits), where 4 more digits are shown only if
+    `v` has digits there or is a power of 10000 (x / x); at most `stored`."""
+    if not v:
+        return min(20, stored)
+    w, f = _weight_first(v)
+    r = 16 - 4 * w
+    if f == 1:
+        a = abs(v)
+        if (r >= 0 and a != a.quantize(Decimal(1).scaleb(-r), context=_CTX)) or (
+            a == Decimal(10000) ** w
+        ):
+            r += 4
+    return max(0, min(r, stored))
+
+
 def _numeric_str(ct: ColumnType) -> Callable[[Any], str]:
     """Text of a numeric value: at the column's scale, or trimmed when unconstrained."""
     ps = ct.precision_scale
+    if ps is not None and ps[0] == QUOTIENT_PRECISION:
+        stored = ps[1]
+
+        def conv_quotient(v: Any) -> str:
+            if type(v) is not Decimal:
+                v = _to_decimal(v)
+            if not v.is_finite():
+                return format(v, "f")
+            scale = quotient_scale(v, stored)
+            s = format(v.quantize(Decimal(1).scaleb(-scale), context=_CTX), "f")
+            return s[1:] if s[0] == "-" and not v else s
+
+        return conv_quotient
     if ps is None:
 
         def conv(v: Any) -> str:

@@ -327,3 +327,46 @@ def test_jsonb_casts_and_stored_text(conn, pg, table_name: str) -> None:  # type
         f"SELECT id FROM {t} WHERE j->>'a' = '1' ORDER BY id",
     ])
 
+
+def test_aggregate_result_types(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """sum(int2/int4) is int8, sum(int8) numeric, avg of integers and numerics numeric at
+    PostgreSQL's division scale, avg of floats float8, count int8."""
+    t = table_name
+    assert_same_as_postgres(conn, pg, [
+        f"CREATE TABLE {t} (i int, s smallint, b bigint, n numeric(10,2), d float8, g text)",
+        f"INSERT INTO {t} VALUES (1, 1, 1, 1.25, 1.5, 'a'), (2, 2, 2, 2.5, 2.5, 'a'), "
+        "(2, 3, 10000000000, 3, 3, 'b'), (NULL, NULL, NULL, NULL, NULL, 'b'), "
+        "(50000, 7, 5, 5.5, 1e10, 'c')",
+        f"SELECT sum(i), sum(s), sum(b), sum(n), sum(d), count(*), count(i) FROM {t}",
+        f"SELECT avg(i), avg(s), avg(b), avg(n), avg(d) FROM {t}",
+        f"SELECT g, sum(i), avg(i), avg(b), avg(n), count(*) FROM {t} GROUP BY g ORDER BY g",
+        f"SELECT sum(i), avg(i), avg(n), sum(s) FROM {t} WHERE false",
+        f"SELECT sum(DISTINCT i), avg(DISTINCT i), sum(i) FILTER (WHERE i > 1), "
+        f"avg(i) FILTER (WHERE i > 1) FROM {t}",
+        f"SELECT sum(i) + 1, avg(i) * 2, round(avg(i), 2), avg(i) > 1 FROM {t} WHERE i < 10",
+        f"SELECT g, sum(i) OVER w, avg(i) OVER w, count(*) OVER w FROM {t} "
+        "WINDOW w AS (PARTITION BY g) ORDER BY 1, 2",
+        f"SELECT g FROM {t} GROUP BY g HAVING avg(i) >= 1.5 ORDER BY g",
+        "SELECT sum(1), avg(2.5), sum(2::smallint), avg(1.5::float8), avg(x) "
+        "FROM (VALUES (4), (5), (7)) AS v(x)",
+        "SELECT avg(x), avg(x::bigint * 100000000000) FROM (VALUES (1), (2), (4)) AS v(x)",
+    ])
+
+
+def test_numeric_casts_and_division(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """x::numeric keeps a constant's scale; numeric division is exact, at PostgreSQL's
+    scale (at least 16 significant digits; quotients below 1 are cut at 16 decimals)."""
+    t = table_name
+    assert_same_as_postgres(conn, pg, [
+        "SELECT 1.5::numeric, 1.5::numeric::text, 1.50::numeric, '1.50'::numeric, "
+        "10::numeric, CAST(2 AS decimal), '-0.0'::numeric, 1e3::numeric",
+        "SELECT 10::numeric / 4, (10::numeric / 4)::text, 10::numeric / 3, 2::numeric / 1, "
+        "7.0 / 2, 100000::numeric / 3, 22 / 7.0, 123456789 / 1000.0",
+        "SELECT 7 / 2, -7 / 2, 7::bigint / 2, 2.5 / 7::float8, 7::float8 / 2.5",
+        "SELECT 1.5 * 2, 1.5 + 1.25, 1.50 * 1.5, round(1.2345::numeric, 2)",
+        "SELECT 7.0 / 0",
+        f"CREATE TABLE {t} (n numeric(10,2), i int, b bigint)",
+        f"INSERT INTO {t} VALUES (10.50, 4, 3), (7.25, 3, 5), (100000, 7, 11)",
+        f"SELECT n / i, n / 2, i / 2, n / b, b / 2, sum(n) OVER () / 3 FROM {t} ORDER BY n",
+        f"SELECT sum(n) / count(*), sum(b) / count(*), sum(i) / count(*), avg(i) / 2 FROM {t}",
+    ])

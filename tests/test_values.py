@@ -656,3 +656,27 @@ def test_parse_literal_and_interval_forms() -> None:
     tz = V.parse_literal(C(T.TIMESTAMPTZ), "2024-01-31 12:00",
                          session=V.SessionFormat(timezone="Europe/Paris"))
     assert tz == dt.datetime(2024, 1, 31, 11, 0, tzinfo=dt.UTC)
+
+
+def test_numeric_division_scale(pg: Any) -> None:
+    """numeric_div_scale is PostgreSQL's select_div_scale: the scale of a / b's text."""
+    rng = random.Random(7)
+    pairs = []
+    for _ in range(400):
+        a = Decimal(rng.randint(-10**rng.randint(0, 12), 10**rng.randint(0, 12)))
+        b = Decimal(rng.randint(1, 10**rng.randint(0, 9)))
+        pairs.append((a.scaleb(-rng.randint(0, 6)), b.scaleb(-rng.randint(0, 6))))
+    _set_session(pg, V.DEFAULT_SESSION)
+    rows = pg.execute(
+        "SELECT (a / b)::text FROM unnest(%s::numeric[], %s::numeric[]) WITH ORDINALITY "
+        "AS u(a, b, n) ORDER BY n", [[str(a) for a, _ in pairs], [str(b) for _, b in pairs]]
+    ).fetchall()
+    failures = []
+    for (a, b), (text,) in zip(pairs, rows, strict=True):
+        text = text.decode()
+        want = len(text.partition(".")[2])
+        got = V.numeric_div_scale(a, b, max(0, -a.as_tuple().exponent),
+                                  max(0, -b.as_tuple().exponent))
+        if got != want:
+            failures.append(f"{a} / {b}: scale {got}, PostgreSQL {text}")
+    assert not failures, "\n".join(failures[:20])
