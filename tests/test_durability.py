@@ -17,7 +17,7 @@ import asyncpg
 
 from tests.hwserver import HeadwaterServer, free_port
 
-KILLS = int(os.environ.get("HW_KILL_CYCLES", "20"))
+KILLS = int(os.environ.get("HW_KILL_CYCLES", "10"))  # CI; long mode: 100
 
 
 async def _connect(port: int) -> asyncpg.Connection:
