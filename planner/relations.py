@@ -10,6 +10,7 @@ generated scans: only catalog identifiers and numbers are ever spliced in.
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,7 @@ class Binder:
     # Resolves pg_catalog / information_schema / headwater_catalog relations to SQL
     # (schema or None, name) -> a subquery, or None if it is not a system relation.
     system: Callable[[str | None, str], str | None] | None = None
+    uses_system: bool = False  # named a system relation (its rows are the statement's own)
     _view_depth: int = 0
     _undo: list[tuple[Any, str, Any]] = field(default_factory=list)
 
@@ -140,7 +142,10 @@ class Binder:
             if schema in SYSTEM_SCHEMAS or (
                 schema is None and self.catalog.resolve(None, rv.relname, self.search_path) is None
             ):
-                return self.system(schema, rv.relname)
+                sql = self.system(schema, rv.relname)
+                if sql is not None:
+                    self.uses_system = True
+                return sql
         return None
 
     def resolve(self, rv: A.RangeVar) -> Relation:
@@ -181,3 +186,60 @@ class Binder:
             self._view_depth -= 1
         cols = ", ".join(quote(c.name) for c in view.columns)
         return f"(SELECT * FROM ({deparse(stmt)}) AS _hw_v({cols}))"
+
+
+@dataclass
+class BoundRead:
+    """A SELECT bound once and run many times (a prepared statement, or a query text the
+    connection has seen before): its DuckDB SQL with `mark` standing for the epoch each
+    execution chooses, and what the SQL was generated from, to tell when it is stale."""
+
+    stmt: Any  # the pglast tree, already through name_targets and pg_compat.rewrite
+    sql: str
+    mark: str  # the epoch placeholder in `sql` ('' when the SQL reads no epoch)
+    catalog: Catalog  # catalogs are replaced, never changed, once current
+    search_path: tuple[str, ...]
+    matviews: frozenset[int]  # materialized views read: they choose the epoch
+    guards: tuple[tuple[int, Any], ...] = ()  # (view oid, engine program) the SQL came from
+    sources: Any = None  # output_sources() of the statement, for its RowDescription
+    params: frozenset[int] | None = None  # the $n the SQL uses (None: let DuckDB judge)
+    duckdb: Any = None  # the SQL parsed by DuckDB, the epoch a parameter (server/reads.py)
+    seconds: float = 0.0  # how long its last execution took in DuckDB
+
+
+class ReadPlans:
+    """A connection's bound reads, by statement tree: only trees the connection reuses
+    (`keep`) get a plan; the least recently used are forgotten beyond `size`."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[int, tuple[Any, BoundRead | None]] = OrderedDict()
+
+    def keep(self, stmt: Any) -> None:
+        """`stmt` will be run again: plan it at its next execution."""
+        key = id(stmt)
+        entry = self._entries.get(key)
+        if entry is None or entry[0] is not stmt:
+            self._entries[key] = (stmt, None)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def get(self, stmt: Any) -> BoundRead | None:
+        entry = self._entries.get(id(stmt))
+        if entry is None or entry[0] is not stmt:
+            return None
+        self._entries.move_to_end(id(stmt))
+        return entry[1]
+
+    def kept(self, stmt: Any) -> bool:
+        entry = self._entries.get(id(stmt))
+        return entry is not None and entry[0] is stmt
+
+    def put(self, plan: BoundRead) -> None:
+        if self.kept(plan.stmt):
+            self._entries[id(plan.stmt)] = (plan.stmt, plan)
+
+    def forget(self, stmt: Any) -> None:
+        if self.kept(stmt):
+            del self._entries[id(stmt)]

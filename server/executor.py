@@ -46,8 +46,8 @@ from headwater.planner.extensions import (
 )
 from headwater.planner.naming import name_targets
 from headwater.planner.output_types import output_sources
-from headwater.planner.relations import Binder, deparse
-from headwater.server import auth, hw_catalog
+from headwater.planner.relations import Binder, BoundRead, ReadPlans, deparse
+from headwater.server import auth, hw_catalog, reads
 from headwater.server.batcher import fast_rows
 from headwater.server.session import Session, WriteTxn
 from headwater.server.settings import seconds
@@ -215,6 +215,7 @@ class Executor:
         self.savepoints: list[tuple[str, bool]] = []  # (name, had written)
         self._interrupted = asyncio.Event()  # a CancelRequest for the waiting statement
         self._waits = 0
+        self.plans = ReadPlans()  # SELECTs bound once for statements the client reuses
 
     def interrupt(self) -> None:
         """CancelRequest (or statement_timeout): a statement waiting for lagging views,
@@ -657,22 +658,34 @@ class Executor:
 
     async def statement_sql(self, binder: Binder, stmt: Any, as_of: AsOf | None = None) -> str:
         """Bind `stmt` and fix the one epoch it reads every table and view at."""
+        sql, _ = self.bind_read(binder, stmt)
+        return await self.at_epoch(sql, binder.epoch_mark, binder.matviews, as_of)
+
+    def bind_read(self, binder: Binder, stmt: Any) -> tuple[str, bool]:
+        """`stmt` as DuckDB SQL, `binder.epoch_mark` standing for its epoch; and whether
+        the SQL holds the session's write fence (then it is good for this statement only)."""
         fence = A.TypeCast(
             arg=A.A_Const(val=A.Integer(ival=self.s.last_write_epoch)),
             typeName=A.TypeName(names=(A.String(sval="int8"),)),
         )
         undo = replace_calls(stmt, "headwater_write_fence", fence)
+        fenced = bool(undo)
         try:
             sql = binder.to_sql(stmt)
         finally:
             restore(undo)
-        mark = binder.epoch_mark
+        return sql, fenced
+
+    async def at_epoch(
+        self, sql: str, mark: str, views: set[int] | frozenset[int], as_of: AsOf | None = None
+    ) -> str:
+        """The bound SQL at the one epoch the statement reads every table and view at."""
         if as_of is not None:
-            epoch = await self.as_of_epoch(as_of, binder.matviews)
-        elif mark not in sql:
+            epoch = await self.as_of_epoch(as_of, set(views))
+        elif not mark or mark not in sql:
             return sql
         else:
-            epoch = await self.read_epoch(binder.matviews)
+            epoch = await self.read_epoch(set(views))
         return sql.replace(mark, str(epoch))
 
     async def as_of_epoch(self, as_of: AsOf, views: set[int]) -> int:
@@ -823,18 +836,74 @@ class Executor:
     ) -> Result:
         if as_of is None:
             await self.await_own_writes()
-        binder = self._binder(history=as_of is not None)
-        name_targets(stmt)
-        pg_compat.rewrite(stmt)
-        sql = await self.statement_sql(binder, stmt, as_of)
+        plan = self._bound_read(stmt) if as_of is None else None
+        if plan is None:
+            binder = self._binder(history=as_of is not None)
+            name_targets(stmt)
+            pg_compat.rewrite(stmt)
+            sql, fenced = self.bind_read(binder, stmt)
+            plan = self._plan_read(stmt, binder, sql, cache=as_of is None and not fenced)
+        if as_of is None and plan.params is not None:  # DuckDB parses it once
+            epoch = await self.read_epoch(set(plan.matviews)) if plan.mark else None
+            query, args = plan, reads.args(plan.params, params, epoch)
+        else:
+            query = await self.at_epoch(plan.sql, plan.mark, plan.matviews, as_of)
+            args = reads.args(plan.params, params)
         cur = self.s.cursor()
-        table, types = await asyncio.to_thread(_fetch, cur, sql, params)
-        fields = self._with_sources(stmt, arrow_fields(table.schema, types))
-        return Result(f"SELECT {table.num_rows}", fields, rows_of(table))
+        names, types, out, took = await reads.run(
+            plan.seconds > reads.SLOW, reads.fetch, cur, query, args
+        )
+        plan.seconds = took
+        if isinstance(out, pa.Table):
+            fields, rows = arrow_fields(out.schema, types), rows_of(out)
+        else:
+            fields = arrow_fields(pa.schema([(n, pa.null()) for n in names]), types)
+            rows = out
+        return Result(f"SELECT {len(rows)}", self._with_sources(stmt, fields, plan.sources), rows)
 
-    def _with_sources(self, stmt: Any, fields: list[Field]) -> list[Field]:
+    def _bound_read(self, stmt: Any) -> BoundRead | None:
+        """The statement's bound SQL from an earlier execution, if it still holds: same
+        catalog and search_path, outside a writing transaction, same view programs."""
+        s = self.s
+        plan = self.plans.get(stmt)
+        if (
+            plan is None
+            or s.write is not None
+            or plan.catalog is not s.catalog
+            or plan.search_path != s.search_path()
+        ):
+            return None
+        if plan.guards:
+            views = self.instance.matviews.engine
+            if views is None or any(views.views.get(o) is not p for o, p in plan.guards):
+                return None
+        return plan
+
+    def _plan_read(self, stmt: Any, binder: Binder, sql: str, *, cache: bool) -> BoundRead:
+        s = self.s
+        guards: tuple[tuple[int, Any], ...] = ()
+        if binder.matviews:
+            engine = self.instance.matviews.engine
+            guards = tuple((o, engine.views.get(o) if engine else None) for o in binder.matviews)
+        plan = BoundRead(
+            stmt,
+            sql,
+            binder.epoch_mark if binder.epoch_mark in sql else "",
+            s.catalog,
+            s.search_path(),
+            frozenset(binder.matviews),
+            guards,
+            output_sources(stmt, s.catalog, s.search_path()),
+            reads.param_numbers(sql),
+        )
+        if cache and s.write is None and not binder.uses_system and self.plans.kept(stmt):
+            self.plans.put(plan)
+        return plan
+
+    def _with_sources(self, stmt: Any, fields: list[Field], sources: Any = False) -> list[Field]:
         """Plain column references report the column's declared type, table and attnum."""
-        sources = output_sources(stmt, self.s.catalog, self.s.search_path())
+        if sources is False:
+            sources = output_sources(stmt, self.s.catalog, self.s.search_path())
         if sources is None or len(sources) != len(fields):
             return fields
         for f, src in zip(fields, sources, strict=True):

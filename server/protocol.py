@@ -11,6 +11,7 @@ import logging
 import secrets
 import ssl
 import struct
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,7 @@ log = logging.getLogger("headwater.server")
 
 DEFAULT_DATABASE = "headwater"
 RESERVED_SUPERUSER_CONNECTIONS = 3  # superuser_reserved_connections, as in PostgreSQL
+PARSED_TEXTS = 32  # SELECT texts a connection remembers the trees of
 
 
 @dataclass
@@ -193,8 +195,26 @@ class Connection:
         self.tls_end_point: bytes | None = None  # channel binding data once TLS is up
         self._timed_out = False  # the running statement hit statement_timeout
         self._subscription: Subscription | None = None  # a COPY (SUBSCRIBE) streaming
+        # SELECT texts this connection sent, with their trees: a text sent again reuses
+        # its tree, and with it the SQL the executor bound for it (executor.plans)
+        self._parsed: OrderedDict[str, list[tuple[Any, str]]] = OrderedDict()
 
     # -- plumbing -------------------------------------------------------------------
+    def parse(self, sql: str) -> list[tuple[Any, str]]:
+        """parse_statements, remembered for a text holding one SELECT."""
+        stmts = self._parsed.get(sql)
+        if stmts is not None:
+            self._parsed.move_to_end(sql)
+            if self.executor is not None:
+                self.executor.plans.keep(stmts[0][0])
+            return stmts
+        stmts = parse_statements(sql)
+        if len(stmts) == 1 and isinstance(stmts[0][0], A.SelectStmt) and len(sql) <= 1 << 16:
+            self._parsed[sql] = stmts
+            while len(self._parsed) > PARSED_TEXTS:
+                self._parsed.popitem(last=False)
+        return stmts
+
     def send(self, data: bytes) -> None:
         """Queue a message; one socket write per flush point, not per message."""
         self._out.append(data)
@@ -437,7 +457,7 @@ class Connection:
     async def simple_query(self, sql: str) -> None:
         assert self.session is not None
         try:
-            stmts = parse_statements(sql)
+            stmts = self.parse(sql)
             if not stmts:
                 self.send(wire.empty_query())
             for stmt, text in stmts:
@@ -561,7 +581,8 @@ class Connection:
             raise SQLError(f"COPY from stdin failed: {failed}", "57014")
         data = b"".join(chunks)
         del chunks  # the payload is held once, and not while the write is made durable
-        table = parse_copy(data, len(cols), [c.name for c in cols], opts)
+        # pyarrow's CSV reader, off the event loop: the other sessions go on meanwhile
+        table = await asyncio.to_thread(parse_copy, data, len(cols), [c.name for c in cols], opts)
         del data
         result = await self.executor.copy_in(stmt, cols, table)
         self.send(wire.command_complete(result.tag))
@@ -628,7 +649,7 @@ class Connection:
         sql = r.cstr()
         n = r.int16()
         declared = [r.uint32() for _ in range(n)]
-        stmts = parse_statements(sql)
+        stmts = self.parse(sql)
         if len(stmts) > 1:
             raise SQLError("cannot insert multiple commands into a prepared statement", "42601")
         stmt = stmts[0][0] if stmts else None
@@ -664,6 +685,8 @@ class Connection:
             [text_decoder(t, session=self.fmt()) for t in types],
             [binary_decoder(t, session=self.fmt()) for t in types],
         )
+        if isinstance(stmt, A.SelectStmt) and self.executor is not None:
+            self.executor.plans.keep(stmt)  # bound at its first Execute, reused after
         self.send(wire.parse_complete())
 
     def on_bind(self, r: wire.Reader) -> None:

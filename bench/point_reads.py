@@ -1,0 +1,216 @@
+"""Point reads from one client, Headwater next to PostgreSQL 15, on the same data.
+
+`SELECT v FROM pr_small WHERE k = $1` over a 1,000-row table, one connection, one
+statement at a time, for --seconds each way after a short warm-up:
+
+prepared   asyncpg: Parse once, then Bind/Execute/Sync per read (extended protocol)
+simple     psycopg: a Query message per read with the key inlined (simple protocol)
+unnamed    psycopg: Parse/Bind/Execute/Sync of the unnamed statement per read
+           (psycopg's default for parameters)
+
+Connections are not encrypted unless --tls is given (the PostgreSQL the bench starts
+has no TLS; the drivers would otherwise use TLS with Headwater only).
+
+Reported: reads/s and per-read latency p50/p99, with the machine's load average
+at the start of each section (the CPUs are shared with the client and anything
+else running), and the CPU time the server's whole process tree spent per read
+(user + system, from /proc: the figure that load on the machine disturbs least).
+
+    .venv/bin/python bench/point_reads.py
+    .venv/bin/python bench/point_reads.py --seconds 5 --hw-dsn postgresql://headwater@127.0.0.1:6544/headwater
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import asyncpg
+import psycopg
+
+try:
+    from bench import common
+    from bench.reliability import listener_pid, port_of, process_tree
+except ImportError:  # run as a script: bench/ is sys.path[0]
+    import common  # type: ignore[no-redef]
+    from reliability import listener_pid, port_of, process_tree  # type: ignore[no-redef]
+
+QUERY = "SELECT v FROM pr_small WHERE k = $1"
+ROWS = 1000
+TLS = False  # --tls: the drivers' default (TLS when the server offers it)
+
+
+def load_avg() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU time of `root` and its descendants (threads included)."""
+    ticks = 0
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def connect(dsn: str) -> psycopg.Connection:
+    return psycopg.connect(dsn, autocommit=True, **({} if TLS else {"sslmode": "disable"}))
+
+
+def setup(dsn: str) -> None:
+    with connect(dsn) as c:
+        c.execute("DROP TABLE IF EXISTS pr_small")
+        c.execute("CREATE TABLE pr_small (k int PRIMARY KEY, v int)")
+        c.execute(f"INSERT INTO pr_small SELECT g, g * 10 FROM generate_series(1, {ROWS}) g")
+
+
+def timed(step: Callable[[int], object], seconds: float, warmup: float) -> tuple[list[float], int]:
+    """Latencies after the warm-up, and how many reads were made in all."""
+    lat: list[float] = []
+    i = 0
+    start = time.perf_counter()
+    end = start + warmup + seconds
+    while True:
+        t0 = time.perf_counter()
+        if t0 >= end:
+            break
+        got = step(i % ROWS + 1)
+        t1 = time.perf_counter()
+        if got != (i % ROWS + 1) * 10:
+            raise AssertionError(f"read {got!r} for key {i % ROWS + 1}")
+        if t0 - start >= warmup:
+            lat.append(t1 - t0)
+        i += 1
+    return lat, i
+
+
+async def _prepared(dsn: str, seconds: float, warmup: float) -> tuple[list[float], int]:
+    c = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
+    try:
+        stmt = await c.prepare(QUERY)
+        lat: list[float] = []
+        i = 0
+        start = time.perf_counter()
+        while (t0 := time.perf_counter()) < start + warmup + seconds:
+            k = i % ROWS + 1
+            got = await stmt.fetchval(k)
+            if got != k * 10:
+                raise AssertionError(f"read {got!r} for key {k}")
+            if t0 - start >= warmup:
+                lat.append(time.perf_counter() - t0)
+            i += 1
+        return lat, i
+    finally:
+        await c.close()
+
+
+def bench_simple(dsn: str, seconds: float, warmup: float) -> tuple[list[float], int]:
+    with connect(dsn) as c:
+
+        def step(k: int) -> object:
+            row = c.execute(f"SELECT v FROM pr_small WHERE k = {k}", prepare=False).fetchone()
+            return row[0] if row else None
+
+        return timed(step, seconds, warmup)
+
+
+def bench_unnamed(dsn: str, seconds: float, warmup: float) -> tuple[list[float], int]:
+    with connect(dsn) as c:
+        q = QUERY.replace("$1", "%s")
+
+        def step(k: int) -> object:
+            row = c.execute(q, (k,), prepare=False).fetchone()
+            return row[0] if row else None
+
+        return timed(step, seconds, warmup)
+
+
+SECTIONS = {
+    "prepared": lambda dsn, s, w: asyncio.run(_prepared(dsn, s, w)),
+    "simple": bench_simple,
+    "unnamed": bench_unnamed,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--seconds", type=float, default=5.0, help="per section and server")
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--only", default=",".join(SECTIONS), help="sections: " + ",".join(SECTIONS))
+    p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
+    common.add_server_args(p)
+    args = p.parse_args(argv)
+    global TLS
+    TLS = args.tls
+    sections = [s for s in args.only.split(",") if s]
+    report = common.Report(
+        title="Point reads, one client",
+        params={
+            "seconds": args.seconds,
+            "table_rows": ROWS,
+            "tls": args.tls,
+            "load_avg_at_start": load_avg(),
+        },
+    )
+    report.notes.append("client and server share this machine's CPUs")
+    metrics = {}
+    for name in sections:
+        metrics[name] = (
+            report.metric(f"{name}: reads/s", "1/s"),
+            report.metric(f"{name}: p50", "ms", higher_is_better=False),
+            report.metric(f"{name}: p99", "ms", higher_is_better=False),
+            report.metric(f"{name}: server CPU per read", "ms", higher_is_better=False),
+        )
+    for side, server in common.sides(args):
+        try:
+            with server() as dsn:
+                report.servers[side] = common.server_version(dsn)
+                setup(dsn)
+                try:
+                    root: int | None = listener_pid(port_of(dsn))
+                except LookupError:  # not on this machine
+                    root = None
+                for name in sections:
+                    load = load_avg()
+                    cpu0 = tree_cpu_seconds(root) if root else 0.0
+                    lat, made = SECTIONS[name](dsn, args.seconds, args.warmup)
+                    cpu = tree_cpu_seconds(root) - cpu0 if root else 0.0
+                    rate, p50, p99, per_read = metrics[name]
+                    rate.values[side] = len(lat) / sum(lat)
+                    p50.values[side] = 1000 * statistics.median(lat)
+                    p99.values[side] = 1000 * pct(lat, 0.99)
+                    if root:  # connecting and the warm-up count too: about one read's worth
+                        per_read.values[side] = 1000 * cpu / made
+                    common.log(
+                        f"{side} {name}: {rate.values[side]:,.0f} reads/s, "
+                        f"p50 {p50.values[side]:.2f} ms, p99 {p99.values[side]:.2f} ms, "
+                        f"server CPU {per_read.values.get(side, 0):.2f} ms/read (load {load})"
+                    )
+        except Exception as e:
+            common.log(f"{side} failed: {type(e).__name__}: {e}")
+            for rate, *_ in metrics.values():
+                rate.errors[side] = f"{type(e).__name__}: {e}"
+    common.print_report(report)
+    if args.json:
+        common.write_json(report, args.json)
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
