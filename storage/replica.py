@@ -125,9 +125,10 @@ class Replica:
     # -- writes ---------------------------------------------------------------------
     @staticmethod
     def insert_versions(
-        cur: duckdb.DuckDBPyConnection, table: Table, rows: pa.Table, stamp: int
+        cur: duckdb.DuckDBPyConnection, table: Table, rows: pa.Table, stamp: int | None
     ) -> None:
-        """Add `rows` (_hw_rid + user columns) as versions starting at `stamp`."""
+        """Add `rows` (_hw_rid + user columns) as versions starting at `stamp` (None: at
+        each row's own `_hw_from`, a column of `rows`)."""
         if rows.num_rows == 0:
             return
         name = f"_hw_in{next(_names)}"
@@ -137,7 +138,7 @@ class Replica:
             sep = ", " if cols else ""
             cur.execute(
                 f"INSERT INTO {physical(table.oid)} ({RID}, {FROM}, {TO}{sep}{cols}) "
-                f"SELECT {RID}, {stamp}, {LIVE}{sep}{cols} FROM {name}"
+                f"SELECT {RID}, {FROM if stamp is None else stamp}, {LIVE}{sep}{cols} FROM {name}"
             )
         finally:
             cur.unregister(name)
