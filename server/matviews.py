@@ -35,11 +35,6 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import MaterializedView, Table
-from headwater.engine import engine as engine_module
-from headwater.engine.delta import ScanInfo, fetch_all
-from headwater.engine.engine import Engine
-from headwater.engine.spool import SpoolWriter
-from headwater.planner.ir import Plan, PlanBuilder
 from headwater.storage.changelog import EpochRecord
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import physical, quote, visible_at
@@ -47,7 +42,11 @@ from pglast import parse_sql
 
 from headwater.errors import SQLError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the engine (and pyspark) is imported once a view needs it
+    from headwater.engine.delta import ScanInfo
+    from headwater.engine.engine import Engine
+    from headwater.engine.spool import SpoolWriter
+    from headwater.planner.ir import Plan
     from headwater.server.instance import Instance
 
 log = logging.getLogger("headwater.matviews")
@@ -101,6 +100,9 @@ class MaterializedViews:
         """The engine, opened on first use (a server without materialized views never
         starts the JVM)."""
         if self.engine is None:
+            from headwater.engine.engine import Engine
+            from headwater.engine.spool import SpoolWriter
+
             self.spool = SpoolWriter(self.spool_dir)
             self.engine = Engine(
                 self.state_dir,
@@ -304,9 +306,13 @@ class MaterializedViews:
     @staticmethod
     def plan(definition: str, catalog: Any, search_path: tuple[str, ...]) -> Plan:
         """The view's plan; FeatureNotSupported (0A000) names what is out of scope."""
+        from headwater.planner.ir import PlanBuilder
+
         return PlanBuilder(catalog, search_path).build(parse_sql(definition)[0].stmt)
 
     def scans(self, plan: Plan) -> dict[int, ScanInfo]:
+        from headwater.engine.delta import ScanInfo
+
         engine = self.open_engine()
         out: dict[int, ScanInfo] = {}
         for oid in plan.tables:
@@ -390,6 +396,8 @@ class MaterializedViews:
         (Engine.status() also sizes every state table)."""
         if self.engine is None:
             return {}
+        from headwater.engine.delta import fetch_all
+
         rows = fetch_all(
             self.engine._reader(), "SELECT view, frontier, created, status, error FROM hw_views"
         )
@@ -518,6 +526,7 @@ def _check_stage(engine: Engine) -> tuple[str, bool] | None:
 def _forget_spark() -> None:
     """Drop the process's SparkSession, SparkContext and Py4J gateway (their JVM died or
     does not answer: it is killed), so that the next start launches a new JVM."""
+    from headwater.engine import engine as engine_module
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
     from pyspark.sql.context import SQLContext
