@@ -45,6 +45,7 @@ except ImportError:  # run as a script: bench/ is sys.path[0]
 QUERY = "SELECT v FROM pr_small WHERE k = $1"
 ROWS = 1000
 TLS = False  # --tls: the drivers' default (TLS when the server offers it)
+SERVER: list[int] = []  # the server's listening process, when it runs on this machine
 
 
 def load_avg() -> str:
@@ -66,6 +67,11 @@ def tree_cpu_seconds(root: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def server_cpu() -> float:
+    """The server's CPU seconds so far (0 when it is not on this machine)."""
+    return tree_cpu_seconds(SERVER[0]) if SERVER else 0.0
+
+
 def connect(dsn: str) -> psycopg.Connection:
     return psycopg.connect(dsn, autocommit=True, **({} if TLS else {"sslmode": "disable"}))
 
@@ -77,47 +83,66 @@ def setup(dsn: str) -> None:
         c.execute(f"INSERT INTO pr_small SELECT g, g * 10 FROM generate_series(1, {ROWS}) g")
 
 
-def timed(step: Callable[[int], object], seconds: float, warmup: float) -> tuple[list[float], int]:
-    """Latencies after the warm-up, and how many reads were made in all."""
-    lat: list[float] = []
+class Timer:
+    """Latencies after the warm-up, and the server's CPU time over the same reads
+    (measured while the connection is open: a PostgreSQL backend's CPU time leaves
+    the process tree with it)."""
+
+    def __init__(self, seconds: float, warmup: float) -> None:
+        self.start = time.perf_counter()
+        self.warm_until = self.start + warmup
+        self.end = self.warm_until + seconds
+        self.lat: list[float] = []
+        self.cpu0: float | None = None
+        self.cpu = 0.0
+
+    def more(self) -> bool:
+        now = time.perf_counter()
+        if now >= self.warm_until and self.cpu0 is None:
+            self.cpu0 = server_cpu()
+        if now < self.end:
+            return True
+        self.cpu = server_cpu() - (self.cpu0 or 0.0)
+        return False
+
+    def add(self, t0: float) -> None:
+        if t0 >= self.warm_until:
+            self.lat.append(time.perf_counter() - t0)
+
+
+def timed(step: Callable[[int], object], seconds: float, warmup: float) -> Timer:
+    timer = Timer(seconds, warmup)
     i = 0
-    start = time.perf_counter()
-    end = start + warmup + seconds
-    while True:
+    while timer.more():
         t0 = time.perf_counter()
-        if t0 >= end:
-            break
         got = step(i % ROWS + 1)
-        t1 = time.perf_counter()
+        timer.add(t0)
         if got != (i % ROWS + 1) * 10:
             raise AssertionError(f"read {got!r} for key {i % ROWS + 1}")
-        if t0 - start >= warmup:
-            lat.append(t1 - t0)
         i += 1
-    return lat, i
+    return timer
 
 
-async def _prepared(dsn: str, seconds: float, warmup: float) -> tuple[list[float], int]:
+async def _prepared(dsn: str, seconds: float, warmup: float) -> Timer:
     c = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
     try:
         stmt = await c.prepare(QUERY)
-        lat: list[float] = []
+        timer = Timer(seconds, warmup)
         i = 0
-        start = time.perf_counter()
-        while (t0 := time.perf_counter()) < start + warmup + seconds:
+        while timer.more():
             k = i % ROWS + 1
+            t0 = time.perf_counter()
             got = await stmt.fetchval(k)
+            timer.add(t0)
             if got != k * 10:
                 raise AssertionError(f"read {got!r} for key {k}")
-            if t0 - start >= warmup:
-                lat.append(time.perf_counter() - t0)
             i += 1
-        return lat, i
+        return timer
     finally:
         await c.close()
 
 
-def bench_simple(dsn: str, seconds: float, warmup: float) -> tuple[list[float], int]:
+def bench_simple(dsn: str, seconds: float, warmup: float) -> Timer:
     with connect(dsn) as c:
 
         def step(k: int) -> object:
@@ -127,7 +152,7 @@ def bench_simple(dsn: str, seconds: float, warmup: float) -> tuple[list[float], 
         return timed(step, seconds, warmup)
 
 
-def bench_unnamed(dsn: str, seconds: float, warmup: float) -> tuple[list[float], int]:
+def bench_unnamed(dsn: str, seconds: float, warmup: float) -> Timer:
     with connect(dsn) as c:
         q = QUERY.replace("$1", "%s")
 
@@ -182,21 +207,19 @@ def main(argv: list[str] | None = None) -> int:
             with server() as dsn:
                 report.servers[side] = common.server_version(dsn)
                 setup(dsn)
-                try:
-                    root: int | None = listener_pid(port_of(dsn))
-                except LookupError:  # not on this machine
-                    root = None
+                SERVER.clear()
+                with contextlib.suppress(LookupError):  # not on this machine
+                    SERVER.append(listener_pid(port_of(dsn)))
                 for name in sections:
                     load = load_avg()
-                    cpu0 = tree_cpu_seconds(root) if root else 0.0
-                    lat, made = SECTIONS[name](dsn, args.seconds, args.warmup)
-                    cpu = tree_cpu_seconds(root) - cpu0 if root else 0.0
+                    timer = SECTIONS[name](dsn, args.seconds, args.warmup)
+                    lat = timer.lat
                     rate, p50, p99, per_read = metrics[name]
                     rate.values[side] = len(lat) / sum(lat)
                     p50.values[side] = 1000 * statistics.median(lat)
                     p99.values[side] = 1000 * pct(lat, 0.99)
-                    if root:  # connecting and the warm-up count too: about one read's worth
-                        per_read.values[side] = 1000 * cpu / made
+                    if timer.cpu:
+                        per_read.values[side] = 1000 * timer.cpu / len(lat)
                     common.log(
                         f"{side} {name}: {rate.values[side]:,.0f} reads/s, "
                         f"p50 {p50.values[side]:.2f} ms, p99 {p99.values[side]:.2f} ms, "

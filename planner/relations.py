@@ -204,7 +204,8 @@ class BoundRead:
     sources: Any = None  # output_sources() of the statement, for its RowDescription
     params: frozenset[int] | None = None  # the $n the SQL uses (None: let DuckDB judge)
     duckdb: Any = None  # the SQL parsed by DuckDB, the epoch a parameter (server/reads.py)
-    seconds: float = 0.0  # how long its last execution took in DuckDB
+    shape: Any = None  # ((names, DuckDB types), fields) of its last result
+    seconds: float = 0.0  # CPU its last execution took in DuckDB (server/reads.py)
 
 
 class ReadPlans:

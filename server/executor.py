@@ -854,12 +854,15 @@ class Executor:
             plan.seconds > reads.SLOW, reads.fetch, cur, query, args
         )
         plan.seconds = took
-        if isinstance(out, pa.Table):
-            fields, rows = arrow_fields(out.schema, types), rows_of(out)
+        rows = rows_of(out) if isinstance(out, pa.Table) else out
+        shape = (names, types)
+        if plan.shape is not None and plan.shape[0] == shape:
+            fields = plan.shape[1]  # the same columns as last time (shared, never changed)
         else:
             fields = arrow_fields(pa.schema([(n, pa.null()) for n in names]), types)
-            rows = out
-        return Result(f"SELECT {len(rows)}", self._with_sources(stmt, fields, plan.sources), rows)
+            fields = self._with_sources(stmt, fields, plan.sources)
+            plan.shape = (shape, fields)
+        return Result(f"SELECT {len(rows)}", fields, rows)
 
     def _bound_read(self, stmt: Any) -> BoundRead | None:
         """The statement's bound SQL from an earlier execution, if it still holds: same

@@ -2,8 +2,8 @@
 
 SELECTs run in DuckDB on these threads, never on the default executor that COPY,
 commits and the INSERT batcher use: a bulk load or a commit does not hold up the
-point reads queued behind it. Statements whose last execution took longer than
-`SLOW` seconds run on a smaller pool of their own, so a few big queries cannot take
+point reads queued behind it. Statements whose last execution took more than `SLOW`
+seconds of CPU run on a smaller pool of their own, so a few big queries cannot take
 every read thread either.
 
 A result whose columns are all of a few plain types (integers, double, boolean,
@@ -24,7 +24,7 @@ from headwater.planner.relations import BoundRead
 from headwater.storage.duckdb_errors import translate
 from pglast.parser import scan
 
-SLOW = 0.25  # seconds: a statement that took longer runs on the slow pool next time
+SLOW = 0.1  # CPU seconds: a statement that took more runs on the slow pool next time
 _PLAIN = frozenset({"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "DOUBLE", "VARCHAR"})
 _pools: dict[str, ThreadPoolExecutor] = {}
 
@@ -33,7 +33,8 @@ def _pool(kind: str) -> ThreadPoolExecutor:
     pool = _pools.get(kind)
     if pool is None:
         cpus = os.cpu_count() or 2
-        workers = max(4, cpus * 2) if kind == "fast" else max(2, cpus)
+        # Threads mostly wait (for DuckDB, the GIL, a CPU): more of them than cores
+        workers = max(8, cpus * 4) if kind == "fast" else max(2, cpus)
         pool = _pools[kind] = ThreadPoolExecutor(workers, thread_name_prefix=f"hw-read-{kind}")
     return pool
 
@@ -47,9 +48,10 @@ async def run(slow: bool, fn: Any, *args: Any) -> Any:
 def fetch(
     cur: duckdb.DuckDBPyConnection, query: str | BoundRead, args: Any
 ) -> tuple[list[str], list[str], Any, float]:
-    """(column names, DuckDB types, rows or an Arrow table, seconds taken). `query` is
+    """(column names, DuckDB types, rows or an Arrow table, CPU seconds this thread
+    spent: what a statement costs, whatever the machine's load). `query` is
     SQL, or a bound read whose epoch is a parameter (`args`, from `args()`)."""
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     try:
         if isinstance(query, BoundRead):
             if query.duckdb is None:
@@ -66,7 +68,7 @@ def fetch(
             out = rel.to_arrow_table()
     except duckdb.Error as e:
         raise translate(e) from None
-    return names, types, out, time.perf_counter() - t0
+    return names, types, out, time.thread_time() - t0
 
 
 def param_numbers(sql: str) -> frozenset[int] | None:
