@@ -10,6 +10,7 @@ afterwards. Clients verify it with `sslmode=verify-full sslrootcert=<data>/serve
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
 import logging
 import os
@@ -17,11 +18,6 @@ import ssl
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 log = logging.getLogger("headwater.tls")
 
@@ -40,6 +36,12 @@ class TlsSetup:
 
 def generate_self_signed(cert_path: Path, key_path: Path, days: int = 3650) -> None:
     """A self-signed certificate for localhost; the key file is created with mode 0600."""
+    # cryptography (0.1 s to import) only here and for unusual signature algorithms
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = dt.datetime.now(dt.UTC)
@@ -97,8 +99,61 @@ def generate_self_signed(cert_path: Path, key_path: Path, days: int = 3650) -> N
     os.replace(tmp_cert, cert_path)
 
 
+# Signature algorithm OIDs (DER content bytes) -> the hash tls-server-end-point uses:
+# the signature's own, SHA-256 for MD5 and SHA-1 (RFC 5929 4.1) and for EdDSA.
+_END_POINT_HASHES = {
+    bytes.fromhex(oid): name
+    for name, oids in {
+        "sha224": ("2a864886f70d01010e", "2a8648ce3d040301"),
+        "sha256": (
+            "2a864886f70d010104",  # md5WithRSAEncryption
+            "2a864886f70d010105",  # sha1WithRSAEncryption
+            "2a864886f70d01010b",
+            "2a8648ce3d0401",  # ecdsa-with-SHA1
+            "2a8648ce3d040302",
+            "2a8648ce380403",  # dsa-with-sha1
+            "608648016503040302",  # dsa-with-sha256
+            "2b6570",  # Ed25519
+            "2b6571",  # Ed448
+        ),
+        "sha384": ("2a864886f70d01010c", "2a8648ce3d040303"),
+        "sha512": ("2a864886f70d01010d", "2a8648ce3d040304"),
+    }.items()
+    for oid in oids
+}
+
+
+def _der(data: bytes, at: int) -> tuple[int, int, int]:
+    """(tag, start of content, end of content) of the DER element at `at`."""
+    tag, n = data[at], data[at + 1]
+    at += 2
+    if n & 0x80:
+        size = n & 0x7F
+        n = int.from_bytes(data[at : at + size], "big")
+        at += size
+    return tag, at, at + n
+
+
 def end_point_hash(cert_path: Path) -> bytes | None:
     """RFC 5929 tls-server-end-point: the certificate's signature hash (MD5/SHA-1 -> SHA-256)."""
+    pem = cert_path.read_text()
+    start = pem.index(ssl.PEM_HEADER)  # the first certificate of a chain
+    end = pem.index(ssl.PEM_FOOTER, start) + len(ssl.PEM_FOOTER)
+    der = ssl.PEM_cert_to_DER_cert(pem[start:end])
+    _, body, _ = _der(der, 0)  # Certificate ::= SEQUENCE {tbsCertificate, signatureAlgorithm, ..}
+    _, _, tbs_end = _der(der, body)
+    _, alg, _ = _der(der, tbs_end)  # AlgorithmIdentifier ::= SEQUENCE {algorithm OID, ..}
+    tag, oid, oid_end = _der(der, alg)
+    name = _END_POINT_HASHES.get(der[oid:oid_end]) if tag == 0x06 else None
+    if name is not None:
+        return hashlib.new(name, der).digest()
+    return _end_point_hash_slow(cert_path)  # RSASSA-PSS and the like: the hash is a parameter
+
+
+def _end_point_hash_slow(cert_path: Path) -> bytes | None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
     cert = x509.load_pem_x509_certificates(cert_path.read_bytes())[0]
     algo = cert.signature_hash_algorithm
     if algo is None or isinstance(algo, hashes.MD5 | hashes.SHA1):
