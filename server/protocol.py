@@ -60,7 +60,8 @@ log = logging.getLogger("headwater.server")
 
 DEFAULT_DATABASE = "headwater"
 RESERVED_SUPERUSER_CONNECTIONS = 3  # superuser_reserved_connections, as in PostgreSQL
-PARSED_TEXTS = 32  # SELECT texts a connection remembers the trees of
+PARSED_TEXTS = 16  # SELECT texts (of up to PARSED_TEXT_CHARS) a connection keeps trees of
+PARSED_TEXT_CHARS = 8192
 
 
 @dataclass
@@ -209,7 +210,11 @@ class Connection:
                 self.executor.plans.keep(stmts[0][0])
             return stmts
         stmts = parse_statements(sql)
-        if len(stmts) == 1 and isinstance(stmts[0][0], A.SelectStmt) and len(sql) <= 1 << 16:
+        if (
+            len(stmts) == 1
+            and isinstance(stmts[0][0], A.SelectStmt)
+            and len(sql) <= PARSED_TEXT_CHARS
+        ):
             self._parsed[sql] = stmts
             while len(self._parsed) > PARSED_TEXTS:
                 self._parsed.popitem(last=False)
