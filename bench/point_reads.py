@@ -7,6 +7,9 @@ prepared   asyncpg: Parse once, then Bind/Execute/Sync per read (extended protoc
 simple     psycopg: a Query message per read with the key inlined (simple protocol)
 unnamed    psycopg: Parse/Bind/Execute/Sync of the unnamed statement per read
            (psycopg's default for parameters)
+busy       prepared, while --busy-clients other connections run an aggregate over a
+           --big-rows table in a loop (small queries next to big ones; the CPU time
+           per read then includes the big queries')
 
 Connections are not encrypted unless --tls is given (the PostgreSQL the bench starts
 has no TLS; the drivers would otherwise use TLS with Headwater only).
@@ -28,6 +31,7 @@ import contextlib
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -163,10 +167,46 @@ def bench_unnamed(dsn: str, seconds: float, warmup: float) -> Timer:
         return timed(step, seconds, warmup)
 
 
+BIG_QUERY = "SELECT g % 97 AS b, count(*), sum(x), avg(length(t)) FROM pr_big GROUP BY 1"
+BUSY = {"clients": 2, "rows": 1_000_000}
+
+
+def bench_busy(dsn: str, seconds: float, warmup: float) -> Timer:
+    with connect(dsn) as c:
+        c.execute("DROP TABLE IF EXISTS pr_big")
+        c.execute("CREATE TABLE pr_big (g int, x bigint, t text)")
+        c.execute(
+            "INSERT INTO pr_big SELECT g, g * 7, 'row ' || g "
+            f"FROM generate_series(1, {BUSY['rows']}) g"
+        )
+    stop = threading.Event()
+    big: list[float] = []
+
+    def busy() -> None:
+        with connect(dsn) as b:
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                b.execute(BIG_QUERY).fetchall()
+                big.append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=busy) for _ in range(BUSY["clients"])]
+    for t in threads:
+        t.start()
+    try:
+        return asyncio.run(_prepared(dsn, seconds, warmup))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        if big:
+            common.log(f"  big query: {len(big)} runs, median {statistics.median(big):.2f} s")
+
+
 SECTIONS = {
     "prepared": lambda dsn, s, w: asyncio.run(_prepared(dsn, s, w)),
     "simple": bench_simple,
     "unnamed": bench_unnamed,
+    "busy": bench_busy,
 }
 
 
@@ -179,10 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--only", default=",".join(SECTIONS), help="sections: " + ",".join(SECTIONS))
     p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
+    p.add_argument("--busy-clients", type=int, default=BUSY["clients"])
+    p.add_argument("--big-rows", type=int, default=BUSY["rows"])
     common.add_server_args(p)
     args = p.parse_args(argv)
     global TLS
     TLS = args.tls
+    BUSY.update(clients=args.busy_clients, rows=args.big_rows)
     sections = [s for s in args.only.split(",") if s]
     report = common.Report(
         title="Point reads, one client",
