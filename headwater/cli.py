@@ -88,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
         help="Spark master for the materialized views' stage (local[2]; spark://host:7077)",
     )
     start.add_argument(
+        "--spark-stall-timeout",
+        default="120s",
+        help="restart the materialized views' Spark stage (killing its JVM) when it has "
+        "work and completes no batch for this long (120s)",
+    )
+    start.add_argument(
         "--retention",
         default="1h",
         help="history kept for AS OF and SUBSCRIBE ... AS OF (headwater.retention; 1h)",
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         max_message_size=args.max_message_size,
         memory_limit=args.memory_limit,
         spark_master=args.spark_master,
+        spark_stall_timeout=seconds(args.spark_stall_timeout, "--spark-stall-timeout"),
         retention=seconds(args.retention, "headwater.retention"),
     )
     return asyncio.run(_serve(config))

@@ -13,11 +13,13 @@
   backfill) are backfilled; views in the engine but not in the catalog are dropped;
   epochs newer than the oldest frontier are spooled again from the change log.
 - Supervision: a thread (`_supervise`) starts the Spark stage and watches it: the
-  JVM process, and the streaming query (`isActive`, `exception()`). A failed query
-  or a dead JVM restarts the stage (a new SparkSession if the JVM died) with
-  backoff, from Spark's checkpoint: each view goes on from its last committed
-  frontier. Meanwhile headwater_catalog.views shows 'restarting' (then 'error'
-  after repeated failures) with the error, and reads and writes go on.
+  JVM process, the streaming query (`isActive`, `exception()`, asked on a thread of
+  their own: a hung JVM never answers), and progress (views behind the durable
+  epoch and no batch for the stall timeout: the JVM hangs, and is killed). A failed
+  query, a dead or stalled JVM restarts the stage (a new SparkSession if the JVM
+  died) with backoff, from Spark's checkpoint: each view goes on from its last
+  committed frontier. Meanwhile headwater_catalog.views shows 'restarting' (then
+  'error' after repeated failures) with the error, and reads and writes go on.
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from pathlib import Path
+from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -54,10 +61,24 @@ log = logging.getLogger("headwater.matviews")
 # Supervision of the Spark stage (`MaterializedViews._supervise`).
 STAGE_POLL = 0.5  # seconds between health checks of the JVM and the streaming query
 STAGE_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)  # waits before restart attempt 1, 2, ...
+# tests shorten the schedule: comma-separated seconds, e.g. "0.5,0.5,1"
+BACKOFF_ENV = "HEADWATER_STAGE_BACKOFF"
 STAGE_GIVE_UP = 5  # consecutive failures after which the status says 'error' (retries go on)
+# A stall (Config.spark_stall_timeout, `--spark-stall-timeout`, 120 s by default) is the
+# stage having work and finishing no batch for that long. Until a started stage's first
+# batch the bound is at least STAGE_START_GRACE: a new JVM plans and compiles its first
+# batch for up to ~45 s here at load average 20.
+STAGE_START_GRACE = 300.0
+PROBE_WAIT = 1.0  # how long a health check may take before the supervisor goes on
+STOP_WAIT = 30.0  # how long stopping a query may take before its JVM is killed
+# the same at shutdown, below process managers' grace before SIGKILL (Docker's 10 s);
+# killing the JVM mid-batch is safe: the batch is replayed from Spark's checkpoint
+CLOSE_WAIT = 5.0
 # Fault injection for tests (tests/test_crash_views.py): with this variable set to 1,
 # files in {data_dir}/faults/ make the stage fail: `batch` (one-shot) fails the next
-# micro-batch after its views committed; `start` fails every stage start while it exists.
+# micro-batch after its views committed; `start` fails every stage start while it exists;
+# `stall_timeout` (seconds) replaces the stall timeout while it exists (a test lowers it
+# only while it hangs the JVM: on a loaded machine batches can be that far apart).
 FAULTS_ENV = "HEADWATER_FAULT_INJECTION"
 
 
@@ -86,6 +107,9 @@ class MaterializedViews:
         self.stage_restarts = 0
         self._advances = 0  # batches the stage completed (views advanced)
         self._start_failures = 0  # consecutive failures of Engine.start()
+        self.backoff = _backoff_schedule()
+        self.stall_timeout = instance.config.spark_stall_timeout
+        self._probe = _Probe()
 
     @property
     def state_dir(self) -> Any:
@@ -189,7 +213,7 @@ class MaterializedViews:
                 failures, first = 0, error
             failures += 1
             self.stage_restarts += 1
-            wait = STAGE_BACKOFF[min(failures, len(STAGE_BACKOFF)) - 1]
+            wait = self.backoff[min(failures, len(self.backoff)) - 1]
             text = first
             if failures > 1:
                 text += f"; restart attempt {failures - 1} failed: {error}"
@@ -224,26 +248,71 @@ class MaterializedViews:
         if self.stage_state == "starting":
             self.stage_state = "running"
         seen = self._advances
+        batched = False  # a batch completed since this start
+        progress = time.monotonic()  # the last batch, or the last time there was no work
+        pending: Future[tuple[str, bool] | None] | None = None  # a health check asked
         while not self._stopping.wait(STAGE_POLL):
-            fault = _check_stage(engine)
-            if fault is not None:
-                return fault
-            if self.stage_state != "running" and (self._advances != seen or self._caught_up()):
+            proc = _jvm_process()
+            stopped = proc is not None and _proc_state(proc.pid) in ("T", "t")
+            # the query's health, unless a check is still blocked in the JVM or the JVM
+            # is stopped (the call would block): then progress alone decides
+            if pending is None and not stopped:
+                pending = self._probe.submit(lambda: _check_stage_safely(engine))
+                with contextlib.suppress(FutureTimeout):
+                    pending.result(PROBE_WAIT)
+            if pending is not None and pending.done():
+                fault, pending = pending.result(), None
+                if fault is not None:
+                    return fault
+            now = time.monotonic()
+            if self._advances != seen:
+                seen, batched, progress = self._advances, True, now
+            elif self._caught_up():
+                progress = now
+            else:
+                limit = self._stall_timeout()
+                limit = limit if batched else max(limit, STAGE_START_GRACE)
+                if now - progress > limit:
+                    return self._stalled(now - progress, limit, proc, stopped), True
+                continue
+            if self.stage_state != "running":
                 log.info("Spark stage recovered (%s)", self.stage_error)
                 self.stage_state, self.stage_error = "running", None
         return None
 
+    def _stall_timeout(self) -> float:
+        if os.environ.get(FAULTS_ENV) == "1":  # tests (see FAULTS_ENV)
+            with contextlib.suppress(OSError, ValueError):
+                path = self.instance.config.data_dir / "faults" / "stall_timeout"
+                return float(path.read_text())
+        return self.stall_timeout
+
+    def _stalled(self, waited: float, limit: float, proc: Any, stopped: bool) -> str:
+        """The cause shown for a stalled stage (whose JVM the restart kills)."""
+        committer = self.instance.committer
+        durable = committer.durable_epoch if committer is not None else 0
+        low = min(self.running_frontiers(), default=durable)
+        jvm = "its JVM"
+        if proc is not None:
+            jvm += f" (pid {proc.pid}{', stopped by a signal' if stopped else ''})"
+        return (
+            f"the Spark stage stalled: no batch in {waited:.0f}s (stall timeout {limit:g}s)"
+            f" with views at epoch {low} behind epoch {durable}; {jvm} is killed"
+        )
+
     def _caught_up(self) -> bool:
+        """No work for the stage: every running view reflects the durable epoch (also
+        when no view runs, else the stall watchdog would kill an idle stage)."""
         committer = self.instance.committer
         fronts = self.running_frontiers()
-        return committer is not None and min(fronts, default=0) >= committer.durable_epoch
+        return committer is not None and min(fronts, default=2**63) >= committer.durable_epoch
 
     def _reset_stage(self, engine: Engine, full: bool) -> None:
         """Forget the failed query; with `full`, the SparkSession and its JVM too."""
         query, engine.query = engine.query, None
         if query is not None and not full:
-            try:
-                query.stop()
+            try:  # a JVM that does not answer in STOP_WAIT is killed
+                self._probe.submit(query.stop).result(STOP_WAIT)
             except Exception:
                 full = True
         if full:
@@ -271,8 +340,18 @@ class MaterializedViews:
     def close(self) -> None:
         self._stopping.set()
         if self.engine is not None:
+            proc = _jvm_process()
+            if proc is not None and _proc_state(proc.pid) in ("T", "t"):
+                log.warning("Spark stage: its JVM (pid %d) is stopped; killing it", proc.pid)
+                proc.kill()  # stopping the query would wait for it forever
             try:
-                self.engine.stop()
+                self._probe.submit(self.engine.stop).result(CLOSE_WAIT)
+            except FutureTimeout:
+                log.warning(
+                    "Spark stage: the query did not stop in %gs; killing its JVM", CLOSE_WAIT
+                )
+                if proc is not None:
+                    proc.kill()
             except Exception:
                 log.exception("stopping the Spark stage")
 
@@ -483,6 +562,52 @@ class MaterializedViews:
 
 
 # -- the Spark stage's health -------------------------------------------------------
+class _Probe:
+    """Calls into the JVM on a thread of their own: Py4J has no timeout, and a call
+    into a JVM that hangs (SIGSTOP, a deadlock) blocks until that JVM dies. One
+    long-lived thread, since pyspark pins a JVM thread and connection to each Python
+    thread that calls it."""
+
+    def __init__(self) -> None:
+        self._jobs: SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="spark-probe", daemon=True)
+            self._thread.start()
+        fut: Future[Any] = Future()
+        self._jobs.put((fn, fut))
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            fn, fut = self._jobs.get()
+            try:
+                fut.set_result(fn())
+            except BaseException as e:
+                fut.set_exception(e)
+
+
+def _backoff_schedule() -> tuple[float, ...]:
+    """STAGE_BACKOFF, or the schedule BACKOFF_ENV gives (tests)."""
+    text = os.environ.get(BACKOFF_ENV, "")
+    try:
+        waits = tuple(float(w) for w in text.split(",") if w.strip())
+    except ValueError:
+        log.warning("ignoring %s=%r (comma-separated seconds)", BACKOFF_ENV, text)
+        waits = ()
+    return waits or STAGE_BACKOFF
+
+
+def _proc_state(pid: int) -> str | None:
+    """A process's state (/proc/<pid>/stat: R, S, D, T stopped, Z...); None if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _jvm_process() -> Any:
     """The JVM that pyspark launched for this process (a Popen), if any."""
     from pyspark import SparkContext
@@ -521,6 +646,13 @@ def _check_stage(engine: Engine) -> tuple[str, bool] | None:
     if cause is not None and _brief(cause) not in text:
         text += f" (caused by {_brief(cause)})"
     return f"the Spark stage's query failed: {text}", False
+
+
+def _check_stage_safely(engine: Engine) -> tuple[str, bool] | None:
+    try:
+        return _check_stage(engine)
+    except Exception as e:  # a fault to restart from, not a dead supervisor
+        return f"checking the Spark stage failed: {_brief(e)}", False
 
 
 def _forget_spark() -> None:

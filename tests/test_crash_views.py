@@ -24,8 +24,11 @@ last progress epoch, must integrate to the view's contents; at the end every vie
 equals PostgreSQL 15's answer over the final tables.
 
 test_spark_faults_restart_the_stage: the stage's query fails in a micro-batch
-(injected), its Python source worker dies, its JVM dies: headwater_catalog.views shows
-'restarting' with the error, reads and writes go on, and the views catch up, exact.
+(injected) and its restarts fail until 'error' shows (retries going on), its Python
+source worker dies, its JVM dies; test_spark_stall_restarts_the_stage: its JVM is
+SIGSTOPped, and the stall watchdog kills it. Meanwhile headwater_catalog.views shows
+'restarting' (or 'error') with the cause, reads and writes go on; then the views
+catch up, exact. Both run on one server (the `stage` fixture).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -52,6 +56,11 @@ from tests.hwserver import HeadwaterServer, free_port
 KILLS = int(os.environ.get("HW_KILL_CYCLES", "10"))
 SEED = int(os.environ.get("HW_SEED", "11"))
 FAULTS_ENV = "HEADWATER_FAULT_INJECTION"  # server/matviews.py: files in {data_dir}/faults/
+BACKOFF_ENV = "HEADWATER_STAGE_BACKOFF"  # server/matviews.py: the restarts' backoff
+# The stall timeout while the JVM is stopped ({data_dir}/faults/stall_timeout); the server
+# runs with --spark-stall-timeout 2min otherwise: at load average 30 here, batches of
+# this light load came more than 15 s apart (a 15 s timeout killed healthy JVMs)
+STALL_TIMEOUT = 10
 BIG_LOAD = 60_000  # rows per bulk load of `big` (a heavy micro-batch, a long backfill)
 WAIT = 900.0  # generous bound on waiting for the stage (a JVM takes 10-70 s here)
 
@@ -676,83 +685,221 @@ async def writes_go_on(m: Model, where: str, n: int = 10) -> None:
         await asyncio.sleep(0.05)
 
 
-def test_spark_faults_restart_the_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(FAULTS_ENV, "1")
-    asyncio.run(_spark_faults(tmp_path))
+async def reads_go_on(reads: Counter, where: str, n: int = 6) -> None:
+    before = reads["ok"]
+    deadline = time.monotonic() + 60
+    while reads["ok"] < before + n:
+        assert time.monotonic() < deadline, f"{where}: reads stopped"
+        await asyncio.sleep(0.05)
 
 
-async def _spark_faults(tmp_path: Path) -> None:
-    rng = random.Random(SEED)
-    m = Model(views={k: QUERIES[k] for k in ("v_agg", "v_join", "v_top")})
-    server = HeadwaterServer(tmp_path / "data", port=free_port()).start()
-    faults = server.data_dir / "faults"
-    faults.mkdir()
-    t_start = time.monotonic()
-    stop = asyncio.Event()
-    tasks: list[asyncio.Task] = []
-    errors: list[str] = []
-    reads: Counter = Counter()
+def attempt(row: dict[str, Any]) -> int:
+    """The restart attempt a view's error names ('restarting (attempt N, in Xs)')."""
+    return int((row["error"] or "").rsplit("(attempt ", 1)[1].split(",")[0])
+
+
+@dataclass
+class Stage:
+    """The server of the Spark fault tests: views over acked, batches and counters."""
+
+    server: HeadwaterServer
+    faults: Path  # {data_dir}/faults (FAULTS_ENV)
+    m: Model
+    rng: random.Random
+
+
+@pytest.fixture(scope="module")
+def stage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stage]:
+    """One server for the fault tests (each test gets its own time limit; a JVM start
+    costs 40-90 s here). Faults can be injected; restarts back off 1 s four times, then
+    1.5 s ('error' from the fifth failure, STAGE_GIVE_UP)."""
+    data = tmp_path_factory.mktemp("stage") / "data"
+    args = ["--spark-stall-timeout", "2min"]
+    with pytest.MonkeyPatch.context() as mp:  # the server's environment
+        mp.setenv(FAULTS_ENV, "1")
+        mp.setenv(BACKOFF_ENV, "1,1,1,1,1.5")
+        server = HeadwaterServer(data, port=free_port(), args=args).start()
     try:
-        conn = await connect(server.port)
-        for sql in SCHEMA[:3]:
-            await conn.execute(sql)
-        await conn.execute("INSERT INTO counters SELECT g, 0 FROM generate_series(0, 9) AS t(g)")
-        for name in ("v_agg", "v_join", "v_top"):
-            await conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {VIEWS[name]}")
-        await conn.execute("SET headwater.freshness = 'none'")
-        await wait_caught_up(conn, "start")
-        tasks = [
-            *(await start_writers(server.port, 0, m, stop)),
-            asyncio.create_task(reader(server.port, stop, errors, reads)),
-        ]
-
-        # 1. the stage's query fails in a micro-batch (after its views committed: the
-        #    batch is replayed and skipped); restarts fail while faults/start exists
-        (faults / "start").touch()
-        (faults / "batch").touch()
-        await wait_status(conn, "restarting", "injected fault (batch)", "query failure")
-        await writes_go_on(m, "query failure")
-        (faults / "start").unlink()
-        await wait_recovered(conn, "query failure")
-        await check_views(conn, m, rng, "after the query failure")
-
-        # 2. the source's Python worker dies (the JVM stays)
-        jvm = jvm_of(server)
-        assert jvm is not None
-        workers = [p for p, args in children(jvm) if "python_streaming_source_runner" in args]
-        assert workers, f"no streaming source worker under the JVM: {children(jvm)}"
-        (faults / "start").touch()
-        for p in workers:
-            os.kill(p, signal.SIGKILL)
-        row = await wait_status(conn, "restarting", "", "worker death")
-        await writes_go_on(m, "worker death")
-        (faults / "start").unlink()
-        await wait_recovered(conn, "worker death")
-        await check_views(conn, m, rng, "after the worker's death")
-        print(f"\nworker death: {next(iter(row.values()))['error']}")
-
-        # 3. the JVM dies: a new SparkSession, the stage from its checkpoint
-        (faults / "start").touch()
-        os.kill(jvm, signal.SIGKILL)
-        row = await wait_status(conn, "restarting", "Spark JVM|Spark driver", "JVM death")
-        await writes_go_on(m, "JVM death")
-        (faults / "start").unlink()
-        await wait_recovered(conn, "JVM death")
-        assert jvm_of(server) not in (None, jvm), "no new JVM"
-        print(f"JVM death: {next(iter(row.values()))['error']}")
-
-        stop.set()
-        await asyncio.gather(*tasks)
-        await wait_caught_up(conn, "end")
-        await check_tables(conn, m, "end", big=False)
-        await check_views(conn, m, rng, "end")
-        assert not errors, f"reads failed while the stage restarted: {errors[:5]}"
-        assert reads["ok"] > 0
-        await conn.close()
+        asyncio.run(_stage_views(server))
+        faults = server.data_dir / "faults"
+        faults.mkdir()
+        m = Model(views={k: QUERIES[k] for k in ("v_agg", "v_join", "v_top")})
+        yield Stage(server, faults, m, random.Random(SEED))
     finally:
-        stop.set()
-        for t in tasks:
-            t.cancel()
-        report_failure(server)
         server.stop()
-        print(f"{reads['ok']} reads, {len(m.acked)} writes in {time.monotonic() - t_start:.0f}s")
+
+
+async def _stage_views(server: HeadwaterServer) -> None:
+    conn = await connect(server.port)
+    for sql in SCHEMA[:3]:
+        await conn.execute(sql)
+    await conn.execute("INSERT INTO counters SELECT g, 0 FROM generate_series(0, 19) AS t(g)")
+    for name in ("v_agg", "v_join", "v_top"):
+        await conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {VIEWS[name]}")
+    await conn.close()
+
+
+class Load:
+    """Writers (cycle `cycle` of start_writers) and a reader while a test runs."""
+
+    def __init__(self, st: Stage, cycle: int) -> None:
+        self.st, self.cycle = st, cycle
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.errors: list[str] = []
+        self.reads: Counter = Counter()
+
+    async def __aenter__(self) -> Load:
+        port = self.st.server.port
+        self.tasks = [
+            *(await start_writers(port, self.cycle, self.st.m, self.stop)),
+            asyncio.create_task(reader(port, self.stop, self.errors, self.reads)),
+        ]
+        await writes_go_on(self.st.m, "writers started")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def end(self, conn: asyncpg.Connection, where: str) -> None:
+        """Writers stopped: no acknowledged write lost, every view caught up and equal
+        to its query, no read failed."""
+        self.stop.set()
+        await asyncio.gather(*self.tasks)
+        m, rng = self.st.m, self.st.rng
+        await wait_caught_up(conn, where)
+        await check_tables(conn, m, where, big=False)
+        await check_views(conn, m, rng, where)
+        assert not self.errors, f"{where}: reads failed: {self.errors[:5]}"
+        assert self.reads["ok"] > 0
+
+
+def test_spark_faults_restart_the_stage(stage: Stage) -> None:
+    asyncio.run(_spark_faults(stage))
+
+
+async def _spark_faults(st: Stage) -> None:
+    server, faults, m, rng = st.server, st.faults, st.m, st.rng
+    t_start = time.monotonic()
+    conn = await connect(server.port)
+    await conn.execute("SET headwater.freshness = 'none'")
+    load = Load(st, 0)
+    try:
+        async with load:
+            # 1. the stage's query fails in a micro-batch (after its views committed:
+            #    the batch is replayed and skipped); restarts fail while faults/start
+            #    exists: 'error' after STAGE_GIVE_UP failures, with the cause, and
+            #    retries go on
+            (faults / "start").touch()
+            (faults / "batch").touch()
+            await wait_status(conn, "restarting", "injected fault (batch)", "query failure")
+            since = time.monotonic()
+            await writes_go_on(m, "query failure")
+            cat = await wait_status(conn, "error", "injected fault (batch)", "restarts failing")
+            row = next(iter(cat.values()))
+            assert "injected fault (start)" in row["error"], row
+            while attempt(next(iter(cat.values()))) < attempt(row) + 2:  # retries go on
+                cat = await wait_status(conn, "error", "injected fault (batch)", "retries", 60)
+                await asyncio.sleep(0.2)
+            await writes_go_on(m, "restarts failing")
+            await reads_go_on(load.reads, "restarts failing")
+            (faults / "start").unlink()
+            await wait_recovered(conn, "query failure")
+            await check_views(conn, m, rng, "after the query failure")
+            print(f"\nerror state: {row['error']} ({time.monotonic() - since:.0f}s)")
+
+            # 2. the source's Python worker dies (the JVM stays)
+            jvm = jvm_of(server)
+            assert jvm is not None
+            workers = [p for p, args in children(jvm) if "python_streaming_source_runner" in args]
+            assert workers, f"no streaming source worker under the JVM: {children(jvm)}"
+            (faults / "start").touch()
+            for p in workers:
+                os.kill(p, signal.SIGKILL)
+            row = await wait_status(conn, "restarting", "", "worker death")
+            await writes_go_on(m, "worker death")
+            (faults / "start").unlink()
+            await wait_recovered(conn, "worker death")
+            await check_views(conn, m, rng, "after the worker's death")
+            print(f"worker death: {next(iter(row.values()))['error']}")
+
+            # 3. the JVM dies: a new SparkSession, the stage from its checkpoint
+            (faults / "start").touch()
+            os.kill(jvm, signal.SIGKILL)
+            row = await wait_status(conn, "restarting", "Spark JVM|Spark driver", "JVM death")
+            await writes_go_on(m, "JVM death")
+            (faults / "start").unlink()
+            await wait_recovered(conn, "JVM death")
+            assert jvm_of(server) not in (None, jvm), "no new JVM"
+            print(f"JVM death: {next(iter(row.values()))['error']}")
+            await load.end(conn, "end")
+    finally:
+        report_failure(server)
+        await conn.close()
+        print(
+            f"{load.reads['ok']} reads, {len(m.acked)} writes in {time.monotonic() - t_start:.0f}s"
+        )
+
+
+def test_spark_stall_restarts_the_stage(stage: Stage) -> None:
+    asyncio.run(_spark_stall(stage))
+
+
+async def _spark_stall(st: Stage) -> None:
+    """The JVM hangs (SIGSTOP): views fall behind and no batch completes; after the stall
+    timeout the supervisor kills the JVM and starts a new one. Meanwhile reads and
+    writes go on, and a read that needs the views waits and fails with 57014 naming
+    the view; then every view catches up, exact."""
+    server, m = st.server, st.m
+    t_start = time.monotonic()
+    conn = await connect(server.port)
+    await conn.execute("SET headwater.freshness = 'none'")
+    load = Load(st, 1)
+    jvm: int | None = None
+    jvm_started: str | None = None
+    try:
+        async with load:
+            await wait_caught_up(conn, "before")  # the stage has run a batch since its start
+            jvm = jvm_of(server)
+            assert jvm is not None
+            jvm_started = started(jvm)
+            (st.faults / "stall_timeout").write_text(str(STALL_TIMEOUT))
+            since = time.monotonic()
+            os.kill(jvm, signal.SIGSTOP)
+            await writes_go_on(m, "JVM stopped")
+            await reads_go_on(load.reads, "JVM stopped")
+            fresh = await connect(server.port)
+            await fresh.execute("SET headwater.freshness = 'latest'")
+            await fresh.execute("SET headwater.freshness_timeout = '1s'")
+            with pytest.raises(asyncpg.PostgresError) as exc:
+                await fresh.fetch("SELECT * FROM v_agg")
+            assert exc.value.sqlstate == "57014" and "v_agg" in str(exc.value), exc.value
+            await fresh.close()
+            cat = await wait_status(
+                conn, "restarting", "stalled", "JVM stopped", 60 + STALL_TIMEOUT
+            )
+            stalled = time.monotonic() - since
+            (st.faults / "stall_timeout").unlink()
+            error = next(iter(cat.values()))["error"]
+            assert f"pid {jvm}, stopped" in error, error
+            assert stalled > STALL_TIMEOUT - 1, f"killed before the stall timeout: {error}"
+            await writes_go_on(m, "JVM stopped, restarting")
+            await reads_go_on(load.reads, "JVM stopped, restarting")
+            await asyncio.to_thread(wait_gone, [(jvm, jvm_started, "the stopped JVM")], 60)
+            await wait_recovered(conn, "JVM stopped")
+            assert jvm_of(server) not in (None, jvm), "no new JVM"
+            print(
+                f"\nJVM stopped: {error} (detected in {stalled:.0f}s,"
+                f" recovered in {time.monotonic() - since:.0f}s)"
+            )
+            await load.end(conn, "end")
+    finally:
+        report_failure(server)
+        (st.faults / "stall_timeout").unlink(missing_ok=True)
+        if jvm is not None and jvm_started is not None and started(jvm) == jvm_started:
+            os.kill(jvm, signal.SIGKILL)  # still stopped (the test failed): not left behind
+        await conn.close()
+        print(
+            f"{load.reads['ok']} reads, {len(m.acked)} writes in {time.monotonic() - t_start:.0f}s"
+        )
