@@ -10,7 +10,7 @@ ARGS ?=
 PYTEST_ARGS ?=
 # A test (setup + call + teardown) running longer than TEST_TIMEOUT seconds dumps every
 # thread's stack and ends the run with a failure (pytest's faulthandler, no plugin).
-TEST_TIMEOUT ?= 300
+TEST_TIMEOUT ?= 600
 # Hard limit for the whole run, below CI's 90 minutes.
 TEST_TOTAL_TIMEOUT ?= 4800
 
