@@ -140,7 +140,10 @@ def _say_storage_error(e: Exception) -> None:
 async def _serve(config: object) -> int:
     from headwater.errors import SQLError
     from headwater.server.server import Server
+    from headwater.storage.replica import keep_pandas_unimported
     from headwater.storage.slate import check_writable
+
+    keep_pandas_unimported()
 
     try:
         check_writable(config.data_dir)  # type: ignore[attr-defined]  # read-only, full
