@@ -5,9 +5,13 @@
     before the clock starts; rows/s from the start of COPY to its acknowledgement.
 (b) Single-row INSERT transactions with C concurrent clients (autocommit, one row per
     statement, parameters bound), for D seconds after a short warm-up; acknowledged
-    INSERTs per second, plus per-statement latency.
+    INSERTs per second, plus per-statement latency and the CPU time the server's whole
+    process tree spent per INSERT (user + system from /proc, measured while the clients
+    are connected: the figure that load on the machine disturbs least).
 
-Both results are checked with SELECT count(*) afterwards.
+Both results are checked with SELECT count(*) afterwards. Connections are not
+encrypted unless --tls is given (the PostgreSQL the bench starts has no TLS; the
+drivers would otherwise use TLS with Headwater only). Each run logs the load average.
 
     .venv/bin/python bench/write_throughput.py               # starts both servers
     .venv/bin/python bench/write_throughput.py --quick
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import random
@@ -27,17 +32,44 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 try:
     from bench import common
+    from bench.reliability import listener_pid, port_of, process_tree
 except ImportError:  # run as a script: bench/ is sys.path[0]
     import common  # type: ignore[no-redef]
+    from reliability import listener_pid, port_of, process_tree  # type: ignore[no-redef]
 
 COLUMNS = "id bigint, name text, amount numeric(12,2), ts timestamp"
 TS_BASE = dt.datetime(2024, 1, 1)
+TLS = False  # --tls: the drivers' default (TLS when the server offers it)
+
+
+def load_avg() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def server_cpu(dsn: str) -> float:
+    """CPU seconds (user + system) of the server listening for `dsn` and its descendants,
+    threads included (0 when it does not run on this machine)."""
+    try:
+        root = listener_pid(port_of(dsn))
+    except Exception:
+        return 0.0
+    ticks = 0
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def connect(dsn: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(dsn, autocommit=True, **({} if TLS else {"sslmode": "disable"}))
 
 
 # --- data -----------------------------------------------------------------------------
@@ -71,19 +103,19 @@ def table_name(kind: str) -> str:
 
 
 def count_rows(dsn: str, table: str) -> int:
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn) as conn:
         row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
         return int(row[0]) if row else -1
 
 
 def create_table(dsn: str, table: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn) as conn:
         conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
 
 
 def drop_table(dsn: str, table: str) -> None:
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with connect(dsn) as conn:
             conn.execute(f"DROP TABLE {table}")
     except psycopg.Error as exc:
         common.log(f"drop {table} failed: {exc}")
@@ -96,7 +128,7 @@ def bench_copy(dsn: str, chunks: list[bytes], rows: int) -> float:
     table = table_name("copy")
     create_table(dsn, table)
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        with connect(dsn) as conn, conn.cursor() as cur:
             t0 = time.perf_counter()
             with cur.copy(f"COPY {table} (id, name, amount, ts) FROM STDIN") as copy:
                 for chunk in chunks:
@@ -118,7 +150,7 @@ Insert = Callable[[int, str, Decimal, dt.datetime], Awaitable[Any]]
 async def _connect_asyncpg(dsn: str, table: str) -> tuple[Insert, Callable[[], Awaitable[None]]]:
     import asyncpg
 
-    conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn))
+    conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
@@ -128,7 +160,9 @@ async def _connect_asyncpg(dsn: str, table: str) -> tuple[Insert, Callable[[], A
 
 
 async def _connect_psycopg(dsn: str, table: str) -> tuple[Insert, Callable[[], Awaitable[None]]]:
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    conn = await psycopg.AsyncConnection.connect(
+        dsn, autocommit=True, **({} if TLS else {"sslmode": "disable"})
+    )
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES (%s, %s, %s, %s)"
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
@@ -139,13 +173,20 @@ async def _connect_psycopg(dsn: str, table: str) -> tuple[Insert, Callable[[], A
 
 async def _insert_run(
     dsn: str, table: str, clients: int, duration: float, warmup: float, driver: str
-) -> tuple[int, int, list[float]]:
-    """Returns (acks inside the measured window, all acks, window latencies in s)."""
-    connect = _connect_asyncpg if driver == "asyncpg" else _connect_psycopg
-    conns = await asyncio.gather(*(connect(dsn, table) for _ in range(clients)))
+) -> tuple[int, int, list[float], float]:
+    """Returns (acks inside the measured window, all acks, window latencies in s, the
+    server's CPU seconds over the window)."""
+    opener = _connect_asyncpg if driver == "asyncpg" else _connect_psycopg
+    conns = await asyncio.gather(*(opener(dsn, table) for _ in range(clients)))
     t_start = time.perf_counter() + 0.05
     t_measure = t_start + warmup
     t_end = t_measure + duration
+    cpu: list[float] = []
+
+    async def watch() -> None:  # the server's CPU time at the window's ends
+        for t in (t_measure, t_end):
+            await asyncio.sleep(max(0.0, t - time.perf_counter()))
+            cpu.append(server_cpu(dsn))
 
     async def worker(cid: int, insert: Insert) -> tuple[int, int, list[float]]:
         rng = random.Random(cid)
@@ -172,21 +213,24 @@ async def _insert_run(
         return in_window, total, lat
 
     try:
+        watcher = asyncio.ensure_future(watch())
         results = await asyncio.gather(*(worker(i, ins) for i, (ins, _) in enumerate(conns)))
+        await watcher
     finally:
         await asyncio.gather(*(close() for _, close in conns), return_exceptions=True)
     lat_all = sorted(x for r in results for x in r[2])
-    return sum(r[0] for r in results), sum(r[1] for r in results), lat_all
+    window_cpu = cpu[1] - cpu[0] if len(cpu) == 2 else 0.0
+    return sum(r[0] for r in results), sum(r[1] for r in results), lat_all, window_cpu
 
 
 def bench_insert(
     dsn: str, clients: int, duration: float, warmup: float, driver: str
-) -> tuple[float, float, float]:
-    """Returns (acknowledged INSERT tps, p50 ms, p99 ms)."""
+) -> tuple[float, float, float, float]:
+    """Returns (acknowledged INSERT tps, p50 ms, p99 ms, server CPU ms per INSERT)."""
     table = table_name("insert")
     create_table(dsn, table)
     try:
-        in_window, total, lat = asyncio.run(
+        in_window, total, lat, cpu = asyncio.run(
             _insert_run(dsn, table, clients, duration, warmup, driver)
         )
         n = count_rows(dsn, table)
@@ -196,7 +240,7 @@ def bench_insert(
             raise AssertionError("no INSERT completed inside the measured window")
         p50 = lat[len(lat) // 2] * 1000
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
-        return in_window / duration, p50, p99
+        return in_window / duration, p50, p99, 1000 * cpu / in_window
     finally:
         drop_table(dsn, table)
 
@@ -227,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         help="100,000 rows, 3 s of INSERTs (defaults for a fast check)",
     )
     p.add_argument("--only", choices=["copy", "insert"], help="run one of the two tests")
+    p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
     p.add_argument(
         "--repeat",
         type=int,
@@ -235,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     common.add_server_args(p)
     args = p.parse_args(argv)
+    global TLS
+    TLS = args.tls
     rows = args.rows if args.rows is not None else (100_000 if args.quick else 1_000_000)
     duration = args.duration if args.duration is not None else (3.0 if args.quick else 10.0)
     warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
@@ -247,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
             "insert_seconds": duration,
             "driver": args.driver,
             "repeat": args.repeat,
+            "tls": args.tls,
+            "load_avg_at_start": load_avg(),
         },
     )
     report.notes.append("client and server share this machine's CPUs")
@@ -254,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     m_tps = report.metric(f"INSERT x{args.clients} clients", "tx/s")
     m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
     m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)
+    m_cpu = report.metric("INSERT: server CPU per INSERT", "ms", higher_is_better=False)
 
     chunks: list[bytes] = []
     if args.only != "insert":
@@ -289,11 +339,17 @@ def main(argv: list[str] | None = None) -> int:
                             results.append(
                                 bench_insert(dsn, args.clients, duration, warmup, args.driver)
                             )
-                            common.log(f"{side}: INSERT {results[-1][0]:,.0f} tx/s")
-                        tps, p50, p99 = (
+                            tps, _, _, ms = results[-1]
+                            common.log(
+                                f"{side}: INSERT {tps:,.0f} tx/s, server CPU {ms:.2f} ms per "
+                                f"INSERT (load {load_avg()})"
+                            )
+                        tps, p50, p99, cpu_ms = (
                             statistics.median(col) for col in zip(*results, strict=True)
                         )
                         m_tps.values[side], m_p50.values[side], m_p99.values[side] = (tps, p50, p99)
+                        if cpu_ms:
+                            m_cpu.values[side] = cpu_ms
                     except Exception as exc:
                         m_tps.errors[side] = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # the server itself failed
