@@ -634,6 +634,7 @@ class Engine:
             return
         spark = spark_session(self.master, conf)
         ck = str(self.state_dir / "checkpoint")
+        _drop_unrenamed_logs(ck)
         start = self.last_epoch
 
         def on_batch(df: Any, batch_id: int) -> None:
@@ -782,6 +783,15 @@ def empty_changes(info: ScanInfo) -> str:
     cols = ", ".join(f'NULL::{t} AS "{c}"' for c, t in zip(info.columns, info.types, strict=True))
     sep = ", " if cols else ""
     return f"(SELECT {cols}{sep}0::BIGINT AS _hw_w, 0::BIGINT AS _hw_epoch WHERE false)"
+
+
+def _drop_unrenamed_logs(checkpoint: str) -> None:
+    """Spark writes each offset/commit log entry to a hidden temp file, then renames it;
+    a kill in between leaves the temp file, and Spark 4 then refuses to start at batch 0
+    (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY). No query runs here: they are garbage."""
+    for log_dir in ("offsets", "commits"):
+        for tmp in Path(checkpoint, log_dir).glob(".*.tmp*"):
+            tmp.unlink(missing_ok=True)
 
 
 def _batch_end(checkpoint: str, batch_id: int) -> int | None:
