@@ -213,11 +213,15 @@ def postgres_server(
 # --- Headwater ------------------------------------------------------------------------
 
 
-def find_headwater(explicit: str | None = None) -> str:
-    for cand in (explicit, str(REPO / ".venv" / "bin" / "headwater"), shutil.which("headwater")):
-        if cand and Path(cand).exists():
-            return cand
-    raise FileNotFoundError("headwater console script not found (run scripts/setup.sh)")
+def headwater_command(explicit: str | None = None) -> list[str]:
+    """How to run `headwater`: the given console script, else this interpreter's
+    `-m headwater.cli` (a git worktree's copied .venv/bin/headwater starts the main
+    checkout's interpreter, so a bench run there would measure other code)."""
+    if explicit:
+        if not Path(explicit).exists():
+            raise FileNotFoundError(f"headwater not found at {explicit}")
+        return [explicit]
+    return [sys.executable, "-m", "headwater.cli"]
 
 
 def _stop_process_group(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
@@ -243,12 +247,12 @@ def headwater_server(
     extra_args: Sequence[str] = (),
 ) -> Iterator[str]:
     """Start `headwater start` on a fresh data dir and free port; yield its DSN."""
-    exe = find_headwater(hw_bin)
+    exe = headwater_command(hw_bin)
     tmp = Path(tempfile.mkdtemp(prefix="hw-bench-hw-"))
     data = tmp / "data"
     logfile = tmp / "headwater.log"
     port = free_port()
-    cmd = [exe, "start", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [*exe, "start", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)]
     cmd += extra_args
     log(f"starting Headwater: {shlex.join(cmd)} (log {logfile})")
     with open(logfile, "wb") as out:
@@ -339,6 +343,12 @@ class Metric:
     higher_is_better: bool = True
     values: dict[str, float] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    loads: dict[str, float] = field(default_factory=dict)  # 1-minute load when taken
+
+    def put(self, side: str, value: float) -> None:
+        """Record `side`'s figure with the machine's 1-minute load average now."""
+        self.values[side] = value
+        self.loads[side] = os.getloadavg()[0]
 
 
 @dataclass
@@ -372,21 +382,36 @@ def fmt_value(v: float | None) -> str:
     return f"{v:,.2f}"
 
 
-def print_report(report: Report, labels: Sequence[str] = (PG_SIDE, HW_SIDE)) -> None:
-    header = ["metric", *labels, "ratio (HW/PG)"]
+def print_report(
+    report: Report,
+    labels: Sequence[str] = (PG_SIDE, HW_SIDE),
+    ratios: Sequence[tuple[str, str]] = ((HW_SIDE, PG_SIDE),),
+) -> None:
+    """The metrics as a table: a column per label, then one per (numerator, denominator)
+    ratio, then the 1-minute load averages the figures were taken at (when recorded)."""
+    with_load = any(m.loads for m in report.metrics)
+    short = {HW_SIDE: "HW", PG_SIDE: "PG"}
+    header = ["metric", *labels]
+    header += [f"ratio ({short.get(a, a)}/{short.get(b, b)})" for a, b in ratios]
+    header += ["load"] if with_load else []
     rows: list[list[str]] = []
     shown = [m for m in report.metrics if m.values or m.errors]
     for m in shown:
         cells = [f"{m.name} ({m.unit})"]
         for side in labels:
             cells.append("error" if side in m.errors else fmt_value(m.values.get(side)))
-        pg, hw = m.values.get(PG_SIDE), m.values.get(HW_SIDE)
-        if pg and hw is not None:
-            ratio = hw / pg
-            better = ratio >= 1 if m.higher_is_better else ratio <= 1
-            cells.append(f"{ratio:.2f}x" + ("" if better else " (worse)"))
-        else:
-            cells.append("-")
+        for a, b in ratios:
+            num, den = m.values.get(a), m.values.get(b)
+            if den and num is not None:
+                ratio = num / den
+                better = ratio >= 1 if m.higher_is_better else ratio <= 1
+                cells.append(f"{ratio:.2f}x" + ("" if better else " (worse)"))
+            else:
+                cells.append("-")
+        if with_load:
+            loads = [m.loads[side] for side in labels if side in m.loads]
+            lo, hi = (min(loads), max(loads)) if loads else (None, None)
+            cells.append("-" if lo is None else f"{lo:.1f}" + (f"-{hi:.1f}" if hi != lo else ""))
         rows.append(cells)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
@@ -403,6 +428,7 @@ def print_report(report: Report, labels: Sequence[str] = (PG_SIDE, HW_SIDE)) -> 
     print(
         f"  machine: {os.cpu_count()} cpus, {platform.platform()}, "
         f"Python {platform.python_version()}"
+        + ("; load = 1-minute load average(s) when taken" if with_load else "")
     )
     print()
     print(line(header))

@@ -8,6 +8,10 @@
     INSERTs per second, plus per-statement latency and the CPU time the server's whole
     process tree spent per INSERT (user + system from /proc, measured while the clients
     are connected: the figure that load on the machine disturbs least).
+(c) Multi-row INSERT ... VALUES: --values-statements statements of 1,000 rows of
+    constants each (the same rows as COPY's, as literals), one after another from one
+    client, in autocommit and inside BEGIN ... COMMIT (Headwater's autocommit INSERT
+    of constants takes the batcher's fast path; in a block, the general one); rows/s.
 
 Both results are checked with SELECT count(*) afterwards. Connections are not
 encrypted unless --tls is given (the PostgreSQL the bench starts has no TLS; the
@@ -142,6 +146,47 @@ def bench_copy(dsn: str, chunks: list[bytes], rows: int) -> float:
         drop_table(dsn, table)
 
 
+# --- (c) multi-row INSERT ... VALUES ------------------------------------------------------
+
+VALUES_ROWS = 1000  # rows per INSERT ... VALUES statement
+
+
+def values_statements(table: str, statements: int) -> list[str]:
+    rng = random.Random(7)
+    out = []
+    for s in range(statements):
+        rows = []
+        for i in range(VALUES_ROWS):
+            n = s * VALUES_ROWS + i
+            ts = TS_BASE + dt.timedelta(seconds=n)
+            amount = f"{rng.randint(0, 10**8) / 100:.2f}"
+            rows.append(f"({n}, 'name {n} ü', {amount}, '{ts:%Y-%m-%d %H:%M:%S}')")
+        out.append(f"INSERT INTO {table} (id, name, amount, ts) VALUES {', '.join(rows)}")
+    return out
+
+
+def bench_values(dsn: str, statements: int, block: bool) -> float:
+    table = table_name("values")
+    create_table(dsn, table)
+    try:
+        sqls = values_statements(table, statements)
+        with connect(dsn) as conn:
+            t0 = time.perf_counter()
+            for sql in sqls:
+                if block:
+                    with conn.transaction():
+                        conn.execute(sql)
+                else:
+                    conn.execute(sql)
+            elapsed = time.perf_counter() - t0
+        n = count_rows(dsn, table)
+        if n != statements * VALUES_ROWS:
+            raise AssertionError(f"INSERT sent {statements * VALUES_ROWS} rows, count(*) = {n}")
+        return n / elapsed
+    finally:
+        drop_table(dsn, table)
+
+
 # --- (b) concurrent single-row INSERTs -------------------------------------------------
 
 Insert = Callable[[int, str, Decimal, dt.datetime], Awaitable[Any]]
@@ -270,7 +315,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="100,000 rows, 3 s of INSERTs (defaults for a fast check)",
     )
-    p.add_argument("--only", choices=["copy", "insert"], help="run one of the two tests")
+    p.add_argument(
+        "--only", choices=["copy", "insert", "values"], help="run one of the three tests"
+    )
+    p.add_argument(
+        "--values-statements", type=int, default=20, help="1,000-row INSERT ... VALUES (20)"
+    )
     p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
     p.add_argument(
         "--repeat",
@@ -304,9 +354,15 @@ def main(argv: list[str] | None = None) -> int:
     m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
     m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)
     m_cpu = report.metric("INSERT: server CPU per INSERT", "ms", higher_is_better=False)
+    m_values = {
+        block: report.metric(
+            f"INSERT VALUES x{VALUES_ROWS} rows, {'in BEGIN' if block else 'autocommit'}", "rows/s"
+        )
+        for block in (False, True)
+    }
 
     chunks: list[bytes] = []
-    if args.only != "insert":
+    if args.only in (None, "copy"):
         t0 = time.perf_counter()
         chunks = copy_chunks(rows)
         common.log(
@@ -318,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with server() as dsn:
                 report.servers[side] = f"{common.server_version(dsn)} at {dsn}"
-                if args.only != "insert":
+                if args.only in (None, "copy"):
                     try:
                         runs = []
                         for k in range(args.repeat):
@@ -328,7 +384,20 @@ def main(argv: list[str] | None = None) -> int:
                         m_copy.values[side] = statistics.median(runs)
                     except Exception as exc:  # report and go on with the next test
                         m_copy.errors[side] = f"{type(exc).__name__}: {exc}"
-                if args.only != "copy":
+                if args.only in (None, "values"):
+                    for block, metric in m_values.items():
+                        try:
+                            vals = []
+                            for _ in range(args.repeat):
+                                vals.append(bench_values(dsn, args.values_statements, block))
+                            metric.values[side] = statistics.median(vals)
+                            common.log(
+                                f"{side}: {metric.name} {metric.values[side]:,.0f} rows/s "
+                                f"(load {load_avg()})"
+                            )
+                        except Exception as exc:
+                            metric.errors[side] = f"{type(exc).__name__}: {exc}"
+                if args.only in (None, "insert"):
                     try:
                         results = []
                         for k in range(args.repeat):
@@ -354,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                         m_tps.errors[side] = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # the server itself failed
             report.servers[side] = "failed to start"
-            for m in (m_copy, m_tps):
+            for m in (m_copy, m_tps, *m_values.values()):
                 m.errors.setdefault(side, f"{type(exc).__name__}: {exc}")
 
     common.print_report(report)

@@ -18,6 +18,7 @@ from headwater.catalog.objects import (
     Relation,
     Role,
     Schema,
+    Sink,
     Table,
     View,
 )
@@ -33,6 +34,11 @@ FIRST_USER_OID = 16384
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "headwater_catalog")
 PUBLIC_SCHEMA_OID = 2200
 BOOTSTRAP_ROLE = "headwater"
+TEMP_SCHEMA_PREFIX = "pg_temp_"  # a session's schema of temporary relations (pg_temp_N)
+
+
+def is_temp_schema(name: str) -> bool:
+    return name.startswith(TEMP_SCHEMA_PREFIX)
 
 
 def bootstrap_role() -> Role:
@@ -53,6 +59,7 @@ class Catalog:
         self.schemas: dict[str, Schema] = {"public": public}
         self.relations: dict[tuple[str, str], Relation] = {}
         self.roles: dict[int, Role] = {BOOTSTRAP_ROLE_OID: bootstrap_role()}
+        self.sinks: dict[tuple[str, str], Sink] = {}  # CREATE SINK (not relations)
         # The role a writing transaction runs as: owner of the objects it creates.
         self.creator = 0
         self.next_oid = FIRST_USER_OID
@@ -64,6 +71,7 @@ class Catalog:
         c.schemas = dict(self.schemas)
         c.relations = dict(self.relations)
         c.roles = dict(self.roles)
+        c.sinks = dict(self.sinks)
         c.creator = 0
         c.next_oid = self.next_oid
         c.changes = {}
@@ -96,7 +104,7 @@ class Catalog:
                 raise InvalidSchemaName(f'schema "{schema}" does not exist')
             return schema
         for s in search_path:
-            if s in self.schemas:
+            if s in self.schemas and not is_temp_schema(s):  # TEMP says so explicitly
                 return s
         raise InvalidSchemaName("no schema has been selected to create in")
 
@@ -162,6 +170,25 @@ class Catalog:
         self.roles[role.oid] = role
         self.changes[role.oid] = role
 
+    def put_sink(self, sink: Sink) -> None:
+        if not sink.owner and self.creator:
+            sink = replace(sink, owner=self.creator)
+        self.sinks[(sink.schema, sink.name)] = sink
+        self.changes[sink.oid] = sink
+
+    def drop_sink(self, sink: Sink) -> None:
+        del self.sinks[(sink.schema, sink.name)]
+        self.changes[sink.oid] = None
+
+    def resolve_sink(
+        self, schema: str | None, name: str, search_path: tuple[str, ...]
+    ) -> Sink | None:
+        for s in (schema,) if schema is not None else search_path:
+            sink = self.sinks.get((s, name))
+            if sink is not None:
+                return sink
+        return None
+
     def drop_role(self, role: Role) -> None:
         del self.roles[role.oid]
         self.changes[role.oid] = None
@@ -173,6 +200,8 @@ class Catalog:
                 self.schemas[obj.name] = obj
             elif isinstance(obj, Role):
                 self.roles[obj.oid] = obj
+            elif isinstance(obj, Sink):
+                self.sinks[(obj.schema, obj.name)] = obj
             else:
                 self.relations[(obj.schema, obj.name)] = obj
         self.next_oid = max(next_oid, FIRST_USER_OID)

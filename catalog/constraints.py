@@ -14,6 +14,11 @@ def _shown(values: Sequence[Any]) -> str:
     return ", ".join("null" if v is None else str(v) for v in values)
 
 
+def shown_row(values: Sequence[Any]) -> str:
+    """A row as PostgreSQL's "Failing row contains (...)" shows it."""
+    return _shown(values)
+
+
 def not_null_violation(table: Table, column: str, row: Sequence[Any]) -> NotNullViolation:
     return NotNullViolation(
         f'null value in column "{column}" of relation "{table.name}" violates not-null constraint',

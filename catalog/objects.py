@@ -18,20 +18,34 @@ class Column:
     type: ColumnType
     not_null: bool = False
     default: str | None = None  # PostgreSQL expression text, as pg_get_expr shows it
+    # GENERATED ALWAYS ('a') / BY DEFAULT ('d') AS IDENTITY, as pg_attribute.attidentity;
+    # `default` then holds the nextval() of its sequence (not shown as a default)
+    identity: str = ""
+    comment: str | None = field(default=None, kw_only=True)  # COMMENT ON COLUMN
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d = {
             "name": self.name,
             "type": self.type.pg.name,
             "typmod": self.type.typmod,
             "not_null": self.not_null,
             "default": self.default,
         }
+        if self.identity:
+            d["identity"] = self.identity
+        if self.comment is not None:
+            d["comment"] = self.comment
+        return d
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Column:
         return Column(
-            d["name"], ColumnType(BY_NAME[d["type"]], d["typmod"]), d["not_null"], d["default"]
+            d["name"],
+            ColumnType(BY_NAME[d["type"]], d["typmod"]),
+            d["not_null"],
+            d["default"],
+            d.get("identity", ""),
+            comment=d.get("comment"),
         )
 
 
@@ -42,6 +56,32 @@ class Key:
     name: str
     columns: tuple[str, ...]
     primary: bool
+
+
+@dataclass(frozen=True)
+class Check:
+    """A CHECK constraint: its name and expression (PostgreSQL text, as pglast deparses
+    it); a row passes when the expression is true or NULL."""
+
+    name: str
+    expr: str
+    valid: bool = True  # False: added NOT VALID, existing rows not checked yet
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """A FOREIGN KEY constraint: `columns` reference `ref_columns` of the table whose oid
+    is `ref_table` (by oid, so renames keep it). Actions are pg_constraint's letters:
+    a NO ACTION, r RESTRICT, c CASCADE, n SET NULL, d SET DEFAULT; match s SIMPLE, f FULL."""
+
+    name: str
+    columns: tuple[str, ...]
+    ref_table: int
+    ref_columns: tuple[str, ...]
+    on_delete: str = "a"
+    on_update: str = "a"
+    match: str = "s"
+    valid: bool = True  # False: added NOT VALID, existing rows not checked yet
 
 
 # Privileges (PostgreSQL's aclitem letters): r SELECT, a INSERT, w UPDATE, d DELETE,
@@ -59,6 +99,7 @@ class Schema:
     kind: str = field(default="schema", init=False)
     owner: int = field(default=0, kw_only=True)
     acl: Acl = field(default=(), kw_only=True)
+    comment: str | None = field(default=None, kw_only=True)  # COMMENT ON SCHEMA
 
 
 @dataclass(frozen=True)
@@ -86,6 +127,7 @@ class Relation:
     columns: tuple[Column, ...]
     owner: int = field(default=0, kw_only=True)
     acl: Acl = field(default=(), kw_only=True)
+    comment: str | None = field(default=None, kw_only=True)  # COMMENT ON TABLE, VIEW, ...
 
     def column(self, name: str) -> Column | None:
         for c in self.columns:
@@ -102,6 +144,8 @@ class Relation:
 class Table(Relation):
     keys: tuple[Key, ...] = ()
     kind: str = field(default="table", init=False)
+    checks: tuple[Check, ...] = field(default=(), kw_only=True)  # CHECK constraints
+    foreign_keys: tuple[ForeignKey, ...] = field(default=(), kw_only=True)
 
     @property
     def primary_key(self) -> Key | None:
@@ -135,7 +179,68 @@ class Index(Relation):
     kind: str = field(default="index", init=False)
 
 
-CatalogObject = Schema | Table | View | MaterializedView | Index | Role
+@dataclass(frozen=True)
+class Sequence(Relation):
+    """CREATE SEQUENCE (or a serial / identity column's): its parameters, as pg_sequence.
+
+    The current value is not here: it changes outside transactions (nextval) and is
+    kept by the sequence manager (server/sequences.py, storage/sequences.py). `nonce`
+    tells its durable state from that of an earlier sequence that had the same oid in a
+    transaction that rolled back."""
+
+    type_name: str = "int8"  # int2 / int4 / int8 (AS smallint | integer | bigint)
+    start: int = 1
+    increment: int = 1
+    min_value: int = 1
+    max_value: int = 2**63 - 1
+    cache: int = 1
+    cycle: bool = False
+    owned_by: tuple[int, str] | None = None  # (table oid, column) of OWNED BY
+    identity: bool = False  # the sequence of an identity column (internal dependency)
+    nonce: int = 0
+    kind: str = field(default="sequence", init=False)
+
+
+@dataclass(frozen=True)
+class Sink:
+    """CREATE SINK: a table's or materialized view's contents (mode 'mirror') or changes
+    (mode 'changes') written continuously to a target outside the database. Where it
+    got to is recorded in the target, with the data (server/sinks.py)."""
+
+    oid: int
+    schema: str
+    name: str
+    source: int  # oid of the table or materialized view it reads
+    target_kind: str  # parquet | delta | postgres
+    target: str  # a directory, a Delta table's path or URI, a PostgreSQL conninfo
+    table: str | None = None  # the PostgreSQL target's table
+    mode: str = "mirror"
+    key: tuple[str, ...] = ()  # mirror: the source's columns that identify a row
+    options: tuple[tuple[str, str], ...] = ()  # the other WITH options, as given
+    created_epoch: int = 0  # the epoch of its CREATE
+    owner: int = field(default=0, kw_only=True)
+    kind: str = field(default="sink", init=False)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+_SINK_FIELDS = ("schema", "source", "target_kind", "target", "table", "mode", "created_epoch")
+
+_SEQUENCE_FIELDS = (
+    "type_name",
+    "start",
+    "increment",
+    "min_value",
+    "max_value",
+    "cache",
+    "cycle",
+    "identity",
+    "nonce",
+)
+
+CatalogObject = Schema | Table | View | MaterializedView | Index | Role | Sequence | Sink
 
 _ROLE_FIELDS = ("login", "superuser", "createrole", "createdb", "inherit", "password")
 
@@ -146,19 +251,32 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d.update({f: getattr(obj, f) for f in _ROLE_FIELDS})
         d.update(valid_until=obj.valid_until, member_of=list(obj.member_of))
         return d
+    if isinstance(obj, Sink):
+        d.update({f: getattr(obj, f) for f in _SINK_FIELDS})
+        d.update(key=list(obj.key), options=[list(o) for o in obj.options], owner=obj.owner)
+        return d
     if obj.owner:
         d["owner"] = obj.owner
     if obj.acl:
         d["acl"] = [list(a) for a in obj.acl]
+    if obj.comment is not None:
+        d["comment"] = obj.comment
     if isinstance(obj, Relation):
         d["schema"] = obj.schema
         d["columns"] = [c.to_json() for c in obj.columns]
     if isinstance(obj, Table):
         d["keys"] = [asdict(k) for k in obj.keys]
+        if obj.checks:
+            d["checks"] = [asdict(c) for c in obj.checks]
+        if obj.foreign_keys:
+            d["foreign_keys"] = [asdict(f) for f in obj.foreign_keys]
     if isinstance(obj, View | MaterializedView):
         d["definition"] = obj.definition
     if isinstance(obj, Index):
         d.update(table_oid=obj.table_oid, keys=list(obj.keys), unique=obj.unique)
+    if isinstance(obj, Sequence):
+        d.update({f: getattr(obj, f) for f in _SEQUENCE_FIELDS})
+        d["owned_by"] = list(obj.owned_by) if obj.owned_by else None
     return d
 
 
@@ -172,13 +290,37 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             valid_until=d.get("valid_until"),
             member_of=tuple(d.get("member_of", ())),
         )
-    own = {"owner": d.get("owner", 0), "acl": tuple((g, p) for g, p in d.get("acl", ()))}
+    if kind == "sink":
+        return Sink(
+            d["oid"],
+            name=d["name"],
+            **{f: d[f] for f in _SINK_FIELDS},
+            key=tuple(d["key"]),
+            options=tuple((k, v) for k, v in d["options"]),
+            owner=d.get("owner", 0),
+        )
+    own = {
+        "owner": d.get("owner", 0),
+        "acl": tuple((g, p) for g, p in d.get("acl", ())),
+        "comment": d.get("comment"),
+    }
     if kind == "schema":
         return Schema(d["oid"], d["name"], **own)
     cols = tuple(Column.from_json(c) for c in d["columns"])
     if kind == "table":
         keys = tuple(Key(k["name"], tuple(k["columns"]), k["primary"]) for k in d["keys"])
-        return Table(d["oid"], d["schema"], d["name"], cols, keys, **own)
+        checks = tuple(
+            Check(c["name"], c["expr"], c.get("valid", True)) for c in d.get("checks", ())
+        )
+        fks = tuple(
+            ForeignKey(
+                **{**f, "columns": tuple(f["columns"]), "ref_columns": tuple(f["ref_columns"])}
+            )
+            for f in d.get("foreign_keys", ())
+        )
+        return Table(
+            d["oid"], d["schema"], d["name"], cols, keys, checks=checks, foreign_keys=fks, **own
+        )
     if kind == "view":
         return View(d["oid"], d["schema"], d["name"], cols, d["definition"], **own)
     if kind == "materialized view":
@@ -194,18 +336,33 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             d["unique"],
             **own,
         )
+    if kind == "sequence":
+        owned = d.get("owned_by")
+        return Sequence(
+            d["oid"],
+            d["schema"],
+            d["name"],
+            cols,
+            **{f: d[f] for f in _SEQUENCE_FIELDS},
+            owned_by=(owned[0], owned[1]) if owned else None,
+            **own,
+        )
     raise ValueError(f"unknown catalog object kind {kind!r}")
 
 
 __all__ = [
     "BOOTSTRAP_ROLE_OID",
+    "Check",
     "Role",
     "Column",
+    "ForeignKey",
     "Index",
     "Key",
     "MaterializedView",
     "Schema",
     "Relation",
+    "Sequence",
+    "Sink",
     "Table",
     "View",
     "to_json",

@@ -8,7 +8,10 @@ replica stores a value of the type, `typmod` follows PostgreSQL's encoding
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+
+import pyarrow as pa
 
 from headwater.errors import FeatureNotSupported, UndefinedObject
 
@@ -58,6 +61,8 @@ INTERVAL = _t("interval", 1186, 16, 1187, "interval", "T")
 NUMERIC = _t("numeric", 1700, -1, 1231, "numeric", "N")
 UUID = _t("uuid", 2950, 16, 2951, "uuid", "U")
 JSONB = _t("jsonb", 3802, -1, 3807, "jsonb", "U")
+# DuckDB's BIT (bit strings of any length) in query results only: not a column type
+VARBIT = _t("varbit", 1562, -1, 1563, "bit varying", "V")
 
 ALL_TYPES: tuple[PgType, ...] = (
     BOOL,
@@ -206,6 +211,42 @@ def duckdb_type(ct: ColumnType) -> str:
     return _DUCKDB_SIMPLE[ct.pg.name]
 
 
+# The Arrow type that carries each type's values into DuckDB (the INSERT batcher's rows,
+# the pg_catalog emulation's tables); any other type travels as text, which DuckDB
+# casts to the column's type.
+_ARROW_SIMPLE: dict[PgType, pa.DataType] = {
+    BOOL: pa.bool_(),
+    INT2: pa.int16(),
+    INT4: pa.int32(),
+    INT8: pa.int64(),
+    FLOAT4: pa.float32(),
+    FLOAT8: pa.float64(),
+    DATE: pa.date32(),
+    TIMESTAMP: pa.timestamp("us"),
+    TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+    INTERVAL: pa.month_day_nano_interval(),
+    BYTEA: pa.binary(),
+}
+
+
+@functools.cache
+def arrow_type(ct: ColumnType) -> pa.DataType:
+    """The Arrow type of the values of `ct` (numeric(p, s): decimal128(p, s)).
+
+    >>> arrow_type(ColumnType(INT4)), arrow_type(ColumnType(NUMERIC, numeric_typmod(6, 2)))
+    (DataType(int32), Decimal128Type(decimal128(6, 2)))
+    """
+    if ct.pg is NUMERIC:
+        p, s = ct.precision_scale or (DUCKDB_MAX_PRECISION, NUMERIC_DEFAULT_SCALE)
+        return pa.decimal128(p, s)
+    return _ARROW_SIMPLE.get(ct.pg, pa.string())
+
+
+def type_named(name: str) -> PgType | None:
+    """The type a name (`integer`, `int4`, `timestamp with time zone`, ...) stands for."""
+    return _ALIASES.get(name)
+
+
 def resolve_type_name(names: list[str], mods: list[int], array_bounds: int = 0) -> ColumnType:
     """Turn a type as written (`names` qualified, modifiers) into a ColumnType.
 
@@ -254,7 +295,10 @@ def from_duckdb(dtype: str) -> ColumnType:
     if d in ("USMALLINT[]", "UINTEGER[]"):
         return ColumnType(INT2VECTOR if d == "USMALLINT[]" else OIDVECTOR)
     if d.endswith("[]"):
-        elem = None if d[:-2].endswith("]") else ARRAY_TYPES.get(from_duckdb(d[:-2]).pg.name)
+        base = d
+        while base.endswith("[]"):  # PostgreSQL's arrays of any dimension share one type
+            base = base[:-2]
+        elem = None if base.endswith("]") else ARRAY_TYPES.get(from_duckdb(base).pg.name)
         return ColumnType(elem) if elem is not None else ColumnType(TEXT)
     if d.startswith("DECIMAL"):
         inner = d[d.index("(") + 1 : d.index(")")]
@@ -288,6 +332,7 @@ def from_duckdb(dtype: str) -> ColumnType:
         "INTERVAL": INTERVAL,
         "UUID": UUID,
         "JSON": JSONB,
+        "BIT": VARBIT,
         '"NULL"': TEXT,
         "NULL": TEXT,
     }

@@ -1,6 +1,7 @@
 """The maintenance engine: one shared Spark stage that advances every view by epoch.
 
-    engine = Engine(state_dir, spool_dir)               # opens (or recovers) the state
+    engine = Engine(state_dir, spool_dir, replan=plans) # opens the state; views are
+                                                        # planned again from their text
     engine.create_view(16500, plan, scans)              # backfills at the last epoch
     engine.start()                                      # the Spark stage (lazy session)
     engine.frontier(16500); engine.read(16500, epoch)   # state at any retained epoch
@@ -23,11 +24,9 @@ import bisect
 import json
 import logging
 import os
-import pickle
-import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,10 +34,18 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.engine import spool as sp
-from headwater.engine.delta import LIVE, Batch, ScanInfo, ViewProgram, arrow_rows, fetch_all
+from headwater.engine import stage
+from headwater.engine.delta import Batch, ScanInfo, ViewProgram, arrow_rows, fetch_all
+from headwater.engine.executors import EXECUTORS, Choice, choose
 from headwater.engine.family import TAG_V, Tagged, is_tag, tag_plan, tag_source, view_tag
+from headwater.engine.parquet_state import Manifest
+from headwater.engine.rules.output import LIVE
+from headwater.engine.spark_executor import SparkExecutor
 from headwater.planner.incremental import incrementalize
 from headwater.planner.ir import Plan
+from headwater.planner.pg_compat import install_functions
+from headwater.storage.changelog import WEIGHT
+from headwater.storage.replica import quote
 
 log = logging.getLogger("headwater.engine")
 
@@ -48,6 +55,9 @@ STEP_EPOCHS = int(os.environ.get("HW_ENGINE_STEP_EPOCHS", "300"))
 # How long a micro-batch's sink goes on advancing to newer durable epochs (see start()).
 CATCH_UP_S = float(os.environ.get("HW_ENGINE_CATCH_UP_S", "1.0"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
+# view -> its plan and scans, planned again from its definition (None: it no longer exists)
+Columns = Sequence[tuple[str, str]]  # (name, DuckDB type) of each column of a view
+Replan = Callable[[int], "tuple[Plan, dict[int, ScanInfo]] | None"]
 
 
 @dataclass
@@ -92,39 +102,9 @@ class ViewStatus:
     error: str | None
     rows: int  # rows of the view at its frontier
     state_rows: int  # rows the view keeps: operator states, output versions and changes
-
-
-_spark_lock = threading.Lock()
-_spark: Any = None
-
-
-def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) -> Any:
-    """The process's one SparkSession, started on first use."""
-    global _spark
-    with _spark_lock:
-        if _spark is None:
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            from pyspark.sql import SparkSession
-
-            b = (
-                SparkSession.builder.master(master)
-                .appName("headwater-engine")
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.shuffle.partitions", "1")
-                # idle cost vs latency (docs/engine.md, figures (d)): 100 ms adds ~35 ms
-                # to the median freshness and takes idle CPU from ~8% to ~1% of a core
-                .config("spark.sql.streaming.pollingDelay", "100ms")
-                .config("spark.sql.streaming.minBatchesToRetain", "20")
-                .config("spark.driver.memory", "1g")
-            )
-            for k, v in (conf or {}).items():
-                b = b.config(k, v)
-            _spark = b.getOrCreate()
-            _spark.sparkContext.setLogLevel("ERROR")
-            _spark.dataSource.register(sp.EpochSource)
-            _spark.dataSource.register(sp.ChangeSource)
-        return _spark
+    executor: str | None = None  # who ran its last batch (spark | duckdb; None: none yet)
+    executor_reason: str | None = None
+    spark_tasks: int = 0  # Spark tasks run for it so far (its family's, for a member)
 
 
 class Engine:
@@ -136,9 +116,20 @@ class Engine:
         snapshot: Snapshot | None = None,
         wait_ms: int = 0,
         connection: duckdb.DuckDBPyConnection | None = None,
+        replan: Replan | None = None,
+        executor: str = "duckdb",
+        memory_limit: int | None = None,
     ) -> None:
         """`connection`: a DuckDB database to attach the engine's database to (the
-        server's replica), so that reads of views are plain SQL on it (`read_sql`)."""
+        server's replica), so that reads of views are plain SQL on it (`read_sql`).
+        `replan`: each view's plan, built again from its definition (see `restore`);
+        without it, the views of an existing state are not loaded until `restore`.
+        `executor`: who runs each batch's rules, `duckdb`, `spark` or `auto`
+        (engine/executors.py; `memory_limit`, the server's, weighs in for `auto`)."""
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}: {executor!r}")
+        self.executor = executor
+        self.memory_limit = memory_limit
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.spool = Path(spool_dir)
@@ -148,6 +139,9 @@ class Engine:
         path = str(self.state_dir / "engine.duckdb")
         if connection is None:
             self._db = duckdb.connect(path)
+            # what view expressions call (planner/ir.py `pg_semantics`); the server's
+            # replica connection has them already
+            install_functions(self._db)
             self.schema = ""
         else:
             self._db = connection
@@ -155,45 +149,27 @@ class Engine:
             self.schema = f"{ATTACHED}."
         self._lock = threading.RLock()  # one batch (or DDL) at a time
         self._cur = self._cursor()
+        # The registry. A data directory written before plans were re-planned from their
+        # definitions has a `plan` column (pickled plans) in hw_views and hw_families:
+        # it is ignored, and rows are written naming their columns.
         self._cur.execute(
             "CREATE TABLE IF NOT EXISTS hw_views (view BIGINT PRIMARY KEY, name VARCHAR,"
-            " created BIGINT, frontier BIGINT, status VARCHAR, error VARCHAR, plan BLOB)"
+            " created BIGINT, frontier BIGINT, status VARCHAR, error VARCHAR)"
         )
         self._cur.execute("CREATE TABLE IF NOT EXISTS hw_stage (k VARCHAR PRIMARY KEY, v BIGINT)")
         self._cur.execute(
-            "CREATE TABLE IF NOT EXISTS hw_families (family VARCHAR PRIMARY KEY, key VARCHAR,"
-            " plan BLOB)"
+            "CREATE TABLE IF NOT EXISTS hw_families (family VARCHAR PRIMARY KEY, key VARCHAR)"
         )
         self._cur.execute(
             "CREATE TABLE IF NOT EXISTS hw_members (view BIGINT PRIMARY KEY, family VARCHAR,"
             " params VARCHAR)"
         )
         self.views: dict[int, ViewProgram] = {}
-        self.names: dict[int, str] = {}
+        self.names: dict[int, str] = {
+            int(v): name for v, name in fetch_all(self._cur, "SELECT view, name FROM hw_views")
+        }
         self.families: dict[str, Family] = {}  # by name
         self._member_of: dict[int, Family] = {}
-        for fname, key, blob in fetch_all(self._cur, "SELECT * FROM hw_families ORDER BY 1"):
-            tplan, scans, tag_types = pickle.loads(blob)
-            fprog = ViewProgram(fname, tplan, scans, tag_types=tuple(tag_types))
-            fprog.db = self._cur
-            fprog.prepare(self._cur)
-            self.families[fname] = Family(fname, key, fprog, {})
-        for view, fname, params in fetch_all(self._cur, "SELECT * FROM hw_members"):
-            fam = self.families[fname]
-            fam.members[int(view)] = tuple(json.loads(params))
-            self._member_of[int(view)] = fam
-        for view, name, blob in fetch_all(
-            self._cur, "SELECT view, name, plan FROM hw_views ORDER BY view"
-        ):
-            plan, scans = pickle.loads(blob)
-            prog = ViewProgram(int(view), plan, scans)
-            prog.db = self._cur
-            if int(view) in self._member_of:
-                prog.type_nodes(self._cur)  # its tables are its family's
-            else:
-                prog.prepare(self._cur)
-            self.views[int(view)] = prog
-            self.names[int(view)] = name
         self._last: int | None = None  # last_epoch, cached
         # frontiers of the running views, as committed (the stage's own copy)
         self._fronts: dict[int, int] = {
@@ -207,13 +183,150 @@ class Engine:
         self.step_epochs = STEP_EPOCHS
         self.catch_up_s = CATCH_UP_S
         self._stopping = False
+        self._spooled = threading.Condition()  # notified by `spooled`
+        self._spool_seq = 0
+        # the state both executors share (engine/parquet_state.py)
+        self.manifest = Manifest(self.state_dir, self._cur)
+        self.spark = SparkExecutor(
+            self.state_dir, lambda: stage.spark_session(self.master), self.manifest
+        )
+        self.last_choice: dict[int, Choice] = {}  # view -> executor of its last batch, and why
+        # the last batch that advanced views: (seconds it took, executors that ran it)
+        self.last_batch: tuple[float, frozenset[str]] | None = None
+        if replan is not None:
+            self.restore(replan)
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cur = self._db.cursor()
         cur.execute("SET integer_division = true")
         if self.schema:
+            home = cur.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
             cur.execute(f"USE {ATTACHED}")
+            # the server's macros (planner/functions/) live in its own database
+            cur.execute(f"SET search_path = '{ATTACHED}.main,{home}.main'")
         return cur
+
+    # -- restart ----------------------------------------------------------------------
+    def restore(self, replan: Replan) -> list[int]:
+        """Load the views of the state. Plans are not stored (the state would then
+        depend on the planner's classes): each view is planned again from its definition
+        (`replan`, in creation order, so that a view over a view finds it loaded), and
+        its tables are checked against that plan. A view that no longer exists (`replan`
+        gives None) is dropped, and so is one whose tables do not match its plan (the
+        planner now plans it differently): the caller backfills it again. A view over a
+        dropped view should then be given as None too. Returns the views dropped."""
+        with self._lock:
+            cur = self._cur
+            members = {
+                int(v): (f, tuple(json.loads(p)))
+                for v, f, p in fetch_all(cur, "SELECT view, family, params FROM hw_members")
+            }
+            keys = dict(fetch_all(cur, "SELECT family, key FROM hw_families"))
+            tables = {r[0] for r in fetch_all(cur, _TABLES)}
+            dropped: list[int] = []
+            for view in sorted(self.names):
+                plan = replan(view)
+                if plan is None:
+                    dropped.append(view)
+                    continue
+                prog = ViewProgram(view, incrementalize(plan[0]), plan[1])
+                prog.db = cur
+                try:
+                    prog.type_nodes(cur)
+                    if view in members:
+                        ok = self._restore_member(prog, *members[view], keys[members[view][0]])
+                    else:
+                        ok = self._restore_tables(prog, tables)
+                except duckdb.Error as e:
+                    log.warning("view %s: planned again, it cannot be typed: %s", view, e)
+                    ok = False
+                if not ok:
+                    log.warning("view %s: its state does not match its plan; dropped", view)
+                    dropped.append(view)
+                    continue
+                self.views[view] = prog
+            for view in dropped:
+                self._forget(view, members.get(view, (None,))[0], tables)
+            for fname in set(keys) - set(self.families):  # no member left
+                self._drop_tables(fname, tables)
+                cur.execute("DELETE FROM hw_families WHERE family = ?", [fname])
+            return dropped
+
+    def _restore_member(
+        self, prog: ViewProgram, fname: str, params: tuple[str, ...], key: str
+    ) -> bool:
+        """A view of a family (its tables are its family's): the family's program is
+        its template, built from the first member planned again."""
+        tagged = tag_plan(prog.plan, prog.scans)
+        if tagged is None or tagged.key != key:
+            return False
+        fam = self.families.get(fname)
+        if fam is None:
+            fprog = ViewProgram(fname, tagged.plan, prog.scans, tag_types=tagged.tag_types)
+            fprog.db = self._cur
+            fprog.type_nodes(self._cur)
+            tables = {r[0] for r in fetch_all(self._cur, _TABLES)}
+            if not self._restore_tables(fprog, tables):
+                return False
+            fam = self.families[fname] = Family(fname, key, fprog, {})
+        fam.members[prog.view] = params
+        self._member_of[prog.view] = fam
+        return True
+
+    def _restore_tables(self, prog: ViewProgram, tables: set[str]) -> bool:
+        """Whether the view's tables are those its program makes (names and columns);
+        if so, its scratch tables are created."""
+        v = prog.view
+        want = {f"o{v}", f"l{v}"} | {
+            name for i, node in enumerate(prog.nodes) for name, _ in prog.state_schemas(i, node)
+        }
+        if want != {t for t in tables if t in (f"o{v}", f"l{v}") or t.startswith(f"s{v}_")}:
+            return False
+        prog.create_tables(self._cur)  # only its scratch tables: the others exist
+        root = prog.plan.root
+        cols = list(zip(root.columns, prog.types[prog.index[id(root)]], strict=True))
+        expect = {
+            f"o{v}": [*cols, ("_n", "BIGINT"), ("_from", "BIGINT"), ("_to", "BIGINT")],
+            f"l{v}": [*cols, ("_w", "BIGINT"), ("_e", "BIGINT")],
+        }
+        for name, want_cols in expect.items():
+            have = [(r[0], r[1]) for r in fetch_all(self._cur, f"DESCRIBE {name}")]
+            if have != [(c, t) for c, t in want_cols]:
+                return False
+        for i, node in enumerate(prog.nodes):
+            for name, sql in prog.state_schemas(i, node):
+                have_names = [r[0] for r in fetch_all(self._cur, f"DESCRIBE {name}")]
+                if have_names != [r[0] for r in fetch_all(self._cur, f"DESCRIBE {sql}")]:
+                    return False
+        return True
+
+    def _forget(self, view: int, family: str | None, tables: set[str]) -> None:
+        """Drop a view that has no program (see `restore`)."""
+        cur = self._cur
+        self.names.pop(view, None)
+        self._fronts.pop(view, None)
+        cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
+        if family is None:
+            owned = [
+                t for t in tables if t in (f"o{view}", f"l{view}") or t.startswith(f"s{view}_")
+            ]
+            self.manifest.forget(cur, owned)
+            self.manifest.commit()
+            self._drop_tables(str(view), tables)
+            return
+        cur.execute("DELETE FROM hw_members WHERE view = ?", [view])
+        cur.execute(f"DROP VIEW IF EXISTS o{view}")
+        cur.execute(f"DROP VIEW IF EXISTS l{view}")
+        fam = self.families.get(family)
+        if fam is not None:
+            for table, col in self._family_tables(fam, cur):
+                cur.execute(f"DELETE FROM {table} WHERE {col} = {view}")
+
+    def _drop_tables(self, owner: str, tables: set[str]) -> None:
+        """The output and state tables of a view or family by their names alone."""
+        for t in sorted(tables):
+            if t in (f"o{owner}", f"l{owner}") or t.startswith(f"s{owner}_"):
+                self._cur.execute(f"DROP TABLE IF EXISTS {t}")
 
     # -- views ----------------------------------------------------------------------
     @property
@@ -244,7 +357,6 @@ class Engine:
             fam, new = self._family(prog)
             if fam is None:
                 prog.create_tables(cur)
-            blob = pickle.dumps((lowered, scans))
             cur.execute("BEGIN")
             try:
                 if fam is not None:
@@ -252,12 +364,15 @@ class Engine:
                 else:
                     self._backfill(prog, epoch)
                 cur.execute(
-                    "INSERT INTO hw_views VALUES (?, ?, ?, ?, 'running', NULL, ?)",
-                    [view, name or str(view), epoch, epoch, blob],
+                    "INSERT INTO hw_views (view, name, created, frontier, status, error)"
+                    " VALUES (?, ?, ?, ?, 'running', NULL)",
+                    [view, name or str(view), epoch, epoch],
                 )
                 cur.execute("COMMIT")
+                self.manifest.commit()
             except BaseException:
                 cur.execute("ROLLBACK")
+                self.manifest.rollback(cur)
                 self._forget_scratch()
                 if fam is None:
                     prog.drop(cur)
@@ -269,6 +384,7 @@ class Engine:
             if fam is not None:
                 self.families[fam.name] = fam
                 self._member_of[view] = fam
+            self.last_choice[view] = self._choice
             self.views[view] = prog
             self.names[view] = name or str(view)
             self._fronts[view] = epoch
@@ -294,10 +410,14 @@ class Engine:
             prog = self.views.pop(view, None)
             self.names.pop(view, None)
             self._fronts.pop(view, None)
+            self.last_choice.pop(view, None)
             fam = self._member_of.pop(view, None)
             if fam is None:
                 cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
                 if prog is not None:
+                    self.manifest.forget(cur, prog.tables())
+                    self.manifest.commit()
+                    self.spark.forget(prog.view)
                     prog.drop(cur)
                 return
             cur.execute("BEGIN")
@@ -359,14 +479,7 @@ class Engine:
         output as SQL views over its family's tables."""
         cur = self._cur
         if new:
-            cur.execute(
-                "INSERT INTO hw_families VALUES (?, ?, ?)",
-                [
-                    fam.name,
-                    fam.key,
-                    pickle.dumps((fam.prog.plan, fam.prog.scans, fam.prog.tag_types)),
-                ],
-            )
+            cur.execute("INSERT INTO hw_families (family, key) VALUES (?, ?)", [fam.name, fam.key])
         cur.execute(
             "INSERT INTO hw_members VALUES (?, ?, ?)",
             [view, fam.name, json.dumps(list(fam.members[view]))],
@@ -399,6 +512,8 @@ class Engine:
 
     def _backfill(self, prog: ViewProgram, epoch: int, pv: str | None = None) -> None:
         registered: list[str] = []
+        snaps = {oid: self._snapshot(oid, epoch) for oid, i in prog.scans.items() if i.view is None}
+        arrows = {f"_snap{oid}": t for oid, t in snaps.items() if t.num_rows}
 
         def changes(oid: int, after: int) -> str:
             info = prog.scans[oid]
@@ -409,17 +524,20 @@ class Engine:
                     f"(SELECT {cols}, _n AS _hw_w, {epoch} AS _hw_epoch FROM o{info.view}"
                     f" WHERE _from <= {epoch} AND _to > {epoch})"
                 )
-            t = self._snapshot(oid, epoch)
+            t = snaps[oid]
             if t.num_rows == 0:
                 return empty_changes(info)
-            self._cur.register(name, t)
-            registered.append(name)
-            if sp.WEIGHT in t.column_names:
+            if name not in registered:
+                self._cur.register(name, t)
+                registered.append(name)
+            if WEIGHT in t.column_names:
                 return f"(SELECT *, {epoch} AS _hw_epoch FROM {name})"
             return f"(SELECT *, 1 AS _hw_w, {epoch} AS _hw_epoch FROM {name})"
 
+        rows = sum(t.num_rows for t in snaps.values())
         try:
-            prog.advance(self._cur, Batch(epoch, changes), epoch - 1, True, multi=False, pv=pv)
+            batch = Batch(epoch, changes)
+            self._execute(prog, batch, epoch - 1, True, False, pv, arrows, rows, backfill=True)
         finally:
             for n in registered:
                 try:
@@ -432,16 +550,16 @@ class Engine:
         standalone use; the server passes the DuckDB replica's versions instead)."""
         batches = list(sp.read_table_changes(self.spool, oid, 0, epoch))
         if not batches:
-            return pa.table({"_hw_w": pa.array([], pa.int64())})
+            return pa.table({WEIGHT: pa.array([], pa.int64())})
         t = pa.Table.from_batches(batches)
-        cols = [c for c in t.column_names if c not in (sp.WEIGHT, sp.EPOCH)]
+        cols = [c for c in t.column_names if c not in (WEIGHT, sp.EPOCH)]
         cur = self._db.cursor()
         cur.register("_s", t)
         q = ", ".join(f'"{c}"' for c in cols)
         out = arrow_rows(
             cur,
-            f"SELECT {q}, sum({sp.WEIGHT})::BIGINT AS _hw_w FROM _s GROUP BY ALL"
-            f" HAVING sum({sp.WEIGHT}) > 0",
+            f"SELECT {q}, sum({WEIGHT})::BIGINT AS _hw_w FROM _s GROUP BY ALL"
+            f" HAVING sum({WEIGHT}) > 0",
         )
         cur.close()
         return out
@@ -483,6 +601,7 @@ class Engine:
                 return out
 
     def _advance(self, end: int) -> dict[int, int]:
+        began = time.monotonic()
         out: dict[int, int] = {}
         with self._lock:
             cur = self._cur
@@ -494,13 +613,15 @@ class Engine:
             low = min(fronts[v] for v in todo)
             self._seq = getattr(self, "_seq", 0) + 1
             registered: dict[int, str] = {}
+            arrows: dict[str, pa.Table] = {}  # registered name -> its rows (for Spark)
             epochs: dict[int, list[int]] = {}  # table -> epochs of the batch that changed it
             # every changed table's changes, registered once, before any transaction
             for oid in {o for v in todo for o, i in self.views[v].scans.items() if i.view is None}:
                 parts, epochs[oid] = sp.read_table_epochs(self.spool, oid, low, end)
                 if parts:
                     name = f"_chg{oid}_{self._seq}"
-                    cur.register(name, pa.concat_tables(parts))
+                    arrows[name] = pa.concat_tables(parts)
+                    cur.register(name, arrows[name])
                     registered[oid] = name
 
             def changes(oid: int, after: int) -> str:
@@ -543,10 +664,16 @@ class Engine:
                 multi = max(at.values())
                 after = min(fronts[v] for v in moved)
                 batch = Batch(end, changes)
-                if fam is None:
-                    return self.views[views[0]].advance(cur, batch, after, False, multi=multi)
-                pv = fam.pv({v: fronts[v] for v in moved})
-                return fam.prog.advance(cur, batch, after, False, multi=multi, pv=pv)
+                prog = self.views[views[0]] if fam is None else fam.prog
+                pv = None if fam is None else fam.pv({v: fronts[v] for v in moved})
+                rows = sum(arrows[registered[o]].num_rows for o in prog.scans if o in registered)
+                unchanged = frozenset(
+                    o for o, i in prog.scans.items() if i.view is None and o not in registered
+                )
+                n = self._execute(prog, batch, after, False, multi, pv, arrows, rows, unchanged)
+                for v in moved:
+                    self.last_choice[v] = self._choice
+                return n
 
             # units: a view, or the views of a family (at its first member's place)
             units: dict[object, list[int]] = {}
@@ -572,10 +699,12 @@ class Engine:
                 advance_frontiers(todo)
                 self._set_end(last)
                 cur.execute("COMMIT")
+                self.manifest.commit()
                 for v in todo:
                     fronts[v] = end
             except Exception:
                 cur.execute("ROLLBACK")
+                self.manifest.rollback(cur)
                 self._last = None
                 self._forget_scratch()
                 out.clear()
@@ -585,9 +714,11 @@ class Engine:
                         out[v] = run([v])
                         advance_frontiers([v])
                         cur.execute("COMMIT")
+                        self.manifest.commit()
                         fronts[v] = end
                     except Exception as e:  # a view's error stops that view only
                         cur.execute("ROLLBACK")
+                        self.manifest.rollback(cur)
                         self._forget_scratch()
                         log.warning("view %s failed at epochs (%s, %s]: %s", v, fronts[v], end, e)
                         cur.execute(
@@ -598,9 +729,56 @@ class Engine:
                 self._set_end(last)
             for name in registered.values():
                 cur.unregister(name)
+            ran = frozenset(self.last_choice[v].executor for v in out if v in self.last_choice)
+            self.last_batch = (time.monotonic() - began, ran)
         for fn in self.on_advance:
             fn(end)
         return out
+
+    def _execute(
+        self,
+        prog: ViewProgram,
+        batch: Batch,
+        after: int,
+        first: bool,
+        multi: bool | int,
+        pv: str | None,
+        arrows: dict[str, pa.Table],
+        rows: int,
+        unchanged: frozenset[int] = frozenset(),
+        backfill: bool = False,
+    ) -> int:
+        """Run one batch of a program on the executor `choose` picks (the caller holds
+        the transaction). DuckDB changes the tables in place and unlists their Parquet
+        copies; Spark writes new Parquet generations and loads them (spark_executor)."""
+        ctx = prog.context(batch, after, first, multi, pv)
+        why_not = None if self.executor == "duckdb" else self.spark.expressible(prog, ctx)
+        self._choice = choice = choose(
+            self.executor,
+            rows=rows,
+            why_not=why_not,
+            spark_up=stage.spark_started(),
+            local=self.master.startswith("local"),
+            state_bytes=lambda: self._state_bytes(prog),
+            memory_limit=self.memory_limit,
+            backfill=backfill,
+        )
+        if choice.executor == "spark":
+            return self.spark.advance(self._cur, prog, ctx, arrows)
+        self.manifest.forget(self._cur, prog.tables())
+        return prog.advance(self._cur, batch, after, first, multi=multi, pv=pv, unchanged=unchanged)
+
+    def _state_bytes(self, prog: ViewProgram) -> int:
+        """DuckDB's estimate of the bytes of a program's tables."""
+        names = prog.tables()
+        marks = ", ".join("?" for _ in names)
+        rows = fetch_all(
+            self._cur,
+            "SELECT coalesce(sum(estimated_size * column_count * 8), 0) FROM duckdb_tables()"
+            f" WHERE database_name = current_database() AND table_name IN ({marks})",
+            names,
+        )
+        return int(rows[0][0])
 
     def _order(self) -> list[int]:
         """The views, each after the views it reads (whose changes of a batch it
@@ -632,28 +810,33 @@ class Engine:
         """Start the stage: a streaming query over the spool that calls `advance`."""
         if self.query is not None:
             return
-        spark = spark_session(self.master, conf)
+        spark = stage.spark_session(self.master, conf)
         ck = str(self.state_dir / "checkpoint")
-        _drop_unrenamed_logs(ck)
+        stage.drop_unrenamed_logs(ck)
         start = self.last_epoch
 
         def on_batch(df: Any, batch_id: int) -> None:
-            end = _batch_end(ck, batch_id)
+            end = stage.batch_end(ck, batch_id)
             if end is None:
                 return
             self.advance(end)
-            # Epochs that became durable while the batch ran are advanced to now, for
-            # up to `catch_up_s`, rather than after Spark's next trigger: a micro-batch
-            # costs Spark 0.1-0.3 s of offset and commit logs on this machine, which
-            # under a steady stream of epochs would add to every epoch's freshness.
+            # Epochs that become durable while the batch runs, or up to `catch_up_s`
+            # after it started, are advanced as soon as they are spooled (`spooled`
+            # wakes the wait) rather than at Spark's next trigger: a micro-batch costs
+            # Spark 0.1-0.3 s of polling delay, offset and commit logs on this machine,
+            # which would add to the freshness of every epoch written after a pause.
             # Exactly once still holds: each view's frontier moves with its state, and
             # Spark's next batches (epochs up to theirs) find those views past them.
             deadline = time.monotonic() + self.catch_up_s
-            while not self._stopping and time.monotonic() < deadline:
+            while not self._stopping and (left := deadline - time.monotonic()) > 0:
+                seen = self._spool_seq
                 latest = sp.read_latest(self.spool)
-                if latest <= self.last_epoch:
-                    break
-                self.advance(latest)
+                if latest > self.last_epoch:
+                    self.advance(latest)
+                    continue
+                with self._spooled:
+                    if self._spool_seq == seen:
+                        self._spooled.wait(min(left, 0.05))  # (slices: `stop` is prompt)
 
         self.query = (
             spark.readStream.format("hw_epochs")
@@ -666,6 +849,13 @@ class Engine:
             .foreachBatch(on_batch)
             .start()
         )
+
+    def spooled(self) -> None:
+        """A new epoch is in the spool: a batch waiting in its catch-up window (see
+        `start`) advances to it now."""
+        with self._spooled:
+            self._spool_seq += 1
+            self._spooled.notify_all()
 
     def stop(self) -> None:
         if self.query is not None:
@@ -703,6 +893,13 @@ class Engine:
         rows = fetch_all(self._reader(), "SELECT frontier FROM hw_views WHERE view = ?", [view])
         return int(rows[0][0]) if rows else -1
 
+    def registry(self) -> list[tuple[int, int, int, str, str | None]]:
+        """(view, frontier, created, status, error) of every view (cheap: no sizes)."""
+        rows = fetch_all(
+            self._reader(), "SELECT view, frontier, created, status, error FROM hw_views"
+        )
+        return [(int(v), int(f), int(c), st, err) for v, f, c, st, err in rows]
+
     def _reader(self) -> duckdb.DuckDBPyConnection:
         local = getattr(self, "_tls", None)
         if local is None:
@@ -712,17 +909,39 @@ class Engine:
             cur = local.cur = self._cursor()
         return cur
 
-    def read_sql(self, view: int, epoch: int | None = None) -> str:
-        """SQL (over the engine's database) for the view's rows at `epoch`."""
-        prog = self.views[view]
+    def read_sql(
+        self, view: int, epoch: int | str | None = None, columns: Columns | None = None
+    ) -> str:
+        """SQL (over the engine's database, or the one it is attached to) for the view's
+        rows at `epoch` (default: its frontier; a string is spliced in as it is, say a
+        placeholder the caller replaces). Columns are named as the view's query names
+        them, or as `columns` says ((name, DuckDB type) each: cast to that type)."""
         e = self.frontier(view) if epoch is None else epoch
-        names = ", ".join(
-            f'{c} AS "{n}"' for c, n in zip(prog.plan.root.columns, prog.plan.output, strict=True)
-        )
+        order = self.views[view].plan.order  # a top-N view's rows come in its order
         return (
-            f"SELECT {names} FROM (SELECT * FROM {self.schema}o{view}"
+            f"SELECT {self._columns(view, columns)} FROM (SELECT * FROM {self.schema}o{view}"
             f" WHERE _from <= {e} AND _to > {e}) _o,"
-            " range(_o._n)"
+            " range(_o._n)" + (f" ORDER BY {', '.join(f'_o.{k}' for k in order)}" if order else "")
+        )
+
+    def changes_sql(
+        self, view: int, after: int | str, upto: int | str, columns: Columns | None = None
+    ) -> str:
+        """SQL for the view's changes of epochs (after, upto]: (_e, _w, columns...),
+        columns as in `read_sql`, in no particular order."""
+        cols = self._columns(view, columns)
+        return (
+            f"SELECT _e, _w{', ' if cols else ''}{cols} FROM {self.schema}l{view}"
+            f" WHERE _e > {after} AND _e <= {upto}"
+        )
+
+    def _columns(self, view: int, columns: Columns | None) -> str:
+        internal = self.views[view].plan.root.columns
+        if columns is None:
+            names = self.views[view].plan.output
+            return ", ".join(f'{c} AS "{n}"' for c, n in zip(internal, names, strict=True))
+        return ", ".join(
+            f"CAST({c} AS {t}) AS {quote(n)}" for c, (n, t) in zip(internal, columns, strict=True)
         )
 
     def read(self, view: int, epoch: int | None = None) -> pa.Table:
@@ -759,23 +978,48 @@ class Engine:
                 f"SELECT {int(v)}, (SELECT coalesce(sum(_n), 0) FROM o{v} WHERE _to = {LIVE}),"
                 f" {size}"
             )
+        if not parts:  # no views: an empty statement is an error
+            return []
         sizes = {int(r[0]): (r[1], r[2]) for r in fetch_all(cur, " UNION ALL ".join(parts))}
-        return (
-            [
-                ViewStatus(int(v), name, int(fr), int(created), st, err, *map(int, sizes[int(v)]))
-                for v, name, fr, created, st, err in rows
-            ]
-            if parts
-            else []
-        )
+        return [
+            ViewStatus(
+                int(v),
+                name,
+                int(fr),
+                int(created),
+                st,
+                err,
+                *map(int, sizes[int(v)]),
+                *self.executor_of(int(v)),
+            )
+            for v, name, fr, created, st, err in rows
+        ]
+
+    def executor_of(self, view: int) -> tuple[str | None, str | None, int]:
+        """(executor of the view's last batch, why, Spark tasks run for it so far)."""
+        choice = self.last_choice.get(view)
+        fam = self._member_of.get(view)
+        tasks = self.spark.tasks.get(fam.name if fam is not None else view, 0)
+        if choice is None:
+            return None, None, tasks
+        return choice.executor, choice.reason, tasks
 
     def vacuum(self, horizon: int) -> None:
         """Forget versions and changes no read at or after `horizon` needs."""
         with self._lock:
             owners = [str(v) for v in self.views if v not in self._member_of]
+            self.manifest.forget(self._cur, [t for o in owners for t in (f"o{o}", f"l{o}")])
+            self.manifest.commit()
             for o in owners + list(self.families):
                 self._cur.execute(f"DELETE FROM o{o} WHERE _to <= {horizon}")
                 self._cur.execute(f"DELETE FROM l{o} WHERE _e <= {horizon}")
+
+
+# the tables of the engine's database (its cursors USE it)
+_TABLES = (
+    "SELECT table_name FROM duckdb_tables()"
+    " WHERE database_name = current_database() AND schema_name = 'main'"
+)
 
 
 def empty_changes(info: ScanInfo) -> str:
@@ -783,24 +1027,3 @@ def empty_changes(info: ScanInfo) -> str:
     cols = ", ".join(f'NULL::{t} AS "{c}"' for c, t in zip(info.columns, info.types, strict=True))
     sep = ", " if cols else ""
     return f"(SELECT {cols}{sep}0::BIGINT AS _hw_w, 0::BIGINT AS _hw_epoch WHERE false)"
-
-
-def _drop_unrenamed_logs(checkpoint: str) -> None:
-    """Spark writes each offset/commit log entry to a hidden temp file, then renames it;
-    a kill in between leaves the temp file, and Spark 4 then refuses to start at batch 0
-    (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY). No query runs here: they are garbage."""
-    for log_dir in ("offsets", "commits"):
-        for tmp in Path(checkpoint, log_dir).glob(".*.tmp*"):
-            tmp.unlink(missing_ok=True)
-
-
-def _batch_end(checkpoint: str, batch_id: int) -> int | None:
-    """The last epoch of a micro-batch, from Spark's offset log (written before the
-    batch runs, so it is there when the batch is replayed after a crash)."""
-    path = Path(checkpoint, "offsets", str(batch_id))
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    ends = [json.loads(line)["epoch"] for line in lines[2:] if line.startswith("{")]
-    return int(max(ends)) if ends else None

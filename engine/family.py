@@ -124,8 +124,16 @@ def literals(expr: str | None) -> list[str]:
             found.append(str(c.val.ival))
         return c
 
-    _rewrite(parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val, visit)
+    _rewrite(_parse(expr), visit)
     return found
+
+
+def _parse(expr: str) -> Any:
+    """An expression's tree; a sort key with its direction (`x DESC NULLS FIRST`, an
+    aggregate's ORDER BY) as a whole SortBy node."""
+    if re.search(r"\s(?:ASC|DESC) NULLS (?:FIRST|LAST)$", expr):
+        return parse_sql(f"SELECT 1 ORDER BY {expr}")[0].stmt.sortClause[0]
+    return parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
 
 
 def substitute(expr: str | None, names: list[str]) -> str | None:
@@ -133,7 +141,7 @@ def substitute(expr: str | None, names: list[str]) -> str | None:
     the caller's list is consumed)."""
     if not expr or not literals(expr):
         return expr
-    node = parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
+    node = _parse(expr)
 
     def visit(c: A.A_Const) -> Any:
         if _is_int(c):

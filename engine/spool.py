@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
+from headwater.storage.changelog import RID
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -40,8 +41,6 @@ from pyspark.sql.datasource import (
     SimpleDataSourceStreamReader,
 )
 
-WEIGHT = "_hw_w"
-RID = "_hw_rid"
 EPOCH = "_hw_epoch"
 LATEST = "LATEST"
 

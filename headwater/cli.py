@@ -88,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
         help="Spark master for the materialized views' stage (local[2]; spark://host:7077)",
     )
     start.add_argument(
+        "--executor",
+        default="duckdb",
+        choices=["auto", "spark", "duckdb"],
+        help="who runs the materialized views' maintenance: spark (every batch as Spark "
+        "jobs), duckdb (in the server), auto (bulk batches on Spark, small ones on DuckDB); "
+        "SHOW headwater.executor (duckdb)",
+    )
+    start.add_argument(
         "--spark-stall-timeout",
         default="120s",
         help="restart the materialized views' Spark stage (killing its JVM) when it has "
@@ -98,6 +106,22 @@ def main(argv: list[str] | None = None) -> int:
         default="1h",
         help="history kept for AS OF and SUBSCRIBE ... AS OF (headwater.retention; 1h)",
     )
+    start.add_argument(
+        "--metrics-address",
+        default="127.0.0.1:9188",
+        help="host:port serving Prometheus metrics at /metrics (127.0.0.1:9188; 'off': none)",
+    )
+    start.add_argument(
+        "--metrics-port", type=int, help="the same on 127.0.0.1 (overrides --metrics-address)"
+    )
+    start.add_argument(
+        "--object-store",
+        metavar="s3://BUCKET/PREFIX",
+        help="keep the database in this bucket (catalog, change log, sequences); --data-dir "
+        "is then a cache that may start empty. Endpoint and credentials from AWS_ENDPOINT_URL, "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (AWS_ALLOW_HTTP=true for "
+        "http://). One server per prefix: a second one fences the first, which stops",
+    )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     if args.command != "start":
@@ -107,8 +131,32 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from headwater.errors import SQLError
+    from headwater.storage.object_store import check_reachable
+    from headwater.storage.object_store import parse as parse_object_store
+
+    object_store = None
+    if args.object_store:
+        try:
+            object_store = parse_object_store(args.object_store)
+            check_reachable(object_store)  # before the slow imports: a wrong setting fails fast
+        except ValueError as e:
+            print(f"headwater: {e}", file=sys.stderr)
+            return 2
+        except SQLError as e:
+            _say_storage_error(e)
+            return 1
+
     from headwater.server.instance import Config
+    from headwater.server.metrics import parse_address
     from headwater.server.settings import seconds
+
+    if args.metrics_address.lower() != "off":
+        try:
+            parse_address(args.metrics_address)
+        except ValueError as e:
+            print(f"headwater: {e}", file=sys.stderr)
+            return 2
 
     config = Config(
         data_dir=args.data_dir,
@@ -123,8 +171,17 @@ def main(argv: list[str] | None = None) -> int:
         max_message_size=args.max_message_size,
         memory_limit=args.memory_limit,
         spark_master=args.spark_master,
+        executor=args.executor,
         spark_stall_timeout=seconds(args.spark_stall_timeout, "--spark-stall-timeout"),
         retention=seconds(args.retention, "headwater.retention"),
+        metrics_address=(
+            f"127.0.0.1:{args.metrics_port}"
+            if args.metrics_port is not None
+            else None
+            if args.metrics_address.lower() == "off"
+            else args.metrics_address
+        ),
+        object_store=object_store,
     )
     return asyncio.run(_serve(config))
 
@@ -175,9 +232,17 @@ async def _serve(config: object) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     serve = asyncio.create_task(server.serve_forever())
-    await stop.wait()
+    fatal = asyncio.create_task(server.instance.stopping.wait())  # fenced by another server
+    await asyncio.wait([asyncio.create_task(stop.wait()), fatal], return_when="FIRST_COMPLETED")
     serve.cancel()
+    error = server.instance.fatal
+    if error is not None:
+        for conn in list(server.sessions.values()):
+            conn.terminate(error)
     await server.stop()
+    if error is not None:
+        _say_storage_error(error)
+        return 1
     return 0
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pglast.ast as A
-from headwater.catalog.objects import Column, Key, Table
+from headwater.catalog.objects import Check, Column, Key, Table
 from headwater.catalog.types import ColumnType, resolve_type_name
+from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
+from headwater.planner.syntax import nodes
 from headwater.storage.replica import HIDDEN
 from pglast.enums import ConstrType
 
@@ -20,7 +22,8 @@ from headwater.errors import (
     UndefinedColumn,
 )
 
-_IGNORED_CONSTRAINTS = {ConstrType.CONSTR_NULL}
+# FOREIGN KEYs need the referenced table: planner/foreign_keys.py adds them
+_IGNORED_CONSTRAINTS = {ConstrType.CONSTR_NULL, ConstrType.CONSTR_FOREIGN}
 
 
 def type_of(tn: A.TypeName) -> ColumnType:
@@ -36,7 +39,46 @@ def type_of(tn: A.TypeName) -> ColumnType:
 
 
 def _key_name(table: str, cols: list[str], primary: bool) -> str:
-    return f"{table}_pkey" if primary else f"{table}_{'_'.join(cols)}_key"
+    """PostgreSQL's name for a key's index: table_pkey, table_col1_col2_key (shortened
+    to 63 bytes as makeObjectName does)."""
+    if primary:
+        return make_object_name(table, None, "pkey")
+    return make_object_name(table, "_".join(cols), "key")
+
+
+def column_refs(node: Any) -> list[str]:
+    """The column names an expression refers to, in order of appearance."""
+    out: list[str] = []
+    for n in nodes(node):
+        if isinstance(n, A.ColumnRef):
+            last = n.fields[-1]
+            if isinstance(last, A.String) and last.sval not in out:
+                out.append(last.sval)
+    return out
+
+
+def check_name(table: str, column: str | None, taken: set[str]) -> str:
+    """PostgreSQL's ChooseConstraintName for a CHECK: table_column_check, then 1, 2, ..."""
+    name, n = make_object_name(table, column, "check"), 0
+    while name in taken:
+        n += 1
+        name = make_object_name(table, column, f"check{n}")
+    return name
+
+
+def check_from(con: A.Constraint, table: str, names: set[str], taken: set[str]) -> Check:
+    """A CHECK constraint of CREATE TABLE or ALTER TABLE ADD; its columns must exist."""
+    if con.is_no_inherit:
+        raise FeatureNotSupported("NO INHERIT CHECK constraints are not supported")
+    refs = column_refs(con.raw_expr)
+    for c in refs:
+        if c not in names:
+            raise UndefinedColumn(f'column "{c}" does not exist')
+    name = con.conname or check_name(table, refs[0] if len(refs) == 1 else None, taken)
+    if name in taken:
+        raise DuplicateObject(f'check constraint "{name}" already exists')
+    taken.add(name)
+    return Check(name, deparse(con.raw_expr), valid=not con.skip_validation)
 
 
 def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
@@ -45,11 +87,10 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
         raise FeatureNotSupported(
             "table inheritance, partitioning and typed tables are not supported"
         )
-    if stmt.relation.relpersistence == "t":
-        raise FeatureNotSupported("temporary tables are not supported")
     columns: list[Column] = []
     keys: list[Key] = []
     not_null: set[str] = set()
+    checks: list[A.Constraint] = []  # checked once every column is known
 
     def add_key(cols: list[str], primary: bool, conname: str | None) -> None:
         if primary and any(k.primary for k in keys):
@@ -83,6 +124,8 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
                     add_key([cname], True, con.conname)
                 elif kind == ConstrType.CONSTR_UNIQUE:
                     add_key([cname], False, con.conname)
+                elif kind == ConstrType.CONSTR_CHECK:
+                    checks.append(con)
                 elif kind in _IGNORED_CONSTRAINTS:
                     pass
                 else:
@@ -94,6 +137,10 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
             cols = [k.sval for k in elt.keys or ()]
             if elt.contype in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE):
                 add_key(cols, elt.contype == ConstrType.CONSTR_PRIMARY, elt.conname)
+            elif elt.contype == ConstrType.CONSTR_CHECK:
+                checks.append(elt)
+            elif elt.contype in _IGNORED_CONSTRAINTS:
+                pass
             else:
                 raise FeatureNotSupported(
                     f"{_constraint_word(elt.contype)} constraints are not supported"
@@ -115,7 +162,9 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
             raise DuplicateObject(f'relation "{k.name}" already exists')
         seen.add(k.name)
     columns = [Column(c.name, c.type, c.not_null or c.name in not_null, c.default) for c in columns]
-    return Table(oid, schema, name, tuple(columns), tuple(keys))
+    taken: set[str] = set()
+    made = [check_from(con, name, names, taken) for con in checks]
+    return Table(oid, schema, name, tuple(columns), tuple(keys), checks=tuple(made))
 
 
 def _constraint_word(kind: Any) -> str:
@@ -126,3 +175,8 @@ def _constraint_word(kind: Any) -> str:
         ConstrType.CONSTR_GENERATED: "generated column",
         ConstrType.CONSTR_IDENTITY: "identity column",
     }.get(kind, str(kind))
+
+
+def constraint_word(kind: Any) -> str:
+    """How an error names a kind of constraint (FOREIGN KEY, EXCLUDE, ...)."""
+    return _constraint_word(kind)

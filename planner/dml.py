@@ -8,13 +8,19 @@ epoch's change log. The target table is read in the writer's current state.
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass
 from typing import Any
 
 import pglast.ast as A
+import pyarrow as pa
 from headwater.catalog.objects import Column, Table
-from headwater.catalog.types import JSONB
-from headwater.planner.relations import Binder
+from headwater.catalog.pgtypes.bytea import bytea_in
+from headwater.catalog.pgtypes.integers import bool_in
+from headwater.catalog.types import BOOL, BYTEA, JSONB
+from headwater.planner.naming import name_targets
+from headwater.planner.relations import Binder, deparse
+from headwater.planner.sequences import check_identity_update, identity_defaults
 from headwater.storage.changelog import RID
 from headwater.storage.replica import CURRENT, physical, quote
 from pglast import parse_sql
@@ -69,27 +75,190 @@ class InsertPlan:
     sql: str  # yields the rows to insert: the table's columns, in order, cast
     source: str | None  # the INSERT ... SELECT query, whose width must be checked
     width: int  # number of target columns
+    values: pa.Table | None = None  # the VALUES constants `sql` reads as VALUES_TABLE
 
 
-def insert_rows_sql(stmt: A.InsertStmt, table: Table, binder: Binder) -> InsertPlan:
+VALUES_TABLE = "_hw_values"
+ARROW_MIN_ROWS = 8  # fewer VALUES rows are cheaper as SQL than as a registered table
+
+
+def constants_table(rows: list[Any], width: int) -> pa.Table | None:
+    """VALUES rows of constants as Arrow, column `_hw_c{i}` of the kind its constants
+    share (text, bigint, boolean, or a decimal wide enough for all of them, as DuckDB
+    types such literals), so that casting the column casts each value as casting the
+    literal would; None when a column mixes kinds or holds anything else. Converting
+    the constants once costs ~1 ms per 1,000 rows; SQL with a cast per value cost
+    DuckDB ~150 ms to bind, and the deparser ~50 µs per value."""
+    columns = []
+    for i in range(width):
+        column = [row[i] for row in rows]
+        kinds = {_kind(v) for v in column}
+        kinds.discard(None)
+        if len(kinds) > 1 or A.Node in kinds:
+            return None
+        kind = kinds.pop() if kinds else None
+        if kind is A.String:
+            arr = pa.array([None if v.isnull else v.val.sval for v in column], pa.string())
+        elif kind is A.Integer:
+            arr = pa.array([None if v.isnull else _integer(v.val) for v in column], pa.int64())
+        elif kind is A.Boolean:
+            arr = pa.array([None if v.isnull else v.val.boolval for v in column], pa.bool_())
+        elif kind is A.Float:
+            nums = [None if v.isnull else decimal.Decimal(v.val.fval) for v in column]
+            shapes = [n.as_tuple() for n in nums if n is not None]
+            scale = max(0, *(-int(t.exponent) for t in shapes))
+            # digits before the point (0.06 has none), then the scale after it
+            digits = max(0, *(len(t.digits) + int(t.exponent) for t in shapes)) + scale
+            if digits > 38:
+                return None
+            arr = pa.array(nums, pa.decimal128(max(digits, 1), scale))
+        else:
+            arr = pa.nulls(len(column))
+        columns.append(arr)
+    return pa.table(columns, names=[_col_name(i) for i in range(width)])
+
+
+def _kind(node: Any) -> type | None:
+    """A constant's kind for constants_table (None: NULL; A.Node: not one it takes).
+    Integers past 32 bits are Float nodes: bigint when they fit; a decimal constant
+    with an exponent is a double in DuckDB, not taken."""
+    if not isinstance(node, A.A_Const):
+        return A.Node
+    if node.isnull:
+        return None
+    v = node.val
+    if isinstance(v, A.Float):
+        text = v.fval.lstrip("-")
+        if not text.replace(".", "", 1).isdigit():
+            return A.Node
+        if "." not in text:
+            return A.Integer if -(2**63) <= int(v.fval) < 2**63 else A.Node
+        return A.Float
+    kind = type(v)
+    return kind if kind in (A.String, A.Integer, A.Boolean) else A.Node
+
+
+def _integer(v: Any) -> int:
+    return v.ival if isinstance(v, A.Integer) else int(v.fval)
+
+
+def _value_sql(expr: Any, col: Column, binder: Binder) -> str:
+    """cast_sql, with a constant printed as pglast's RawStream prints it (there is
+    nothing to bind in it; the deparser costs ~50 µs per value)."""
+    literal = None
+    if isinstance(expr, A.A_Const):
+        v = expr.val
+        if expr.isnull:
+            literal = "NULL"
+        elif isinstance(v, A.String):
+            literal = _text_literal(v.sval, col)
+        elif isinstance(v, A.Integer):
+            _check_assignable(col, "integer")
+            literal = str(v.ival)
+        elif isinstance(v, A.Float):
+            _check_assignable(
+                col, "numeric" if "." in v.fval or "e" in v.fval.lower() else "bigint"
+            )
+            literal = v.fval
+        elif isinstance(v, A.Boolean):
+            literal = "TRUE" if v.boolval else "FALSE"
+    return cast_sql(expr, col, binder) if literal is None else to_column_sql(literal, col)
+
+
+def _text_literal(text: str, col: Column) -> str:
+    """A string constant as SQL for a column: read with PostgreSQL's input function where
+    DuckDB's cast reads otherwise (bytea's '\\x0102', boolean's 'off')."""
+    if col.type.pg is BYTEA:
+        return f"from_hex('{bytea_in(text).hex()}')"
+    if col.type.pg is BOOL:
+        return "TRUE" if bool_in(text) else "FALSE"
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _check_assignable(col: Column, source: str) -> None:
+    """A number assigned to a boolean column: PostgreSQL has no assignment cast (42804)."""
+    if col.type.pg is BOOL:
+        raise SQLError(
+            f'column "{col.name}" is of type boolean but expression is of type {source}',
+            "42804",
+            hint="You will need to rewrite or cast the expression.",
+        )
+
+
+def _typed_constants(values: pa.Table, targets: list[Column]) -> pa.Table:
+    """constants_table's columns for boolean and bytea targets, read as _text_literal
+    reads one constant."""
+    for i, col in enumerate(targets):
+        arr = values.column(i)
+        if col.type.pg is BOOL and pa.types.is_string(arr.type):
+            new = pa.array([None if t is None else bool_in(t) for t in arr.to_pylist()], pa.bool_())
+        elif col.type.pg is BYTEA and pa.types.is_string(arr.type):
+            new = pa.array(
+                [None if t is None else bytea_in(t) for t in arr.to_pylist()], pa.binary()
+            )
+        elif col.type.pg is BOOL and (
+            pa.types.is_integer(arr.type) or pa.types.is_decimal(arr.type)
+        ):
+            _check_assignable(col, "integer" if pa.types.is_integer(arr.type) else "numeric")
+            continue
+        else:
+            continue
+        values = values.set_column(i, values.field(i).name, new)
+    return values
+
+
+def insert_rows_sql(
+    stmt: A.InsertStmt, table: Table, binder: Binder, width: int | None = None
+) -> InsertPlan:
+    """`width`: without a column list, the values fill the first `width` columns and
+    the rest take their defaults (PostgreSQL); VALUES gives its own width."""
     targets = target_columns(table, stmt.cols)
     src = stmt.selectStmt
+    if isinstance(src, A.SelectStmt) and src.valuesLists:
+        if len({len(row) for row in src.valuesLists}) > 1:
+            raise SQLError("VALUES lists must all be the same length", "42601")
+    if not stmt.cols:
+        if width is None and isinstance(src, A.SelectStmt) and src.valuesLists:
+            width = len(src.valuesLists[0])
+        if width is not None and width < len(targets):
+            targets = targets[:width]
     by_name: dict[str, str] = {}
     inner = ""
     if src is None:  # DEFAULT VALUES
         source = "(SELECT 1)"
     elif isinstance(src, A.SelectStmt) and src.valuesLists and not src.withClause:
-        rows = []
         for row in src.valuesLists:
             if len(row) > len(targets):
                 raise SQLError("INSERT has more expressions than target columns", "42601")
             if len(row) < len(targets):
                 raise SQLError("INSERT has more target columns than expressions", "42601")
-            rows.append(
-                "("
-                + ", ".join(cast_sql(v, c, binder) for v, c in zip(row, targets, strict=True))
-                + ")"
+        values = (
+            constants_table(src.valuesLists, len(targets))
+            if len(src.valuesLists) >= ARROW_MIN_ROWS
+            else None
+        )
+        if values is not None:  # cast once per column, from Arrow: no SQL per value
+            values = _typed_constants(values, targets)
+            given = {c.name: i for i, c in enumerate(targets)}
+            for name in identity_defaults(stmt, targets):  # OVERRIDING USER VALUE
+                given.pop(name, None)
+            select = ", ".join(
+                (
+                    to_column_sql(f"_hw_src.{_col_name(given[c.name])}", c)
+                    if c.name in given
+                    else default_sql(c, binder)
+                )
+                + f" AS {quote(c.name)}"
+                for c in table.columns
             )
+            sql = f"SELECT {select} FROM {VALUES_TABLE} AS _hw_src"
+            return InsertPlan(sql, None, len(targets), values)
+        rows = [
+            "("
+            + ", ".join(_value_sql(v, c, binder) for v, c in zip(row, targets, strict=True))
+            + ")"
+            for row in src.valuesLists
+        ]
         names = ", ".join(_col_name(i) for i in range(len(targets)))
         source = f"(VALUES {', '.join(rows)}) AS _hw_src({names})"
         by_name = {c.name: f"_hw_src.{_col_name(i)}" for i, c in enumerate(targets)}
@@ -98,9 +267,10 @@ def insert_rows_sql(stmt: A.InsertStmt, table: Table, binder: Binder) -> InsertP
         names = ", ".join(_col_name(i) for i in range(len(targets)))
         source = f"(SELECT * FROM ({inner}) AS _hw_q) AS _hw_src({names})"
         by_name = {
-            c.name: to_column_sql(f"_hw_src.{_col_name(i)}", c)
-            for i, c in enumerate(targets)
+            c.name: to_column_sql(f"_hw_src.{_col_name(i)}", c) for i, c in enumerate(targets)
         }
+    for name in identity_defaults(stmt, targets):  # OVERRIDING USER VALUE
+        by_name.pop(name, None)
     select = ", ".join(
         f"{by_name.get(c.name) or default_sql(c, binder)} AS {quote(c.name)}" for c in table.columns
     )
@@ -108,28 +278,81 @@ def insert_rows_sql(stmt: A.InsertStmt, table: Table, binder: Binder) -> InsertP
     return InsertPlan(f"SELECT {select} FROM {source}", inner_sql, len(targets))
 
 
-def target_scan(table: Table, alias: str) -> str:
+def target_rows(table: Table) -> str:
+    """The target's current rows, with their row ids."""
     cols = ", ".join(quote(c.name) for c in table.columns)
     sep = ", " if cols else ""
-    return f"(SELECT {RID}{sep}{cols} FROM {physical(table.oid)} WHERE {CURRENT}) AS {quote(alias)}"
+    return f"(SELECT {RID}{sep}{cols} FROM {physical(table.oid)} WHERE {CURRENT})"
+
+
+def target_scan(table: Table, alias: str) -> str:
+    return f"{target_rows(table)} AS {quote(alias)}"
 
 
 @dataclass
 class Selection:
-    """SQL of a query over the target: rid, old columns, then new columns (UPDATE)."""
+    """SQL of a query over the target: rid, old columns, then new columns (UPDATE),
+    then each FROM / USING item's row as a struct (`extras`: their aliases; only when
+    RETURNING needs them)."""
 
     sql: str
     alias: str
+    extras: tuple[str, ...] = ()
+
+
+_ONE = "_hw_one"
 
 
 def _from_and_where(table: Table, alias: str, extra_from: Any, where: Any, binder: Binder) -> str:
-    parts = [target_scan(table, alias)]
-    for item in extra_from or ():
-        parts.append(binder.to_sql(item))
-    sql = " FROM " + ", ".join(parts)
-    if where is not None:
-        sql += f" WHERE {binder.to_sql(where)}"
-    return sql
+    """` FROM <target> AS alias[, <FROM / USING items>][ WHERE ...]`, bound as one
+    query as PostgreSQL scopes it: the items may be joins, subqueries, VALUES, and
+    name the target's alias in WHERE."""
+    one = A.ResTarget(name=_ONE, val=A.A_Const(val=A.Integer(ival=1)))
+    sql = _bind_over(binder, target_rows(table), alias, (one,), extra_from, where)
+    prefix = f"SELECT 1 AS {_ONE} "
+    assert sql.startswith(prefix), sql
+    return " " + sql[len(prefix) :]
+
+
+def _bind_over(
+    binder: Binder, rows_sql: str, alias: str, targets: Any, items: Any, where: Any
+) -> str:
+    """`SELECT targets FROM <rows_sql> AS alias[, items][ WHERE where]` bound as one
+    query: the target's rows stand in the tree as a placeholder relation (the Binder's
+    own form) that binding leaves alone."""
+    key = f"__hw{binder.nonce}_{len(binder.subs)}__"
+    binder.subs[key] = rows_sql
+    target = A.RangeVar(relname=key, inh=True, relpersistence="p", alias=A.Alias(aliasname=alias))
+    query = A.SelectStmt(
+        targetList=targets, fromClause=(target, *(items or ())), whereClause=where, op=0
+    )
+    return binder.expand(deparse(binder.bind(query, frozenset({key}))))
+
+
+def from_aliases(items: Any) -> tuple[str, ...]:
+    """The names the FROM / USING items of an UPDATE or DELETE give their rows (what
+    RETURNING may name): each relation's alias or name, each subquery's alias."""
+    out: list[str] = []
+    for item in items or ():
+        if isinstance(item, A.JoinExpr) and item.alias is None:
+            out += from_aliases((item.larg, item.rarg))
+        elif getattr(item, "alias", None) is not None:
+            out.append(item.alias.aliasname)
+        elif isinstance(item, A.RangeVar):
+            out.append(item.relname)
+        else:
+            raise FeatureNotSupported(
+                "RETURNING with this FROM item of UPDATE or DELETE is not supported"
+            )
+    return tuple(out)
+
+
+def _extras(stmt: Any, items: Any) -> tuple[tuple[str, ...], str]:
+    """The FROM items' aliases RETURNING may name, and the select list of their rows."""
+    if not items or stmt.returningClause is None:
+        return (), ""
+    aliases = from_aliases(items)
+    return aliases, "".join(f", {quote(a)} AS _hw_f{i}" for i, a in enumerate(aliases))
 
 
 def update_sql(stmt: A.UpdateStmt, table: Table, binder: Binder) -> Selection:
@@ -150,12 +373,14 @@ def update_sql(stmt: A.UpdateStmt, table: Table, binder: Binder) -> Selection:
             val = val.source.args[val.colno - 1]
         if col.name in assignments:
             raise SQLError(f'multiple assignments to same column "{col.name}"', "42601")
+        check_identity_update(col, val)
         assignments[col.name] = cast_sql(val, col, binder)
     a = quote(alias)
     old = ", ".join(f"{a}.{quote(c.name)}" for c in table.columns)
     new = ", ".join(assignments.get(c.name, f"{a}.{quote(c.name)}") for c in table.columns)
     body = _from_and_where(table, alias, stmt.fromClause, stmt.whereClause, binder)
-    return Selection(f"SELECT {a}.{RID}, {old}, {new}{body}", alias)
+    aliases, rows = _extras(stmt, stmt.fromClause)
+    return Selection(f"SELECT {a}.{RID}, {old}, {new}{rows}{body}", alias, aliases)
 
 
 def delete_sql(stmt: A.DeleteStmt, table: Table, binder: Binder) -> Selection:
@@ -164,15 +389,72 @@ def delete_sql(stmt: A.DeleteStmt, table: Table, binder: Binder) -> Selection:
     cols = ", ".join(f"{a}.{quote(c.name)}" for c in table.columns)
     sep = ", " if cols else ""
     body = _from_and_where(table, alias, stmt.usingClause, stmt.whereClause, binder)
-    return Selection(f"SELECT {a}.{RID}{sep}{cols}{body}", alias)
+    aliases, rows = _extras(stmt, stmt.usingClause)
+    return Selection(f"SELECT {a}.{RID}{sep}{cols}{rows}{body}", alias, aliases)
 
 
-def returning_sql(returning: Any, rows_name: str, alias: str, binder: Binder) -> str:
-    """RETURNING evaluated over the affected rows, registered as `rows_name`."""
-    from headwater.planner.naming import name_targets
-
+def returning_sql(
+    returning: Any, rows_name: str, alias: str, binder: Binder, extras: tuple[str, ...] = ()
+) -> str:
+    """RETURNING evaluated over the affected rows, registered as `rows_name`: the
+    target's columns; with `extras` (UPDATE ... FROM, DELETE ... USING) the target's
+    row as the struct column `_hw_t` and each FROM item's as `_hw_f<i>`, seen under
+    its alias `extras[i]`."""
+    _unqualify(returning, alias)
+    if extras:  # * is the target's columns, then each FROM item's (PostgreSQL)
+        returning = tuple(
+            t
+            for rt in returning
+            for t in (
+                [
+                    A.ResTarget(val=A.ColumnRef(fields=(A.String(sval=a), A.A_Star())))
+                    for a in (alias, *extras)
+                ]
+                if _is_star(rt)
+                else [rt]
+            )
+        )
     sel = A.SelectStmt(targetList=returning, op=0)
     name_targets(sel)
     targets = binder.to_sql(sel)
     assert targets.upper().startswith("SELECT ")
-    return f"{targets} FROM {rows_name} AS {quote(alias)}"
+    if not extras:
+        return f"{targets} FROM {rows_name} AS {quote(alias)}"
+    joins = "".join(
+        f" CROSS JOIN LATERAL (SELECT unnest(_hw_p.{struct})) AS {quote(a)}"
+        for struct, a in [("_hw_t", alias), *((f"_hw_f{i}", a) for i, a in enumerate(extras))]
+    )
+    return f"{targets} FROM {rows_name} AS _hw_p{joins}"
+
+
+def returning_shape_sql(stmt: Any, rows_sql: str, alias: str, binder: Binder) -> str:
+    """A query with the columns of `stmt`'s RETURNING (for Describe), the target read
+    as `rows_sql` (no rows needed); UPDATE ... FROM and DELETE ... USING join their
+    items, as the statement will."""
+    returning = stmt.returningClause.exprs
+    items = getattr(stmt, "fromClause", None) or getattr(stmt, "usingClause", None)
+    if not items:
+        return returning_sql(returning, rows_sql, alias, binder)
+    _unqualify(returning, alias)
+    sel = A.SelectStmt(targetList=returning, op=0)
+    name_targets(sel)
+    return _bind_over(binder, rows_sql, alias, sel.targetList, items, None)
+
+
+def _is_star(rt: Any) -> bool:
+    v = rt.val
+    return isinstance(v, A.ColumnRef) and len(v.fields) == 1 and isinstance(v.fields[0], A.A_Star)
+
+
+def _unqualify(node: Any, alias: str) -> None:
+    """`schema.table.column` in RETURNING (SQLAlchemy writes it) -> `table.column`."""
+    if isinstance(node, A.ColumnRef):
+        f = node.fields
+        if len(f) == 3 and isinstance(f[1], A.String) and f[1].sval == alias:
+            node.fields = f[1:]
+    elif isinstance(node, A.Node):
+        for name in node:
+            _unqualify(getattr(node, name), alias)
+    elif isinstance(node, tuple):
+        for c in node:
+            _unqualify(c, alias)

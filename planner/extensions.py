@@ -6,6 +6,12 @@
     COPY (SUBSCRIBE ...) TO STDOUT
     DECLARE c CURSOR FOR SUBSCRIBE ... | SELECT ... AS OF ...
     FETCH [n | ALL | FORWARD n] [FROM | IN] c WITH (timeout = '1s')
+    EXPLAIN [ ( option, ... ) ] [ [OPTIMIZED | PHYSICAL] PLAN [AS TEXT | JSON] FOR ]
+        MATERIALIZED VIEW name                      (Materialize's form)
+    EXPLAIN [ ( option, ... ) | ANALYZE | VERBOSE ] SELECT ... AS OF ...
+    CREATE SINK [IF NOT EXISTS] name FROM relation
+        INTO PARQUET | DELTA | ICEBERG | POSTGRES 'target' [TABLE name] [WITH (option = value, ...)]
+    DROP SINK [IF EXISTS] name
 
 pglast parses everything else. The tokens come from PostgreSQL's own scanner (so
 string literals and comments are never mistaken for keywords); the embedded SELECT
@@ -77,8 +83,50 @@ class FetchTimeout:
     timeout: str  # a duration, as settings take it ('1s', '500ms')
 
 
+@dataclass
+class ExplainMatview:
+    """EXPLAIN of an existing materialized view: its incremental plan."""
+
+    name: A.RangeVar
+    options: tuple[A.DefElem, ...] = ()
+
+
+@dataclass
+class ExplainSelectAsOf:
+    """EXPLAIN of a SELECT read at a past epoch."""
+
+    select: SelectAsOf
+    options: tuple[A.DefElem, ...] = ()
+
+
+@dataclass
+class CreateSink:
+    """CREATE SINK: a relation's contents or changes, continuously, into a target
+    (server/sinks.py)."""
+
+    name: A.RangeVar
+    source: A.RangeVar
+    kind: str  # parquet | delta | iceberg | postgres
+    target: str  # a directory, a Delta table's path or URI, a PostgreSQL conninfo
+    table: str | None = None  # INTO POSTGRES ... TABLE name
+    options: tuple[tuple[str, str | None], ...] = ()
+    if_not_exists: bool = False
+
+
+@dataclass
+class DropSink:
+    name: A.RangeVar
+    if_exists: bool = False
+
+
+SINK_KINDS = ("parquet", "delta", "iceberg", "postgres")
+
 EXTENDED = (
     SelectAsOf,
+    CreateSink,
+    DropSink,
+    ExplainMatview,
+    ExplainSelectAsOf,
     Subscribe,
     CopySubscribe,
     DeclareSubscribe,
@@ -206,8 +254,16 @@ def parse_extended(sql: str) -> Any | None:
             return DeclareSubscribe(name, _subscribe(rest, top=True))
         select = _select_as_of(rest) if rest.word() in ("select", "with", "(", "values") else None
         return DeclareSelectAsOf(name, select) if select is not None else None
+    if first == "create" and tk.word(1) == "sink":
+        return _create_sink(tk)
+    if first == "drop" and tk.word(1) == "sink":
+        return _drop_sink(tk)
     if first == "fetch" and _find(tk, "timeout") is not None:
         return _fetch(tk)
+    if first == "explain" and _find(tk, "materialized") is not None:
+        return _explain_matview(tk)
+    if first == "explain" and _find(tk, "of") is not None:
+        return _explain_select_as_of(tk)
     if first in ("select", "with", "(") or first == "values":
         return _select_as_of(tk)
     return None
@@ -313,6 +369,59 @@ def _subscribe(tk: _Tokens, top: bool) -> Subscribe:
         else:
             tk.fail("ENVELOPE, WITH, AS OF or UP TO")
     return sub
+
+
+def _qualified(tk: _Tokens, what: str) -> A.RangeVar:
+    """[schema.]name"""
+    if tk.peek() is None or tk.word() in ("", "(", ")", ",", ";"):
+        tk.fail(what)
+    parts = [tk.word()]
+    tk.i += 1
+    while tk.word() == ".":
+        tk.i += 1
+        if tk.peek() is None:
+            tk.fail(what)
+        parts.append(tk.word())
+        tk.i += 1
+    if len(parts) > 2:
+        raise SyntaxErr(f"improper qualified name (too many dotted names): {'.'.join(parts)}")
+    return A.RangeVar(
+        relname=parts[-1],
+        schemaname=parts[-2] if len(parts) > 1 else None,
+        inh=True,
+        relpersistence="p",
+    )
+
+
+def _create_sink(tk: _Tokens) -> CreateSink:
+    tk.expect("create", "sink")
+    if_not_exists = tk.take("if_p", "not", "exists")
+    name = _qualified(tk, "a sink name")
+    tk.expect("from")
+    source = _qualified(tk, "a table or materialized view")
+    tk.expect("into")
+    kind = tk.word()
+    if kind not in SINK_KINDS:
+        tk.fail("PARQUET, DELTA, ICEBERG or POSTGRES")
+    tk.i += 1
+    sink = CreateSink(name, source, kind, tk.string(), if_not_exists=if_not_exists)
+    if tk.take("table"):
+        table = _qualified(tk, "a table name")
+        sink.table = f"{table.schemaname}.{table.relname}" if table.schemaname else table.relname
+    if tk.take("with"):
+        sink.options = tuple(_options(tk))
+    if not tk.done():
+        tk.fail("TABLE, WITH or end of CREATE SINK")
+    return sink
+
+
+def _drop_sink(tk: _Tokens) -> DropSink:
+    tk.expect("drop", "sink")
+    if_exists = tk.take("if_p", "exists")
+    name = _qualified(tk, "a sink name")
+    if not tk.done():
+        tk.fail("end of DROP SINK")
+    return DropSink(name, if_exists)
 
 
 def _name_list(tk: _Tokens) -> list[str]:
@@ -443,3 +552,68 @@ def restore(undo: list[tuple[Any, str, Any]]) -> None:
     while undo:
         parent, attr, old = undo.pop()
         setattr(parent, attr, old)
+
+
+def _explain_options(tk: _Tokens) -> tuple[A.DefElem, ...]:
+    """After EXPLAIN: `( option, ... )` (parsed by pglast on a stand-in statement) or
+    the old ANALYZE / VERBOSE words."""
+    if tk.word() == "(":
+        start = tk.i
+        close = tk.paren_end()
+        text = tk.sql[tk.toks[start].start : tk.toks[close].end + 1]
+        tk.i = close + 1
+        try:
+            stand_in = parse_sql(f"EXPLAIN {text} SELECT")[0].stmt
+        except ParseError as e:
+            raise SyntaxErr(str(e.args[0])) from None
+        return tuple(stand_in.options or ())
+    opts: tuple[A.DefElem, ...] = ()
+    while tk.word() in ("analyze", "analyse", "verbose"):
+        name = "analyze" if tk.word().startswith("analy") else "verbose"
+        opts += (A.DefElem(defname=name),)
+        tk.i += 1
+    return opts
+
+
+def _explain_select_as_of(tk: _Tokens) -> ExplainSelectAsOf | None:
+    tk.expect("explain")
+    opts = _explain_options(tk)
+    t = tk.peek()
+    if t is None:
+        return None
+    select = _select_as_of(_Tokens(tk.sql[t.start :]))
+    return ExplainSelectAsOf(select, opts) if select is not None else None
+
+
+_PLAN_STAGES = ("raw", "decorrelated", "locally", "optimized", "physical")
+
+
+def _explain_matview(tk: _Tokens) -> ExplainMatview | None:
+    """EXPLAIN [ (options) ] [ <stage> PLAN [AS TEXT|JSON] FOR ] MATERIALIZED VIEW name;
+    the options are PostgreSQL's (parsed by pglast on a stand-in statement)."""
+    tk.expect("explain")
+    opts = _explain_options(tk)
+    while tk.word() in _PLAN_STAGES:
+        tk.i += 1
+    if tk.take("plan"):
+        if tk.take("as"):
+            fmt = tk.word().removesuffix("_p")  # TEXT is the scanner's TEXT_P
+            if fmt not in ("text", "json"):
+                tk.fail("TEXT or JSON")
+            tk.i += 1
+            opts += (A.DefElem(defname="format", arg=A.String(sval=fmt)),)
+        tk.expect("for")
+    if not tk.take("materialized", "view"):
+        return None
+    t = tk.peek()
+    if t is None:
+        tk.fail("a materialized view's name")
+    rest = tk.sql[t.start :].strip().rstrip(";")
+    try:
+        stmt = parse_sql(f"SELECT FROM {rest}")[0].stmt
+    except ParseError:
+        return None
+    rels = stmt.fromClause or ()
+    if len(rels) != 1 or not isinstance(rels[0], A.RangeVar) or stmt.whereClause is not None:
+        return None
+    return ExplainMatview(rels[0], opts)

@@ -10,10 +10,12 @@ applied bottom-up by `ir.transform`; `incrementalize(plan)` folds them in order:
     lower_outer_joins    LEFT/RIGHT/FULL JOIN             -> inner join + padded anti-join
     lower_distinct_aggs  COUNT/SUM/AVG(DISTINCT x) GROUP BY g -> the same calls without
                          DISTINCT over Distinct(g, x)
+    fuse_top_n           Filter(Window) (through renames) -> the Window keeping only the
+                         rows the filter passes: `rn <= n` per partition is a top-N
 
 After them, the plan holds only the operators whose incremental rules the engine
 implements (docs/engine.md, "Operators"): Scan, Values, Filter, Project, inner and
-cross Join, Aggregate, Distinct, UNION ALL / INTERSECT / EXCEPT, Difference.
+cross Join, Aggregate, Distinct, UNION ALL / INTERSECT / EXCEPT, Difference, Window.
 
     >>> lower_set_ops(SetOp("union", False, a, b, ("c9",)))
     Distinct(input=SetOp(op='union', all=True, ...))
@@ -37,6 +39,7 @@ from headwater.planner.ir import (
     Project,
     SemiJoin,
     SetOp,
+    Window,
     equality_sides,
     refs,
     transform,
@@ -276,6 +279,63 @@ def lower_outer_joins(node: Node, fresh: Namer | None = None) -> Node:
     return out
 
 
+def rename_columns(expr: str, names: dict[str, str]) -> str:
+    """The expression with its column references renamed (`names`: old -> new)."""
+    tree = parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
+
+    def visit(n: object) -> None:
+        if isinstance(n, tuple | list):
+            for x in n:
+                visit(x)
+            return
+        if not isinstance(n, A.Node):
+            return
+        if isinstance(n, A.ColumnRef) and len(n.fields) == 1:
+            name = getattr(n.fields[0], "sval", None)
+            if name in names:
+                n.fields = (A.String(sval=names[name]),)
+        for attr in n:
+            visit(getattr(n, attr))
+
+    visit(tree)
+    return deparse(tree)
+
+
+def fuse_top_n(node: Node) -> Node:
+    """A filter over a Window (directly, or through a projection that renames its
+    columns) filters the window's output row by row: it becomes the Window's `keep`,
+    so that the Window keeps and emits only those rows. `row_number() OVER (PARTITION
+    BY g ORDER BY x) <= n` is then a top-n per group whose state holds n rows a group.
+
+        Filter(Project(Window(R, rn), c9 := rn), "c9 <= 3")
+            -> Project(Window(R, rn, keep="rn <= 3"), c9 := rn)
+    """
+    if not isinstance(node, Filter):
+        return node
+    inner = node.input
+    rename: dict[str, str] = {}
+    if isinstance(inner, Project):
+        rename = {n: e for n, e in inner.exprs if re.fullmatch(r"c\d+", e)}
+        win = inner.input
+    else:
+        win = inner
+    if not isinstance(win, Window):
+        return node
+    moved, kept = [], []
+    for c in conjuncts(node.predicate):
+        if refs(c) <= set(rename) or inner is win:
+            moved.append(rename_columns(c, rename) if rename else c)
+        else:
+            kept.append(c)
+    if not moved:
+        return node
+    keep = conjoin(([win.keep] if win.keep else []) + moved)
+    fused: Node = replace(win, keep=keep)
+    if inner is not win:
+        fused = replace(inner, input=fused)
+    return Filter(fused, conjoin(kept)) if kept else fused
+
+
 RULES: tuple[Rule, ...] = (
     merge_filters,
     push_down_filters,
@@ -285,6 +345,9 @@ RULES: tuple[Rule, ...] = (
 
 def incrementalize(plan: Plan) -> Plan:
     """Apply every rule; the result holds only operators the engine maintains."""
+    # (a view's top-N is a Window node; `plan.order` is the order its rows are read in)
+    if plan.limit is not None or plan.offset is not None:
+        raise FeatureNotSupported("LIMIT/OFFSET is not supported in materialized views")
     root = plan.root
     for rule in RULES:
         root = transform(root, rule)
@@ -293,4 +356,5 @@ def incrementalize(plan: Plan) -> Plan:
     root = transform(root, lambda n: lower_outer_joins(n, fresh))
     root = transform(root, lambda n: lower_distinct_aggs(n, fresh))
     root = transform(root, merge_filters)
+    root = transform(root, fuse_top_n)
     return replace(plan, root=root)

@@ -25,32 +25,39 @@ Nodes (one operator each; docs/engine.md gives each one's incremental rule):
     SetOp      UNION/INTERSECT/EXCEPT, ALL or DISTINCT
     Values     a constant relation (one row for SELECT without FROM)
     Difference Z-set subtraction (only made by rewrites)
+    Window     window functions over the input's rows (and top-N: row_number() <= n)
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 
 import pglast.ast as A
 from headwater.catalog.objects import Table, View
+from headwater.planner import functions, pg_compat
 from headwater.planner.naming import pg_column_name
 from headwater.planner.pg_compat import interval_literal
 from headwater.planner.relations import deparse
+from headwater.planner.scope import Item, Scope, in_system_schema, names_cte, resolve_relation
+from headwater.planner.temporal import CLOCK_COLUMN, CLOCK_FUNCS, CLOCK_OID
+from headwater.planner.time_windows import (
+    TIME_WINDOW_FUNCS,
+    hop_count,
+    interval_seconds,
+    origin_for,
+)
 from pglast import enums, parse_sql
 
 from headwater.errors import (
-    AmbiguousColumn,
     FeatureNotSupported,
     GroupingError,
     InvalidColumnReference,
     SQLError,
     SyntaxErr,
-    UndefinedColumn,
     UndefinedFunction,
-    UndefinedTable,
 )
 
 Expr = str  # SQL text over internal column names (see the module docstring)
@@ -154,6 +161,8 @@ class SemiJoin(Node):
 
 
 AGG_FUNCS = ("count", "sum", "avg", "min", "max", "bool_and", "bool_or", "string_agg", "every")
+# ordered-set aggregates: percentile_cont/disc(fraction) WITHIN GROUP (ORDER BY arg)
+ORDERED_SET_AGGS = ("percentile_cont", "percentile_disc")
 LINEAR_AGGS = ("count", "sum", "avg")  # integrable as running sums
 
 
@@ -227,12 +236,61 @@ class Difference(Node):
 
 
 @dataclass(frozen=True)
+class Window(Node):
+    """The input's rows, each with its window function calls (PostgreSQL's semantics;
+    each call is SQL text with its OVER clause, over the input's columns), then kept
+    where `keep` holds: ORDER BY ... LIMIT n is `row_number() OVER (ORDER BY ...)`
+    kept where it is <= n. `partition`: the PARTITION BY keys every call has (none:
+    the whole input is one partition); a change of the input changes the calls of
+    its partition only, which is what the engine recomputes."""
+
+    input: Node
+    calls: tuple[tuple[str, Expr], ...]  # (output name, the call with its OVER clause)
+    partition: tuple[Expr, ...] = ()
+    keep: Expr | None = None  # over the input's columns and the calls' names
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.input.columns + tuple(n for n, _ in self.calls)
+
+
+def window_partitioned(call: Expr, column: str) -> Expr:
+    """The call with `column` first in the PARTITION BY of each window it has (the
+    engine evaluates a partition at several epochs at once, partitioned by epoch)."""
+    tree = parse_sql(f"SELECT {call}")[0].stmt.targetList[0].val
+    key = A.ColumnRef(fields=(A.String(sval=column),))
+
+    def visit(n: object) -> None:
+        if isinstance(n, tuple | list):
+            for x in n:
+                visit(x)
+            return
+        if not isinstance(n, A.Node):
+            return
+        if isinstance(n, A.FuncCall) and n.over is not None:
+            n.over.partitionClause = (key, *(n.over.partitionClause or ()))
+        for name in n:
+            visit(getattr(n, name))
+
+    visit(tree)
+    return deparse(tree)
+
+
+@dataclass(frozen=True)
 class Plan:
     """A bound SELECT: the root node and the output column names users see."""
 
     root: Node
-    output: tuple[str, ...]  # user-visible names, one per root column
+    output: tuple[str, ...]  # user-visible names, one per root column (see `order`)
     tables: frozenset[int] = frozenset()  # oids the plan scans
+    # The top-level ORDER BY, LIMIT and OFFSET of a plain read (`PlanBuilder(serving=
+    # True)`). Sort keys are SQL over root columns: `c4 DESC NULLS FIRST`; root columns
+    # past `output` are sort keys that are not in the select list. A view has no LIMIT
+    # here (its top-N is a Window node); `order` is then the order its rows are read in
+    # (a view of ORDER BY ... LIMIT, as PostgreSQL's matview holds them sorted).
+    order: tuple[Expr, ...] = ()
+    limit: Expr | None = None
+    offset: Expr | None = None
 
     def explain(self) -> str:
         return explain(self.root)
@@ -283,6 +341,8 @@ SUPPORTED_AGGS = {
     "bool_or": "bool_or",
     "every": "bool_and",
     "string_agg": "string_agg",
+    "percentile_cont": "percentile_cont",
+    "percentile_disc": "percentile_disc",
 }
 OTHER_AGGS = {
     "array_agg",
@@ -300,8 +360,6 @@ OTHER_AGGS = {
     "bit_or",
     "bit_xor",
     "xmlagg",
-    "percentile_cont",
-    "percentile_disc",
     "mode",
     "corr",
     "covar_pop",
@@ -361,79 +419,40 @@ def _unsupported(what: str) -> Exception:
     return FeatureNotSupported(f"{what} is not supported in materialized views")
 
 
-@dataclass
-class _Item:
-    """One FROM item in scope: its alias and its columns (visible name -> expression)."""
-
-    alias: str | None
-    cols: list[tuple[str, str]]
-
-
-@dataclass
-class _Scope:
-    items: list[_Item]
-    merged: dict[str, str] = field(default_factory=dict)  # JOIN USING columns
-    star: list[tuple[str, str]] = field(default_factory=list)
-    parent: _Scope | None = None
-    outer_refs: set[str] = field(default_factory=set)  # names resolved in a parent
-
-    def lookup(self, fields_: list[str], location: int | None) -> str:
-
-        scope: _Scope | None = self
-        depth = 0
-        while scope is not None:
-            found = scope._find(fields_)
-            if found is not None:
-                if depth:
-                    self.outer_refs.add(found)
-                return found
-            scope = scope.parent
-            depth += 1
-        pos = location + 1 if location is not None and location >= 0 else None
-        if len(fields_) >= 2:
-            alias = fields_[-2]
-            if not any(i.alias == alias for s in self._chain() for i in s.items):
-                raise UndefinedTable(f'missing FROM-clause entry for table "{alias}"', position=pos)
-            raise UndefinedColumn(f"column {alias}.{fields_[-1]} does not exist", position=pos)
-        raise UndefinedColumn(f'column "{fields_[-1]}" does not exist', position=pos)
-
-    def _chain(self) -> Iterator[_Scope]:
-        s: _Scope | None = self
-        while s is not None:
-            yield s
-            s = s.parent
-
-    def _find(self, fields_: list[str]) -> str | None:
-
-        name = fields_[-1]
-        if len(fields_) == 1:
-            if name in self.merged:
-                return self.merged[name]
-            hits = [e for i in self.items for n, e in i.cols if n == name]
-            if len(hits) > 1:
-                raise AmbiguousColumn(f'column reference "{name}" is ambiguous')
-            return hits[0] if hits else None
-        alias = fields_[-2]
-        items = [i for i in self.items if i.alias == alias]
-        if not items:
-            return None
-        hits = [e for n, e in items[0].cols if n == name]
-        return hits[0] if hits else None
-
-
 class PlanBuilder:
     """Builds a `Plan` from a pglast SELECT, binding names against a `Catalog`.
 
     >>> plan = PlanBuilder(catalog, ("public",)).build(parse_sql(sql)[0].stmt)
+
+    `serving=True` builds a plain read (planner/serving.py): the top-level ORDER BY,
+    LIMIT and OFFSET are kept on the Plan, and time-dependent and volatile functions
+    are allowed (a read evaluates them once).
     """
 
-    def __init__(self, catalog: object, search_path: tuple[str, ...] = ("public",)) -> None:
+    def __init__(
+        self, catalog: object, search_path: tuple[str, ...] = ("public",), serving: bool = False
+    ) -> None:
         self.catalog = catalog
         self.search_path = search_path
+        self.serving = serving
         self._n = 0
         self.tables: set[int] = set()
         self.depends: set[int] = set()
         self._view_depth = 0
+        self._used_ctes: set[int] = set()  # the WITH queries read (by id)
+        # window calls of the SELECT being bound: (name, call, its PARTITION BY keys);
+        # None where window functions are not allowed (FROM, WHERE, GROUP BY, ...)
+        self._windows: list[tuple[str, Expr, tuple[Expr, ...]]] | None = None
+        self._window_defs: dict[str, object] = {}  # WINDOW w AS (...) of that SELECT
+        # scalar subqueries bound but not yet joined in: each joins its value to a node
+        self._scalars: list[Callable[[Node], Node]] = []
+        self._ctes: dict[str, object] = {}
+        self._cte_names: dict[int, list[str]] = {}  # WITH q (a, b): id(query) -> names
+        self._probing = False  # binding an expression only to compare it with GROUP BY's
+        # grouping()'s context in a grouped SELECT: (the set-number column or None, the
+        # grouping sets as sets of key texts, the scope), None elsewhere
+        self._grouping: tuple[str | None, list[frozenset[str]], Scope] | None = None
+        self._clock: str | None = None  # the clock's column while binding a temporal filter
 
     def fresh(self) -> str:
         self._n += 1
@@ -444,24 +463,70 @@ class PlanBuilder:
 
         if not isinstance(stmt, A.SelectStmt):
             raise _unsupported(type(stmt).__name__)
+        self._top = stmt if self.serving else None
+        self._root = stmt
+        self._read_order: tuple[Expr, ...] = ()
         node, names = self.select(stmt, None, {})
-        return Plan(node, tuple(names), frozenset(self.tables))
+        if self._top is not None:
+            return Plan(node, tuple(names), frozenset(self.tables), *self._order)
+        return Plan(node, tuple(names), frozenset(self.tables), self._read_order)
 
     def select(
-        self, stmt: object, parent: _Scope | None, ctes: dict[str, object]
+        self, stmt: object, parent: Scope | None, ctes: dict[str, object]
     ) -> tuple[Node, list[str]]:
+        saved = (self._windows, self._window_defs, self._ctes)
+        self._windows, self._window_defs = None, {}
+        try:
+            return self._select(stmt, parent, ctes)
+        finally:
+            self._windows, self._window_defs, self._ctes = saved
 
+    def _select(
+        self, stmt: object, parent: Scope | None, ctes: dict[str, object]
+    ) -> tuple[Node, list[str]]:
         assert isinstance(stmt, A.SelectStmt)
-        if stmt.withClause is not None:
-            if stmt.withClause.recursive:
-                raise _unsupported("WITH RECURSIVE")
-            ctes = dict(ctes)
-            for cte in stmt.withClause.ctes:
-                if cte.aliascolnames:
-                    raise _unsupported("column names on a WITH query")
-                ctes[cte.ctename] = cte.ctequery
-        if stmt.limitCount is not None or stmt.limitOffset is not None:
-            raise _unsupported("LIMIT/OFFSET")
+        if stmt.withClause is None:
+            return self._select_body(stmt, parent, ctes)
+        if stmt.withClause.recursive:
+            raise _unsupported("WITH RECURSIVE")
+        ctes = dict(ctes)
+        for cte in stmt.withClause.ctes:
+            if cte.aliascolnames:
+                self._cte_names[id(cte.ctequery)] = [c.sval for c in cte.aliascolnames]
+            ctes[cte.ctename] = cte.ctequery
+        out = self._select_body(stmt, parent, ctes)
+        self._check_unused(stmt.withClause.ctes, ctes)
+        return out
+
+    def _check_unused(self, defined: tuple, ctes: dict[str, object]) -> None:
+        """PostgreSQL analyzes every WITH query, read or not: plan the unread ones for
+        their errors (42P10, 42803, ...) and drop the plans. What the IR does not cover
+        in them is no error."""
+        tables = set(self.tables)
+        for cte in defined:
+            if id(cte.ctequery) not in self._used_ctes:
+                try:
+                    self.select(cte.ctequery, None, ctes)
+                except FeatureNotSupported:
+                    pass
+        self.tables = tables
+
+    def _select_body(
+        self, stmt: A.SelectStmt, parent: Scope | None, ctes: dict[str, object]
+    ) -> tuple[Node, list[str]]:
+        self._ctes = ctes
+        top = stmt is getattr(self, "_top", None)
+        # LIMIT/OFFSET below the top of a read, or anywhere in a view: a top-N node
+        limited = not top and (stmt.limitCount is not None or stmt.limitOffset is not None)
+        limit = self.limit_text(stmt, "limitCount", ties=True) if limited else None
+        ties = limited and stmt.limitOption == enums.LimitOption.LIMIT_OPTION_WITH_TIES
+        offset = self.limit_text(stmt, "limitOffset") if limited else None
+        if top:
+            self._order: tuple[tuple[Expr, ...], Expr | None, Expr | None] = (
+                (),
+                self.limit_text(stmt, "limitCount"),
+                self.limit_text(stmt, "limitOffset"),
+            )
         if getattr(stmt, "lockingClause", None):
             raise _unsupported("FOR UPDATE/SHARE")
         if stmt.op != enums.SetOperation.SETOP_NONE:
@@ -472,22 +537,35 @@ class PlanBuilder:
                 raise SyntaxErr(f"each {op} query must have the same number of columns")
             op = ("union", "intersect", "except")[int(stmt.op) - 1]
             names = tuple(self.fresh() for _ in lnames)
-            return SetOp(op, bool(stmt.all), left, right, names), lnames
+            node = SetOp(op, bool(stmt.all), left, right, names)
+            if (top or limited) and stmt.sortClause:
+                keys = self.sort_keys(stmt, lnames, None)
+                order = tuple(f"{names[k]}{suffix}" for k, suffix in keys)  # type: ignore[index]
+                if top:
+                    self._order = (order, *self._order[1:])
+            else:
+                order = ()
+            if limited:
+                node = self.top_n(node, order, limit, offset, len(names), ties)
+            return node, lnames
         if stmt.valuesLists:
+            if (top or limited) and stmt.sortClause:
+                raise _unsupported("ORDER BY of VALUES")
+            if limited:
+                raise _unsupported("LIMIT/OFFSET of VALUES")
             return self.values(stmt.valuesLists)
-        if stmt.windowClause:
-            raise _unsupported("window functions")
+        for wd in stmt.windowClause or ():
+            self._window_defs[wd.name] = wd
         if stmt.intoClause is not None:
             raise _unsupported("SELECT INTO")
 
         # FROM
-        scope = _Scope([], parent=parent)
+        scope = Scope([], parent=parent)
         node: Node | None = None
         for item in stmt.fromClause or ():
             n, s = self.from_item(item, parent, ctes)
             node = n if node is None else Join("cross", node, n)
             scope.items.extend(s.items)
-            scope.merged.update(s.merged)
             scope.star.extend(s.star)
         if node is None:
             node = Values(((),), ())
@@ -504,34 +582,191 @@ class PlanBuilder:
                 if len(val.fields) == 1:
                     cols = scope.star
                 else:
-                    alias = val.fields[-2].sval
-                    items = [i for i in scope.items if i.alias == alias]
-                    if not items:
-                        raise UndefinedTable(f'missing FROM-clause entry for table "{alias}"')
-                    cols = items[0].cols
+                    cols = scope.star_of(val.fields[-2].sval)
                 for name, expr in cols:
                     targets.append((name, _Internal(expr)))
                 continue
 
             targets.append((rt.name or pg_column_name(val), val))
 
-        aggs_found = _find_aggs([v for _, v in targets] + [stmt.havingClause])
+        # DISTINCT ON (exprs): a per-group top-1 in the ORDER BY's order (`distinct_on`)
+        on = tuple(d for d in stmt.distinctClause or () if d is not None)
+        if on and self.serving:
+            raise _unsupported("DISTINCT ON")  # a read binds it with relations.Binder
+        # the top-level ORDER BY of a plain read: output columns, or expressions
+        ordered = top or limited or bool(on)
+        names_ = [n for n, _ in targets]
+        keys = self.sort_keys(stmt, names_, scope) if ordered else []
+        on_keys = self.sort_keys(_SortList(on), names_, scope) if on else []
+        for sort in stmt.sortClause or () if not ordered else ():  # ignored, but checked
+            pos = sort.node
+            if isinstance(pos, A.A_Const) and isinstance(pos.val, A.Integer):
+                if not 1 <= pos.val.ival <= len(targets):
+                    raise InvalidColumnReference(
+                        f"ORDER BY position {pos.val.ival} is not in select list"
+                    )
+        sorts = [k for k, _ in keys + on_keys if not isinstance(k, int)]
+        aggs_found = _find_aggs([v for _, v in targets] + [stmt.havingClause] + sorts)
+        self._windows = []
+        mark = len(self._scalars)
         if stmt.groupClause or aggs_found or stmt.havingClause is not None:
-            node, exprs, having = self.aggregate(node, stmt, targets, scope)
+            node, exprs, having, sort_texts = self.aggregate(node, stmt, targets, scope, sorts)
         else:
             exprs = [(name, self.expr(v, scope)) for name, v in targets]
+            sort_texts = [self.expr(v, scope) for v in sorts]
             having = None
-        proj = tuple((self.fresh(), e) for _, e in exprs)
+        node = self.join_scalars(node, mark)
+        windows, self._windows = self._windows, None
+        proj = [(self.fresh(), e) for _, e in exprs]
+        order = []
+        on_cols: list[str] = []
+        if keys or on_keys:
+            texts = iter(sort_texts)
+            for i, (key, suffix) in enumerate(keys + on_keys):
+                if isinstance(key, int):
+                    col = proj[key][0]
+                else:
+                    text = next(texts)
+                    same = [c for c, e in proj if e == text]
+                    if not same:
+                        if stmt.distinctClause and not on:
+                            raise InvalidColumnReference(
+                                "for SELECT DISTINCT, ORDER BY expressions must appear in select"
+                                " list"
+                            )
+                        proj.append((self.fresh(), text))
+                        same = [proj[-1][0]]
+                    col = same[0]
+                if i < len(keys):
+                    order.append(col + suffix)
+                else:
+                    on_cols.append(col)
+            if top:
+                self._order = (tuple(order), *self._order[1:])
         if having is not None:
             node = Filter(node, having)
-        node = Project(node, proj)
+        if windows:
+            node = window_node(node, windows)
+        node = Project(node, tuple(proj))
         names = [n for n, _ in exprs]
-        if stmt.distinctClause:
-            if any(d is not None for d in stmt.distinctClause):
-                raise _unsupported("DISTINCT ON")
+        if on:
+            node = self.distinct_on(node, tuple(dict.fromkeys(on_cols)), tuple(order))
+            if not limited:
+                node = Project(node, tuple((c, c) for c in node.columns[: len(names)]))
+        elif stmt.distinctClause:
             node = Distinct(node)
+        if limited:
+            node = self.top_n(node, tuple(order), limit, offset, len(names), ties)
+            kept = set(node.columns)
+            if stmt is self._root and all(refs(o) <= kept for o in order):
+                self._read_order = tuple(_explicit_nulls(o) for o in order)
         # ORDER BY without LIMIT does not change a view's contents (a relation is a set)
         return node, names
+
+    def top_n(
+        self,
+        node: Node,
+        order: tuple[Expr, ...],
+        limit: Expr | None,
+        offset: Expr | None,
+        width: int,
+        ties: bool = False,
+    ) -> Node:
+        """ORDER BY ... LIMIT/OFFSET below the top of a read, or in a view: the rows
+        whose row_number() in that order is past the offset and within the limit (ties
+        broken arbitrarily, as PostgreSQL does), without the sort-only columns. FETCH
+        ... WITH TIES: the limit on rank() instead (the rows tying with the last one)."""
+        if ties and not order:
+            raise SyntaxErr("WITH TIES cannot be specified without ORDER BY clause")
+        by = f"ORDER BY {', '.join(_explicit_nulls(o) for o in order)}" if order else ""
+        rn, rk = self.fresh(), self.fresh()
+        calls = [(rn, f"row_number() OVER ({by})")]
+        if ties:
+            calls.append((rk, f"rank() OVER ({by})"))
+        keep = []
+        if offset is not None:
+            keep.append(f"{rn} > ({offset})")
+        if limit is not None:
+            base = f"({offset}) + " if offset is not None else ""
+            keep.append(f"{rk if ties else rn} <= {base}({limit})")
+        win = Window(node, tuple(calls), (), " AND ".join(keep) or None)
+        return Project(win, tuple((c, c) for c in node.columns[:width]))
+
+    def distinct_on(self, node: Node, on: tuple[str, ...], order: tuple[Expr, ...]) -> Node:
+        """SELECT DISTINCT ON (on) ... ORDER BY order: the first row of each group of `on`
+        in that order, a per-group top-1 (a Window keeping row_number() = 1; the window
+        rule recomputes only the groups a batch touched). As PostgreSQL, the ORDER BY
+        must start with the DISTINCT ON expressions (42P10)."""
+        lead = [o.split(" ", 1)[0] for o in order[: len(on)]]
+        if any(c not in on for c in lead):
+            raise SQLError(
+                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions", "42P10"
+            )
+        by = f" ORDER BY {', '.join(_explicit_nulls(o) for o in order)}" if order else ""
+        rn = self.fresh()
+        call = f"row_number() OVER (PARTITION BY {', '.join(on)}{by})"
+        win = Window(node, ((rn, call),), on, f"{rn} = 1")
+        return Project(win, tuple((c, c) for c in node.columns))
+
+    def join_scalars(self, node: Node, mark: int) -> Node:
+        """Join in the values of the scalar subqueries bound since `mark`."""
+        for joiner in self._scalars[mark:]:
+            node = joiner(node)
+        del self._scalars[mark:]
+        return node
+
+    def sort_keys(
+        self, stmt: object, names: list[str], scope: Scope | None
+    ) -> list[tuple[int | object, str]]:
+        """The top-level ORDER BY: each key an output column's position (a position, or a
+        bare name of one output column, as PostgreSQL looks first) or an expression to
+        bind, with its direction and NULLs as written (the serving path's semantics)."""
+        keys: list[tuple[int | object, str]] = []
+        for s in stmt.sortClause or ():  # type: ignore[attr-defined]
+            direction = s.sortby_dir
+            if direction == enums.SortByDir.SORTBY_USING:
+                raise _unsupported("ORDER BY ... USING")
+            suffix = {
+                enums.SortByDir.SORTBY_ASC: " ASC",
+                enums.SortByDir.SORTBY_DESC: " DESC",
+            }.get(direction, "")
+            suffix += {
+                enums.SortByNulls.SORTBY_NULLS_FIRST: " NULLS FIRST",
+                enums.SortByNulls.SORTBY_NULLS_LAST: " NULLS LAST",
+            }.get(s.sortby_nulls, "")
+            n = s.node
+            if isinstance(n, A.A_Const) and isinstance(n.val, A.Integer):
+                if not 1 <= n.val.ival <= len(names):
+                    raise InvalidColumnReference(
+                        f"ORDER BY position {n.val.ival} is not in select list"
+                    )
+                keys.append((n.val.ival - 1, suffix))
+                continue
+            if isinstance(n, A.A_Const):
+                continue  # a constant orders nothing
+            if isinstance(n, A.ColumnRef) and len(n.fields) == 1:
+                name = getattr(n.fields[0], "sval", None)
+                hits = [i for i, x in enumerate(names) if x == name]
+                if len(hits) > 1:
+                    raise _unsupported("ORDER BY a name of several output columns")
+                if hits:
+                    keys.append((hits[0], suffix))
+                    continue
+            if scope is None:
+                raise _unsupported("ORDER BY an expression of a set operation")
+            keys.append((n, suffix))
+        return keys
+
+    def limit_text(self, stmt: object, attr: str, ties: bool = False) -> Expr | None:
+        """LIMIT or OFFSET of the top-level SELECT as SQL (None: none, or LIMIT ALL);
+        `ties`: FETCH ... WITH TIES is allowed (a top-N node keeps the ties)."""
+        n = getattr(stmt, attr)
+        with_ties = stmt.limitOption == enums.LimitOption.LIMIT_OPTION_WITH_TIES  # type: ignore[attr-defined]
+        if attr == "limitCount" and with_ties and not ties:
+            raise _unsupported("FETCH ... WITH TIES")
+        if n is None or (isinstance(n, A.A_Const) and n.isnull):
+            return None
+        return self.expr(n, Scope([]))
 
     def values(self, lists: tuple) -> tuple[Node, list[str]]:
 
@@ -540,7 +775,7 @@ class PlanBuilder:
             texts = []
             for v in row:
                 _check_expr(v)
-                texts.append(deparse(v))
+                texts.append(deparse(pg_semantics(v)))
             rows.append(tuple(texts))
         if len({len(r) for r in rows}) != 1:
             raise SyntaxErr("VALUES lists must all be the same length")
@@ -549,16 +784,26 @@ class PlanBuilder:
 
     # -- FROM -------------------------------------------------------------------------
     def from_item(
-        self, item: object, parent: _Scope | None, ctes: dict[str, object]
-    ) -> tuple[Node, _Scope]:
+        self, item: object, parent: Scope | None, ctes: dict[str, object]
+    ) -> tuple[Node, Scope]:
 
         if isinstance(item, A.RangeVar):
             alias = item.alias.aliasname if item.alias else item.relname
             colnames = (
                 [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
             )
-            if item.schemaname is None and item.relname in ctes:
-                node, names = self.select(ctes[item.relname], None, ctes)
+            if names_cte(item, ctes):
+                query = ctes[item.relname]
+                self._used_ctes.add(id(query))
+                node, names = self.select(query, None, ctes)
+                renamed = self._cte_names.get(id(query), [])
+                if len(renamed) > len(names):
+                    raise SQLError(
+                        f'WITH query "{item.relname}" has {len(names)} columns available but'
+                        f" {len(renamed)} columns specified",
+                        "42P10",
+                    )
+                names = renamed + names[len(renamed) :]
             else:
                 node, names = self.relation(item)
             return self._scoped(node, names, alias, colnames)
@@ -582,23 +827,27 @@ class PlanBuilder:
             }.get(item.jointype)
             if kind is None:
                 raise _unsupported(f"join type {item.jointype.name}")
-            scope = _Scope(
-                ls.items + rs.items, {**ls.merged, **rs.merged}, ls.star + rs.star, parent
-            )
+            # unqualified names see the join's columns (its USING columns once)
+            scope = Scope(ls.items + rs.items, ls.star + rs.star, parent)
             using: list[str] = []
             if item.isNatural:
-                lnames = [n for n, _ in ls.star]
-                using = [n for n, _ in rs.star if n in lnames]
+                rnames = {n for n, _ in rs.star}
+                using = [n for n in dict.fromkeys(n for n, _ in ls.star) if n in rnames]
             elif item.usingClause:
                 using = [u.sval for u in item.usingClause]
+                for u in using:
+                    if using.count(u) > 1:
+                        raise SQLError(
+                            f'column name "{u}" appears more than once in USING clause', "42701"
+                        )
             lkeys: list[str] = []
             rkeys: list[str] = []
             residual = None
             if using:
                 merged = {}
                 for u in using:
-                    le = ls.merged.get(u) or _single(ls, u)
-                    re_ = rs.merged.get(u) or _single(rs, u)
+                    le = ls.using_column(u, "left")
+                    re_ = rs.using_column(u, "right")
                     lkeys.append(le)
                     rkeys.append(re_)
                     merged[u] = {"inner": le, "left": le, "right": re_}.get(
@@ -608,7 +857,6 @@ class PlanBuilder:
                 star = [(u, merged[u]) for u in using]
                 star += [(n, e) for n, e in ls.star if n not in using]
                 star += [(n, e) for n, e in rs.star if n not in using]
-                scope.merged.update(merged)
                 scope.star = star
             elif item.quals is not None:
                 lkeys, rkeys, residual = self.split_on(
@@ -623,30 +871,82 @@ class PlanBuilder:
                 raise _unsupported("an alias on a JOIN")
             return node, scope
         if isinstance(item, A.RangeFunction):
+            calls = item.functions or ()
+            fc = calls[0][0] if len(calls) == 1 else None
+            name = fc.funcname[-1].sval.lower() if isinstance(fc, A.FuncCall) else ""
+            if name in TIME_WINDOW_FUNCS and not item.lateral and not item.ordinality:
+                return self.time_window(name, fc, item.alias, parent, ctes)
             raise _unsupported("a function in FROM")
         raise _unsupported(type(item).__name__)
 
+    def time_window(
+        self, name: str, fc: A.FuncCall, alias: object, parent: Scope | None, ctes: dict
+    ) -> tuple[Node, Scope]:
+        """TUMBLE(relation, time_col, size) / HOP(relation, time_col, slide, size): the
+        relation's rows with window_start and window_end (planner/time_windows.py)."""
+        args = list(fc.args or ())
+        if len(args) != (3 if name == "tumble" else 4) or not isinstance(args[0], A.ColumnRef):
+            raise UndefinedFunction(f"function {name} with {len(args)} arguments does not exist")
+        parts = [f.sval for f in args[0].fields]
+        rv = A.RangeVar(
+            relname=parts[-1], schemaname=parts[-2] if len(parts) > 1 else None, inh=True
+        )
+        node, scope = self.from_item(rv, parent, ctes)
+        time_col = self.expr(args[1], scope)
+        type_name = None
+        if isinstance(node, Scan) and time_col in node.names:
+            rel = self.catalog.by_oid(node.table)  # type: ignore[attr-defined]
+            cols = getattr(rel, "columns", ())
+            i = node.names.index(time_col)
+            type_name = cols[i].type.pg.name if i < len(cols) else None
+        origin = origin_for(type_name)
+        sizes = [self.expr(a, Scope([])) for a in args[2:]]
+        size = sizes[-1]
+        start, end = self.fresh(), self.fresh()
+
+        def pg(text: str) -> Expr:  # PostgreSQL's date_bin, as the serving path has it
+            return deparse(pg_semantics(parse_sql(f"SELECT {text}")[0].stmt.targetList[0].val))
+
+        if name == "tumble":
+            interval_seconds(size)
+            first = f"date_bin({size}, {time_col}, {origin})"
+            node = Project(
+                node,
+                tuple((c, c) for c in node.columns)
+                + ((start, pg(first)), (end, pg(f"{first} + {size}"))),
+            )
+        else:
+            slide = sizes[0]
+            n = hop_count(slide, size)
+            k = self.fresh()
+            offsets = Values(tuple((str(i),) for i in range(n)), (k,))
+            latest = f"date_bin({slide}, {time_col}, {origin})"
+            first = f"{latest} - {k} * {slide}"
+            node = Project(
+                Filter(Join("cross", node, offsets), f"{time_col} IS NOT NULL"),
+                tuple((c, c) for c in node.columns)
+                + ((start, pg(first)), (end, pg(f"{first} + {size}"))),
+            )
+        names = [n for n, _ in scope.star] + ["window_start", "window_end"]
+        table_alias = alias.aliasname if alias is not None else parts[-1]  # type: ignore[attr-defined]
+        colnames = [c.sval for c in alias.colnames] if alias is not None and alias.colnames else []  # type: ignore[attr-defined]
+        return self._scoped(node, names, table_alias, colnames)
+
     def _scoped(
         self, node: Node, names: list[str], alias: str | None, colnames: list[str]
-    ) -> tuple[Node, _Scope]:
+    ) -> tuple[Node, Scope]:
         visible = list(names)
         for i, c in enumerate(colnames[: len(visible)]):
             visible[i] = c
         cols = list(zip(visible, node.columns, strict=True))
-        return node, _Scope([_Item(alias, cols)], star=list(cols))
+        return node, Scope([Item(alias, cols)], star=list(cols))
 
     def relation(self, rv: object) -> tuple[Node, list[str]]:
 
-        schema, name = rv.schemaname, rv.relname  # type: ignore[attr-defined]
-        if schema in ("pg_catalog", "information_schema", "headwater_catalog"):
-            raise _unsupported(f'system relation "{schema}.{name}"')
-        try:
-            rel = self.catalog.get_relation(schema, name, self.search_path)  # type: ignore[attr-defined]
-        except UndefinedTable as e:
-            loc = getattr(rv, "location", None)
-            if loc is not None and loc >= 0:
-                e.position = loc + 1
-            raise
+        assert isinstance(rv, A.RangeVar)
+        if in_system_schema(rv):
+            raise _unsupported(f'system relation "{rv.schemaname}.{rv.relname}"')
+        rel = resolve_relation(self.catalog, rv, self.search_path)  # type: ignore[arg-type]
         self.depends.add(rel.oid)
         cols = [c.name for c in rel.columns]
         if isinstance(rel, View):
@@ -666,24 +966,52 @@ class PlanBuilder:
         raise _unsupported(f'relation "{rel.name}" of kind {getattr(rel, "kind", "?")}')
 
     # -- WHERE and subqueries ---------------------------------------------------------
-    def where(self, node: Node, cond: object, scope: _Scope, ctes: dict[str, object]) -> Node:
+    def where(self, node: Node, cond: object, scope: Scope, ctes: dict[str, object]) -> Node:
 
         plain = []
+        links = []
         for c in _conjuncts(cond):
             neg = False
             inner = c
             if isinstance(c, A.BoolExpr) and c.boolop == enums.BoolExprType.NOT_EXPR:
                 neg, inner = True, c.args[0]
             if isinstance(inner, A.SubLink):
-                node = self.sublink(node, inner, neg, scope, ctes)
+                links.append((inner, neg))
             else:
                 plain.append(c)
-        if plain:
-            node = Filter(node, " AND ".join(f"({self.expr(c, scope)})" for c in plain))
+        # the conjuncts without subqueries first: over a comma join they become its
+        # keys (push_down_filters), before a semi-join or a scalar's join reads it
+        simple = [c for c in plain if not _has_sublink(c)]
+        timed = [c for c in simple if not self.serving and _reads_clock(c)]
+        simple = [c for c in simple if c not in timed]
+        if simple:
+            node = Filter(node, " AND ".join(f"({self.expr(c, scope)})" for c in simple))
+        for inner, neg in links:
+            node = self.sublink(node, inner, neg, scope, ctes)
+        rest = [c for c in plain if _has_sublink(c)]  # scalar subqueries, joined in first
+        if rest:
+            mark = len(self._scalars)
+            pred = " AND ".join(f"({self.expr(c, scope)})" for c in rest)
+            node = Filter(self.join_scalars(node, mark), pred)
+        if timed:
+            node = self.clocked(node, timed, scope)
         return node
 
+    def clocked(self, node: Node, conjuncts: list[object], scope: Scope) -> Node:
+        """A temporal filter (planner/temporal.py): the rows where the conjuncts hold at
+        the epoch's time, `now()` read from the clock relation crossed with the input."""
+        clock = self.fresh()
+        self._clock = clock
+        try:
+            pred = " AND ".join(f"({self.expr(c, scope)})" for c in conjuncts)
+        finally:
+            self._clock = None
+        self.tables.add(CLOCK_OID)
+        timed = Join("cross", node, Scan(CLOCK_OID, (CLOCK_COLUMN,), (clock,)))
+        return Project(Filter(timed, pred), tuple((c, c) for c in node.columns))
+
     def sublink(
-        self, node: Node, link: object, neg: bool, scope: _Scope, ctes: dict[str, object]
+        self, node: Node, link: object, neg: bool, scope: Scope, ctes: dict[str, object]
     ) -> Node:
 
         kind = link.subLinkType  # type: ignore[attr-defined]
@@ -698,7 +1026,7 @@ class PlanBuilder:
             raise _unsupported(
                 "a subquery in this position (only [NOT] EXISTS and [NOT] IN in WHERE)"
             )
-        inner_scope = _Scope([], parent=scope)
+        inner_scope = Scope([], parent=scope)
         simple = (
             isinstance(sub, A.SelectStmt)
             and sub.op == enums.SetOperation.SETOP_NONE
@@ -715,7 +1043,6 @@ class PlanBuilder:
                 n, s = self.from_item(item, scope, ctes)
                 rnode = n if rnode is None else Join("cross", rnode, n)
                 inner_scope.items.extend(s.items)
-                inner_scope.merged.update(s.merged)
                 inner_scope.star.extend(s.star)
             if rnode is None:
                 rnode = Values(((),), ())
@@ -734,7 +1061,9 @@ class PlanBuilder:
                     local.append(c)
                     continue
                 inner_scope.outer_refs = set()
+                mark = len(self._scalars)
                 text = self.expr(c, inner_scope)
+                del self._scalars[mark:]  # (bound again with `local`, joined in there)
                 outer = set(inner_scope.outer_refs)
                 if not outer:
                     local.append(c)
@@ -791,7 +1120,7 @@ class PlanBuilder:
         )
 
     def split_on(
-        self, quals: object, scope: _Scope, lcols: set[str], rcols: set[str]
+        self, quals: object, scope: Scope, lcols: set[str], rcols: set[str]
     ) -> tuple[list[str], list[str], str | None]:
         lkeys: list[str] = []
         rkeys: list[str] = []
@@ -812,13 +1141,18 @@ class PlanBuilder:
 
     # -- aggregation ------------------------------------------------------------------
     def aggregate(
-        self, node: Node, stmt: object, targets: list[tuple[str, object]], scope: _Scope
-    ) -> tuple[Node, list[tuple[str, str]], str | None]:
+        self,
+        node: Node,
+        stmt: object,
+        targets: list[tuple[str, object]],
+        scope: Scope,
+        sorts: list[object] | None = None,
+    ) -> tuple[Node, list[tuple[str, str]], str | None, list[str]]:
 
         group: list[tuple[str, str]] = []
-        for g in stmt.groupClause or ():  # type: ignore[attr-defined]
-            if isinstance(g, A.GroupingSet):
-                raise _unsupported("GROUPING SETS, ROLLUP and CUBE")
+
+        def bind_key(g: object) -> str:
+            """A GROUP BY item's SQL text (a position, an output name or an expression)."""
             if isinstance(g, A.A_Const) and isinstance(g.val, A.Integer):
                 i = g.val.ival
                 if not 1 <= i <= len(targets):
@@ -837,14 +1171,29 @@ class PlanBuilder:
                     if not alias:
                         raise
                     g = alias[0]
+            mark = len(self._scalars)
             text = self.expr(g, scope)
+            if len(self._scalars) > mark:
+                raise _unsupported("a subquery in GROUP BY")
             if text not in [t for _, t in group]:
                 group.append((self.fresh(), text))
+            return text
+
+        sets = grouping_sets(stmt.groupClause or ())  # type: ignore[attr-defined]
+        if len(sets) > 1 and self.serving:
+            raise _unsupported("GROUPING SETS, ROLLUP and CUBE")  # reads: relations.Binder
+        if getattr(stmt, "groupDistinct", False):
+            raise _unsupported("GROUP BY DISTINCT")
+        set_texts = [frozenset(bind_key(g) for g in one) for one in sets]
+        gid = self.fresh() if len(sets) > 1 else None  # which grouping set a row is of
         calls: list[AggCall] = []
         by_text: dict[str, str] = {}
 
         def agg_col(fc: object) -> str:
+            mark = len(self._scalars)
             call = self.agg_call(fc, scope)
+            if len(self._scalars) > mark:
+                raise _unsupported("a subquery in an aggregate's arguments")
             key = repr((call.func, call.arg, call.distinct, call.extra, call.order, call.filter))
             if key not in by_text:
                 by_text[key] = call.name
@@ -856,13 +1205,67 @@ class PlanBuilder:
         def post(v: object) -> str:
             return self.expr(v, scope, group_keys=keys, agg=agg_col)
 
-        exprs = [(name, post(v)) for name, v in targets]
-        having = post(stmt.havingClause) if stmt.havingClause is not None else None  # type: ignore[attr-defined]
-        return Aggregate(node, tuple(group), tuple(calls)), exprs, having
+        saved, self._grouping = self._grouping, (gid, set_texts, scope)
+        try:
+            exprs = [(name, post(v)) for name, v in targets]
+            having = post(stmt.havingClause) if stmt.havingClause is not None else None  # type: ignore[attr-defined]
+            sort_texts = [post(v) for v in sorts or ()]
+        finally:
+            self._grouping = saved
+        if gid is None:
+            return Aggregate(node, tuple(group), tuple(calls)), exprs, having, sort_texts
+        out = self.grouping_aggregate(node, gid, group, set_texts, calls)
+        return out, exprs, having, sort_texts
 
-    def agg_call(self, fc: object, scope: _Scope) -> AggCall:
+    def grouping_aggregate(
+        self,
+        node: Node,
+        gid: str,
+        group: list[tuple[str, Expr]],
+        sets: list[frozenset[str]],
+        calls: list[AggCall],
+    ) -> Node:
+        """GROUP BY GROUPING SETS / ROLLUP / CUBE as one incremental aggregate: the input
+        crossed with the sets' numbers (`gid`), grouped by the number and by each key,
+        NULLed in the rows of sets without it. The empty set's row exists on no input (a
+        LEFT JOIN from its number: count 0, the others NULL, as PostgreSQL). The output
+        has the Aggregate's columns, `gid` (the set's number, for grouping()) first."""
+        numbers = Values(tuple((str(i),) for i in range(len(sets))), (self.fresh(),))
+        crossed = Join("cross", node, numbers)
+        keyed = [(gid, numbers.names[0])]
+        for name, text in group:
+            having = [str(i) for i, s in enumerate(sets) if text in s]
+            if len(having) == len(sets):
+                keyed.append((name, text))
+            else:
+                keyed.append(
+                    (
+                        name,
+                        f"CASE WHEN {numbers.names[0]} IN ({', '.join(having)}) THEN ({text}) END",
+                    )
+                )
+        agg = Aggregate(crossed, tuple(keyed), tuple(calls))
+        empty = [str(i) for i, s in enumerate(sets) if not s]
+        if not empty:
+            return agg
+        cols = agg.columns
+        rest = Filter(agg, f"{gid} NOT IN ({', '.join(empty)})")
+        rest_p = Project(rest, tuple((self.fresh(), c) for c in cols))
+        none = Values(tuple((e,) for e in empty), (self.fresh(),))
+        joined = Join("left", none, agg, (none.names[0],), (gid,))
+        counts = {a.name for a in calls if a.func == "count"}
+        pad = [(self.fresh(), none.names[0])]
+        pad += [(self.fresh(), c) for c, _ in group]
+        pad += [
+            (self.fresh(), f"COALESCE({a.name}, 0)" if a.name in counts else a.name) for a in calls
+        ]
+        return SetOp("union", True, rest_p, Project(joined, tuple(pad)), cols)
+
+    def agg_call(self, fc: object, scope: Scope) -> AggCall:
         name = fc.funcname[-1].sval.lower()  # type: ignore[attr-defined]
         func = SUPPORTED_AGGS[name]
+        if func in ORDERED_SET_AGGS:
+            return self.ordered_set_call(fc, func, scope)
         if fc.agg_within_group:  # type: ignore[attr-defined]
             raise _unsupported("WITHIN GROUP")
         args = list(fc.args or ())  # type: ignore[attr-defined]
@@ -882,36 +1285,288 @@ class PlanBuilder:
                 )
             arg = self.expr(args[0], scope)
         extra = (self.expr(args[1], scope),) if func == "string_agg" else ()
+        if fc.agg_distinct and fc.agg_order:  # type: ignore[attr-defined]
+            _check_distinct_order(fc, {self.expr(a, scope) for a in args}, self, scope)
         order = ()
         if fc.agg_order:  # type: ignore[attr-defined]
             if func != "string_agg":
                 order = ()  # ORDER BY does not change count/sum/min/max/bool results
-            else:
+            else:  # a constant key orders nothing (DuckDB refuses `ORDER BY 'x'`)
                 order = tuple(self.sort_text(s, scope) for s in fc.agg_order)  # type: ignore[attr-defined]
+                order = tuple(o for o in order if refs(o))
         filt = self.expr(fc.agg_filter, scope) if fc.agg_filter is not None else None  # type: ignore[attr-defined]
         return AggCall(self.fresh(), func, arg, bool(fc.agg_distinct), extra, order, filt)  # type: ignore[attr-defined]
 
-    def sort_text(self, s: object, scope: _Scope) -> str:
+    def ordered_set_call(self, fc: object, func: str, scope: Scope) -> AggCall:
+        """percentile_cont/percentile_disc(fraction) WITHIN GROUP (ORDER BY x): re-aggregated
+        per changed group (the general aggregate), a constant fraction, ascending order."""
+        if self.serving:
+            raise _unsupported(f"aggregate function {func}")  # reads: relations.Binder
+        if not fc.agg_within_group:  # type: ignore[attr-defined]
+            raise SQLError(f"WITHIN GROUP is required for ordered-set aggregate {func}", "42809")
+        args, order = list(fc.args or ()), list(fc.agg_order or ())  # type: ignore[attr-defined]
+        if len(args) != 1 or len(order) != 1:
+            raise UndefinedFunction(f"function {func} with these arguments does not exist")
+        fraction = self.expr(args[0], scope)
+        if refs(fraction) or _has_sublink(args[0]):
+            raise _unsupported(f"{func} with a fraction that is not a constant")
+        if order[0].sortby_dir == enums.SortByDir.SORTBY_DESC:
+            raise _unsupported(f"{func} WITHIN GROUP (ORDER BY ... DESC)")
+        if fc.agg_distinct:  # type: ignore[attr-defined]
+            raise _unsupported(f"{func}(DISTINCT ...)")
+        arg = self.expr(order[0].node, scope)
+        filt = self.expr(fc.agg_filter, scope) if fc.agg_filter is not None else None  # type: ignore[attr-defined]
+        return AggCall(self.fresh(), func, arg, False, (fraction,), (), filt)
 
+    # -- window functions and scalar subqueries ---------------------------------------
+    def window_call(
+        self, fc: object, scope: Scope, group_keys: dict[str, str] | None, agg: object
+    ) -> str:
+        """Bind a window function call of the SELECT list (or ORDER BY) as a column of
+        the SELECT's Window node; returns the column's name."""
+        if self._windows is None or self._probing:
+            raise _unsupported("window functions in this position")
+        name = fc.funcname[-1].sval.lower()  # type: ignore[attr-defined]
+        if name not in WINDOW_FUNCS and name not in SUPPORTED_AGGS:
+            raise _unsupported(f"window function {name}")
+        if fc.agg_distinct or fc.agg_order or fc.agg_within_group:  # type: ignore[attr-defined]
+            raise _unsupported(f"DISTINCT or ORDER BY in window function {name}")
+        over = self._window_def(fc.over)  # type: ignore[attr-defined]
+        windows, self._windows = self._windows, None  # no window calls inside one
+
+        def bind(n: object) -> object:
+            return self._rewrite(n, scope, group_keys, agg) if n is not None else None
+
+        try:
+            new = copy.copy(fc)
+            new.args = tuple(bind(a) for a in fc.args) if fc.args else None  # type: ignore[attr-defined]
+            new.agg_filter = bind(fc.agg_filter)  # type: ignore[attr-defined]
+            parts = tuple(bind(p) for p in over.partitionClause or ())  # type: ignore[attr-defined]
+            order = []
+            for sb in over.orderClause or ():  # type: ignore[attr-defined]
+                if sb.sortby_dir == enums.SortByDir.SORTBY_USING:
+                    raise _unsupported("ORDER BY ... USING")
+                sb = copy.copy(sb)
+                sb.node = bind(sb.node)
+                if sb.sortby_nulls == enums.SortByNulls.SORTBY_NULLS_DEFAULT:
+                    desc = sb.sortby_dir == enums.SortByDir.SORTBY_DESC
+                    sb.sortby_nulls = (
+                        enums.SortByNulls.SORTBY_NULLS_FIRST
+                        if desc
+                        else enums.SortByNulls.SORTBY_NULLS_LAST
+                    )
+                order.append(sb)
+            new.over = A.WindowDef(
+                partitionClause=parts or None,
+                orderClause=tuple(order) or None,
+                frameOptions=over.frameOptions,  # type: ignore[attr-defined]
+                startOffset=bind(over.startOffset),  # type: ignore[attr-defined]
+                endOffset=bind(over.endOffset),  # type: ignore[attr-defined]
+            )
+            text = deparse(pg_semantics(new))
+            keys = tuple(deparse(pg_semantics(p)) for p in parts)
+        finally:
+            self._windows = windows
+        col = self.fresh()
+        windows.append((col, text, keys))
+        return col
+
+    def _window_def(self, over: object) -> object:
+        """An OVER clause with the named window it refers to (WINDOW w AS ...) merged in."""
+        ref = over.name or over.refname  # type: ignore[attr-defined]
+        if not ref:
+            return over
+        base = self._window_defs.get(ref)
+        if base is None:
+            raise SQLError(f'window "{ref}" does not exist', "42704")
+        base = copy.copy(base)
+        base.name = None  # type: ignore[attr-defined]
+        if over.name:  # OVER w
+            return self._window_def(base)
+        merged = copy.copy(self._window_def(base))  # OVER (w ORDER BY ...)
+        if over.orderClause:  # type: ignore[attr-defined]
+            merged.orderClause = over.orderClause  # type: ignore[attr-defined]
+        if over.frameOptions != _DEFAULT_FRAME:  # type: ignore[attr-defined]
+            merged.frameOptions = over.frameOptions  # type: ignore[attr-defined]
+            merged.startOffset = over.startOffset  # type: ignore[attr-defined]
+            merged.endOffset = over.endOffset  # type: ignore[attr-defined]
+        return merged
+
+    def scalar_subquery(self, link: object, scope: Scope, grouped: bool = False) -> str:
+        """A scalar subquery's value as a column joined in where the expression is used
+        (`join_scalars`); returns the column's name. Uncorrelated: its one-row node,
+        cross joined (no row gives NULL; more than one row is PostgreSQL's error 21000
+        when the view runs). Correlated: `correlated_scalar`."""
+        if self._probing:
+            raise _unsupported("a subquery in this position")
+        sub = link.subselect  # type: ignore[attr-defined]
+        try:
+            node, names = self.select(sub, None, self._ctes)
+        except SQLError as e:
+            if e.sqlstate not in ("42703", "42P01"):
+                raise
+            if grouped:  # its outer columns are gone once the query is aggregated
+                try:
+                    self.select(sub, scope, self._ctes)
+                except Exception:
+                    raise e from None
+                raise _unsupported("a correlated scalar subquery in an aggregated query") from None
+            return self.correlated_scalar(sub, scope)
+        if len(names) != 1:
+            raise SyntaxErr("subquery must return only one column")
+        value = node.columns[0]
+        if not _one_row(node):
+            n, v, out = self.fresh(), self.fresh(), self.fresh()
+            stats = Aggregate(node, (), (AggCall(n, "count"), AggCall(v, "max", value)))
+            check = (
+                f"CASE WHEN {n} > 1 THEN error('more than one row returned by a subquery"
+                f" used as an expression') ELSE {v} END"
+            )
+            node = Project(stats, ((out, check),))
+            value = out
+        elif len(node.columns) != 1:
+            node = Project(node, ((value, value),))
+        one = node
+        self._scalars.append(lambda n: Join("cross", n, one))
+        return value
+
+    def correlated_scalar(self, sub: object, scope: Scope) -> str:
+        """`(SELECT f(aggregates) FROM R WHERE R.k = outer.k AND ...)`, correlated by
+        equalities only: R's aggregate grouped by k, LEFT JOINed on the outer keys; an
+        outer row without a group gets the value on no rows (count 0, others NULL).
+
+            x < (SELECT avg(y) FROM R WHERE R.k = T.k)
+                -> T LEFT JOIN (SELECT k, avg(y) FROM R GROUP BY k) ON T.k = k
+        """
+        if not (
+            isinstance(sub, A.SelectStmt)
+            and sub.op == enums.SetOperation.SETOP_NONE
+            and not sub.groupClause
+            and sub.havingClause is None
+            and not sub.distinctClause
+            and sub.withClause is None
+            and sub.limitCount is None
+            and sub.limitOffset is None
+            and sub.fromClause
+            and len(sub.targetList or ()) == 1
+            and _find_aggs([sub.targetList[0].val])
+        ):
+            raise _unsupported("a correlated scalar subquery other than an aggregate's value")
+        inner_scope = Scope([], parent=scope)
+        rnode: Node | None = None
+        for item in sub.fromClause:
+            n, sc = self.from_item(item, scope, self._ctes)
+            rnode = n if rnode is None else Join("cross", rnode, n)
+            inner_scope.items.extend(sc.items)
+            inner_scope.star.extend(sc.star)
+        assert rnode is not None
+        inner_cols = set(rnode.columns)
+        lkeys: list[str] = []
+        rkeys: list[str] = []
+        local: list[object] = []
+        conds = _conjuncts(sub.whereClause) if sub.whereClause is not None else []
+        for c in conds:
+            if _has_sublink(c):
+                local.append(c)  # (an outer reference in there fails to bind)
+                continue
+            inner_scope.outer_refs = set()
+            self.expr(c, inner_scope)
+            if not inner_scope.outer_refs:
+                local.append(c)
+                continue
+            pair = equality_sides(c)
+            sides = []
+            for side in pair or ():
+                inner_scope.outer_refs = set()
+                sides.append((self.expr(side, inner_scope), bool(inner_scope.outer_refs)))
+            if len(sides) == 2 and sides[0][1] != sides[1][1]:
+                (a, a_outer), (b, _) = sides
+                outer, inner = (a, b) if a_outer else (b, a)
+                if refs(inner) and _refs_only(inner, inner_cols) and not (refs(outer) & inner_cols):
+                    lkeys.append(outer)
+                    rkeys.append(inner)
+                    continue
+            raise _unsupported("a correlated scalar subquery correlated other than by equality")
+        if local:
+            rnode = self.where(rnode, _and(local), inner_scope, self._ctes)
+        windows, self._windows = self._windows, None
+        try:
+            inner_scope.outer_refs = set()
+            val = sub.targetList[0].val
+            agg, exprs, _, _ = self.aggregate(rnode, A.SelectStmt(), [("v", val)], inner_scope)
+        finally:
+            self._windows = windows
+        if inner_scope.outer_refs:
+            raise _unsupported("an outer column in the select list of a correlated subquery")
+        assert isinstance(agg, Aggregate)
+        keys = tuple((self.fresh(), k) for k in rkeys)
+        grouped = Aggregate(agg.input, keys, agg.aggs)
+        v, present, out = self.fresh(), self.fresh(), self.fresh()
+        value = exprs[0][1]
+        inner = Project(grouped, tuple((n, n) for n, _ in keys) + ((v, value), (present, "1")))
+        empty = substitute_columns(
+            value, {a.name: "0" if a.func == "count" else "NULL" for a in agg.aggs}
+        )
+        pick = f"CASE WHEN {present} IS NULL THEN {empty} ELSE {v} END"
+        rnames = tuple(n for n, _ in keys)
+
+        def joiner(node: Node) -> Node:
+            joined = Join("left", node, inner, tuple(lkeys), rnames)
+            return Project(joined, tuple((c, c) for c in node.columns) + ((out, pick),))
+
+        self._scalars.append(joiner)
+        return out
+
+    def sort_text(self, s: object, scope: Scope) -> str:
+        """`x ASC|DESC NULLS FIRST|LAST`, the NULLs where PostgreSQL puts them by
+        default (last ascending, first descending; DuckDB: last both ways)."""
         text = self.expr(s.node, scope)  # type: ignore[attr-defined]
-        tail = deparse(s)  # e.g. "x DESC NULLS LAST": keep the direction part
-        node_text = deparse(s.node)  # type: ignore[attr-defined]
-        return text + tail[len(node_text) :]
+        direction = s.sortby_dir  # type: ignore[attr-defined]
+        if direction == enums.SortByDir.SORTBY_USING:
+            raise _unsupported("ORDER BY ... USING")
+        desc = direction == enums.SortByDir.SORTBY_DESC
+        nulls = s.sortby_nulls  # type: ignore[attr-defined]
+        first = nulls == enums.SortByNulls.SORTBY_NULLS_FIRST
+        if nulls == enums.SortByNulls.SORTBY_NULLS_DEFAULT:
+            first = desc
+        return f"{text} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if first else 'LAST'}"
+
+    def grouping_call(self, fc: A.GroupingFunc) -> object:
+        """grouping(a, b, ...): bit i (from the right, the last argument first) set where
+        the i-th argument is not in the row's grouping set; a constant per set."""
+        if self._grouping is None:
+            raise GroupingError("GROUPING is not allowed here (only in a grouped query)")
+        gid, sets, scope = self._grouping
+        texts = [self.expr(a, scope) for a in fc.args]
+        if any(t not in frozenset().union(*sets) for t in texts):
+            raise GroupingError(
+                "arguments to GROUPING must be grouping expressions of the associated query level"
+            )
+        values = [
+            sum(1 << (len(texts) - 1 - i) for i, t in enumerate(texts) if t not in s) for s in sets
+        ]
+        if gid is None or len(set(values)) == 1:
+            text = str(values[0])
+        else:
+            whens = " ".join(f"WHEN {i} THEN {v}" for i, v in enumerate(values))
+            text = f"(CASE {gid} {whens} END)"
+        return parse_sql(f"SELECT {text}")[0].stmt.targetList[0].val
 
     # -- expressions ------------------------------------------------------------------
     def expr(
         self,
         node: object,
-        scope: _Scope,
+        scope: Scope,
         group_keys: dict[str, str] | None = None,
         agg: object = None,
     ) -> str:
-        """SQL text of a scalar expression over internal column names."""
+        """SQL text of a scalar expression over internal column names, with the
+        serving path's PostgreSQL semantics (`pg_semantics`)."""
 
-        return deparse(self._rewrite(node, scope, group_keys, agg))
+        return deparse(pg_semantics(self._rewrite(node, scope, group_keys, agg)))
 
     def _rewrite(
-        self, node: object, scope: _Scope, group_keys: dict[str, str] | None, agg: object
+        self, node: object, scope: Scope, group_keys: dict[str, str] | None, agg: object
     ) -> object:
 
         if isinstance(node, tuple | list):
@@ -926,29 +1581,43 @@ class PlanBuilder:
         if not isinstance(node, A.Node):
             return node
         if group_keys is not None and not isinstance(node, A.A_Const):
+            # (a probe: windows and subqueries are not bound, nor registered, by it)
+            probing, self._probing = self._probing, True
             try:
-                text = deparse(self._rewrite(node, scope, None, None))
+                text = deparse(pg_semantics(self._rewrite(node, scope, None, None)))
             except Exception:
                 text = None
+            finally:
+                self._probing = probing
             if text is not None and text in group_keys:
                 return _ref(group_keys[text])
         if isinstance(node, A.FuncCall):
             fname = node.funcname[-1].sval.lower()
             if node.over is not None:
-                raise _unsupported("window functions")
+                return _ref(self.window_call(node, scope, group_keys, agg))
             if fname in SUPPORTED_AGGS and (node.args or node.agg_star):
                 if agg is None:
                     raise GroupingError("aggregate functions are not allowed here")
                 return _ref(agg(node))  # type: ignore[operator]
             if fname in OTHER_AGGS:
                 raise _unsupported(f"aggregate function {fname}")
-            if fname in VOLATILE_FUNCS:
+            if fname in CLOCK_FUNCS and not self.serving and not node.args:
+                if self._clock is None:
+                    raise _unsupported(f"{fname}() outside WHERE's top-level conditions")
+                return _ref(self._clock)
+            if fname in VOLATILE_FUNCS and not self.serving:
                 raise _unsupported(f"volatile function {fname}()")
             if fname in SET_RETURNING_FUNCS:
                 raise _unsupported(f"set-returning function {fname}()")
-        if isinstance(node, A.SQLValueFunction):
+        if isinstance(node, A.SQLValueFunction) and not self.serving:
+            if _is_current_timestamp(node) and self._clock is not None:
+                return _ref(self._clock)
             raise _unsupported("a time-dependent value (CURRENT_TIMESTAMP, ...)")
+        if isinstance(node, A.GroupingFunc):
+            return self.grouping_call(node)
         if isinstance(node, A.SubLink):
+            if node.subLinkType == enums.SubLinkType.EXPR_SUBLINK:
+                return _ref(self.scalar_subquery(node, scope, group_keys is not None))
             raise _unsupported(
                 "a subquery in this position (only [NOT] EXISTS and [NOT] IN in WHERE)"
             )
@@ -966,9 +1635,11 @@ class PlanBuilder:
                 )
             return _ref(scope.lookup([f.sval for f in node.fields], node.location))
         if isinstance(node, A.ParamRef):
-            raise _unsupported("parameters ($n)")
+            if not self.serving:  # a view has no parameters
+                raise _unsupported("parameters ($n)")
+            return node  # a read's $n, bound with the client's values
         if isinstance(node, A.TypeCast):
-            fixed = interval_literal(node)
+            fixed = functions.typed_literal(node) or interval_literal(node)  # as pg_compat
             if fixed is not None:
                 return fixed
         new = copy.copy(node)
@@ -977,6 +1648,168 @@ class PlanBuilder:
             if isinstance(child, A.Node | tuple | list):
                 setattr(new, name, self._rewrite(child, scope, group_keys, agg))
         return new
+
+
+def _is_current_timestamp(node: A.SQLValueFunction) -> bool:
+    return node.op == enums.SQLValueFunctionOp.SVFOP_CURRENT_TIMESTAMP
+
+
+def _reads_clock(node: object) -> bool:
+    """Whether an expression reads the clock: now(), mz_now(), CURRENT_TIMESTAMP."""
+    if isinstance(node, tuple | list):
+        return any(_reads_clock(x) for x in node)
+    if not isinstance(node, A.Node):
+        return False
+    if isinstance(node, A.FuncCall) and not node.args and node.over is None:
+        if node.funcname[-1].sval.lower() in CLOCK_FUNCS:
+            return True
+    if isinstance(node, A.SQLValueFunction) and _is_current_timestamp(node):
+        return True
+    return any(_reads_clock(getattr(node, name)) for name in node)
+
+
+def grouping_sets(items: tuple[object, ...]) -> list[list[object]]:
+    """GROUP BY's items as a list of grouping sets (each a list of expressions): one
+    set for a plain GROUP BY; ROLLUP, CUBE and GROUPING SETS expanded, several items
+    combined by their cross product (PostgreSQL's semantics; duplicates are kept)."""
+    out: list[list[object]] = [[]]
+    for g in items:
+        out = [a + b for a in out for b in _expand(g)]
+    return out
+
+
+def _expand(g: object) -> list[list[object]]:
+    kind = enums.GroupingSetKind
+    if isinstance(g, A.GroupingSet):
+        content = list(g.content or ())
+        if g.kind == kind.GROUPING_SET_EMPTY:
+            return [[]]
+        if g.kind == kind.GROUPING_SET_SIMPLE:
+            return [[x for c in content for x in _element(c)]]
+        if g.kind == kind.GROUPING_SET_ROLLUP:
+            parts = [_element(c) for c in content]
+            return [[x for p in parts[:n] for x in p] for n in range(len(parts), -1, -1)]
+        if g.kind == kind.GROUPING_SET_CUBE:
+            parts = [_element(c) for c in content]
+            n = len(parts)
+            return [
+                [x for i, p in enumerate(parts) if not mask >> (n - 1 - i) & 1 for x in p]
+                for mask in range(1 << n)
+            ]
+        # GROUPING SETS (...): each item a set, `(a, b)` one set of two expressions
+        return [
+            s for c in content for s in ([_element(c)] if isinstance(c, A.RowExpr) else _expand(c))
+        ]
+    return [[g]]
+
+
+def _element(c: object) -> list[object]:
+    """One element of ROLLUP/CUBE/GROUPING SETS: `(a, b)` is a group of expressions."""
+    if isinstance(c, A.RowExpr) and c.row_format == enums.CoercionForm.COERCE_IMPLICIT_CAST:
+        return list(c.args or ())
+    if isinstance(c, A.GroupingSet):
+        return [x for s in _expand(c) for x in s]
+    return [c]
+
+
+@dataclass
+class _SortList:
+    """DISTINCT ON's expressions in the shape of an ORDER BY (`sort_keys` binds both)."""
+
+    exprs: tuple[object, ...]
+
+    @property
+    def sortClause(self) -> tuple[object, ...]:  # noqa: N802 (pglast's name)
+        return tuple(
+            A.SortBy(
+                node=e,
+                sortby_dir=enums.SortByDir.SORTBY_DEFAULT,
+                sortby_nulls=enums.SortByNulls.SORTBY_NULLS_DEFAULT,
+            )
+            for e in self.exprs
+        )
+
+
+WINDOW_FUNCS = {
+    "row_number",
+    "rank",
+    "dense_rank",
+    "percent_rank",
+    "cume_dist",
+    "ntile",
+    "lag",
+    "lead",
+    "first_value",
+    "last_value",
+    "nth_value",
+}
+# frameOptions of an OVER clause without a frame (RANGE UNBOUNDED PRECEDING to CURRENT ROW)
+_DEFAULT_FRAME = 1058
+
+
+def window_node(node: Node, calls: list[tuple[str, Expr, tuple[Expr, ...]]]) -> Window:
+    """The Window node of a SELECT's window calls: recomputed per partition of the keys
+    every call partitions by (their common PARTITION BY keys)."""
+    common = [k for k in calls[0][2] if all(k in c[2] for c in calls)]
+    return Window(node, tuple((n, t) for n, t, _ in calls), tuple(dict.fromkeys(common)))
+
+
+def _explicit_nulls(key: Expr) -> Expr:
+    """A sort key with PostgreSQL's default NULLs placement spelled out (DuckDB puts
+    NULLs last both ways)."""
+    if re.search(r"\sNULLS (?:FIRST|LAST)$", key):
+        return key
+    desc = re.search(r"\sDESC$", key) is not None
+    return f"{key} NULLS {'FIRST' if desc else 'LAST'}"
+
+
+def _has_sublink(node: object) -> bool:
+    try:
+        _check_no_sublink(node)
+    except FeatureNotSupported:
+        return True
+    return False
+
+
+def substitute_columns(expr: Expr, values: dict[str, Expr]) -> Expr:
+    """The expression with some column references replaced by expressions."""
+    tree = parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
+
+    def visit(n: object) -> object:
+        if isinstance(n, tuple | list):
+            return type(n)(visit(x) for x in n)
+        if not isinstance(n, A.Node):
+            return n
+        if isinstance(n, A.ColumnRef) and len(n.fields) == 1:
+            name = getattr(n.fields[0], "sval", None)
+            if name in values:
+                return parse_sql(f"SELECT ({values[name]})")[0].stmt.targetList[0].val
+        for attr in n:
+            setattr(n, attr, visit(getattr(n, attr)))
+        return n
+
+    return deparse(visit(tree))
+
+
+def _one_row(node: Node) -> bool:
+    """Does the node always hold exactly one row (an aggregate without GROUP BY)?"""
+    while isinstance(node, Project):
+        node = node.input
+    return isinstance(node, Aggregate) and node.scalar
+
+
+def pg_semantics(node: object) -> object:
+    """A bound scalar expression as the serving path runs it (planner/pg_compat.py:
+    LIKE's backslash escapes, btrim, numeric division, ...), so that the engine's
+    DuckDB computes what PostgreSQL does, as plain SELECTs do. Rewrites that read the
+    catalog (scalar subqueries over pg_catalog) are outside the scope."""
+    stmt = pg_compat.translate(A.SelectStmt(targetList=(A.ResTarget(val=node),)))
+    out = stmt.targetList[0].val  # type: ignore[index]
+    try:
+        _check_no_sublink(out)
+    except FeatureNotSupported:
+        raise _unsupported(f"the function in {deparse(node)!r}") from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -993,16 +1826,6 @@ def _ref(expr: str) -> object:
         return A.ColumnRef(fields=(A.String(sval=expr),))
 
     return parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
-
-
-def _single(scope: _Scope, name: str) -> str:
-
-    hits = [e for i in scope.items for n, e in i.cols if n == name]
-    if len(hits) != 1:
-        raise UndefinedColumn(
-            f'column "{name}" specified in USING clause does not exist in both tables'
-        )
-    return hits[0]
 
 
 def _conjuncts(node: object) -> list[object]:
@@ -1053,6 +1876,21 @@ def _find_aggs(nodes: list[object]) -> bool:
     return visit(nodes)
 
 
+def _check_distinct_order(
+    fc: object, arg_texts: set[str], builder: PlanBuilder, scope: Scope
+) -> None:
+    """With DISTINCT, an aggregate's ORDER BY keys must be among its arguments (42P10).
+    An untyped string literal never is (PostgreSQL compares it before giving it the
+    argument's type): `string_agg(DISTINCT s, ',' ORDER BY ',')` is refused."""
+    for sort in fc.agg_order:  # type: ignore[attr-defined]
+        key = sort.node
+        untyped = isinstance(key, A.A_Const) and isinstance(key.val, A.String)
+        if untyped or builder.expr(key, scope) not in arg_texts:
+            raise InvalidColumnReference(
+                "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list"
+            )
+
+
 def _check_expr(node: object) -> None:
     _check_no_sublink(node)
 
@@ -1076,7 +1914,7 @@ def _check_no_sublink(node: object) -> None:
     visit(node)
 
 
-def _mentions_outer(builder: PlanBuilder, node: object, scope: _Scope) -> bool:
+def _mentions_outer(builder: PlanBuilder, node: object, scope: Scope) -> bool:
     return False  # nested subqueries are built with their own scope chain
 
 

@@ -8,6 +8,7 @@ that defines the output (the left-most one of a set operation).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pglast.ast as A
@@ -99,5 +100,75 @@ def name_targets(stmt: Any) -> None:
             rt.name = pg_column_name(rt.val)
 
 
+def targets_named(stmt: Any) -> Any:
+    """`stmt` (not changed), or a copy of it whose unnamed targets carry the names
+    PostgreSQL gives them: for the selects inside a statement (CTEs, subqueries in
+    FROM), whose column names `*` and qualified references see."""
+    if not isinstance(stmt, A.SelectStmt) or not stmt.targetList:
+        return stmt
+    if all(
+        not isinstance(rt, A.ResTarget) or rt.name or _is_star(rt.val) for rt in stmt.targetList
+    ):
+        return stmt
+    named = copy.copy(stmt)
+    named.targetList = tuple(_named(rt) for rt in stmt.targetList)
+    return named
+
+
+def _named(rt: Any) -> Any:
+    if not isinstance(rt, A.ResTarget) or rt.name or _is_star(rt.val):
+        return rt
+    out = copy.copy(rt)
+    out.name = pg_column_name(rt.val)
+    return out
+
+
 def _is_star(node: Any) -> bool:
     return isinstance(node, A.ColumnRef) and isinstance(node.fields[-1], A.A_Star)
+
+
+VALUES_ALIAS = "_hw_values"
+
+
+def values_query(stmt: Any) -> Any:
+    """A VALUES query as `SELECT * FROM (VALUES ...) AS _hw_values(column1, ...)`, its
+    WITH, ORDER BY and LIMIT outside: PostgreSQL names VALUES columns column1, column2,
+    ... and DuckDB col0, col1, .... Anything else is returned as it is (never changed).
+    Not for the VALUES of a subquery in FROM (see `values_alias`)."""
+    if not isinstance(stmt, A.SelectStmt) or not stmt.valuesLists:
+        return stmt
+    width = len(stmt.valuesLists[0])
+    inner = A.SelectStmt(valuesLists=stmt.valuesLists, op=stmt.op, all=False)
+    alias = A.Alias(aliasname=VALUES_ALIAS, colnames=_values_names(width, ()))
+    return A.SelectStmt(
+        targetList=(A.ResTarget(val=A.ColumnRef(fields=(A.A_Star(),))),),
+        fromClause=(A.RangeSubselect(lateral=False, subquery=inner, alias=alias),),
+        withClause=stmt.withClause,
+        sortClause=stmt.sortClause,
+        limitCount=stmt.limitCount,
+        limitOffset=stmt.limitOffset,
+        limitOption=stmt.limitOption,
+        op=stmt.op,
+        all=False,
+    )
+
+
+def values_alias(node: Any) -> Any:
+    """`(VALUES ...) AS v(x)` with the names its alias leaves out: `v(x, column2)`."""
+    if not (
+        isinstance(node, A.RangeSubselect)
+        and isinstance(node.subquery, A.SelectStmt)
+        and node.subquery.valuesLists
+        and node.alias is not None
+    ):
+        return node
+    given = tuple(node.alias.colnames or ())
+    width = len(node.subquery.valuesLists[0])
+    if len(given) >= width:
+        return node
+    alias = A.Alias(aliasname=node.alias.aliasname, colnames=_values_names(width, given))
+    return A.RangeSubselect(lateral=node.lateral, subquery=node.subquery, alias=alias)
+
+
+def _values_names(width: int, given: tuple) -> tuple:
+    return given + tuple(A.String(sval=f"column{i + 1}") for i in range(len(given), width))

@@ -15,6 +15,7 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Column, Relation, Table
+from headwater.planner.scope import Item, Scope, find_relation, names_cte
 
 
 @dataclass(frozen=True)
@@ -24,23 +25,78 @@ class Source:
     attnum: int
 
 
+# The named output columns of a subquery or CTE, each with its Source if any
+Outputs = list[tuple[str, "Source | None"]]
+
+
 def _from_items(
-    node: Any, catalog: Catalog, search_path: tuple[str, ...]
-) -> list[tuple[str, Relation]] | None:
+    node: Any, catalog: Catalog, search_path: tuple[str, ...], ctes: dict[str, Outputs | None]
+) -> list[Item[Source | None]] | None:
+    """The FROM item `node` as scope items whose columns bind to their Source; None
+    where the item's shape is not followed (its columns' origins unknown)."""
     if isinstance(node, A.RangeVar):
-        rel = catalog.resolve(node.schemaname, node.relname, search_path)
+        if names_cte(node, ctes):
+            cte = ctes[node.relname]
+            if cte is None:
+                return None
+            return [Item(node.alias.aliasname if node.alias else node.relname, list(cte))]
+        rel = find_relation(catalog, node, search_path)
         if rel is None:
             return None
-        return [(node.alias.aliasname if node.alias else node.relname, rel)]
+        alias = node.alias.aliasname if node.alias else node.relname
+        return [Item(alias, [(c.name, _source(rel, c)) for c in rel.columns])]
+    if isinstance(node, A.RangeSubselect):
+        if node.alias is None:
+            return None
+        outs = _outputs(node.subquery, catalog, search_path, ctes)
+        if outs is None:
+            return None
+        return [Item(node.alias.aliasname, _renamed(outs, node.alias))]
     if isinstance(node, A.JoinExpr):
         if node.alias is not None or node.usingClause or node.isNatural:
             return None  # merged columns and renamed joins: leave to DuckDB
-        left = _from_items(node.larg, catalog, search_path)
-        right = _from_items(node.rarg, catalog, search_path)
+        left = _from_items(node.larg, catalog, search_path, ctes)
+        right = _from_items(node.rarg, catalog, search_path, ctes)
         if left is None or right is None:
             return None
         return left + right
     return None
+
+
+def _renamed(outs: Outputs, alias: A.Alias | None) -> Outputs:
+    """`outs` under the column names of `alias` (AS s(a, b)), the rest as they were."""
+    names = [c.sval for c in (alias.colnames or ())] if alias is not None else []
+    return [(names[i] if i < len(names) else n, src) for i, (n, src) in enumerate(outs)]
+
+
+def _name(rt: A.ResTarget) -> str:
+    """The output name PostgreSQL gives a target (FigureColname, for the forms a
+    subquery's reference can follow)."""
+    if rt.name:
+        return rt.name
+    val = rt.val
+    while isinstance(val, A.TypeCast):
+        val = val.arg
+    if isinstance(val, A.ColumnRef) and isinstance(val.fields[-1], A.String):
+        return val.fields[-1].sval
+    if isinstance(val, A.FuncCall):
+        return val.funcname[-1].sval
+    return "?column?"
+
+
+def _outputs(
+    stmt: Any, catalog: Catalog, search_path: tuple[str, ...], ctes: dict[str, Outputs | None]
+) -> Outputs | None:
+    """A subquery's output columns: names and Sources; None for shapes not followed."""
+    sources = _sources(stmt, catalog, search_path, ctes)
+    if sources is None:
+        return None
+    names: list[str] = []
+    for rt in stmt.targetList:
+        if isinstance(rt.val, A.ColumnRef) and isinstance(rt.val.fields[-1], A.A_Star):
+            return None  # the star's names: not followed (its sources are)
+        names.append(_name(rt))
+    return list(zip(names, sources, strict=True))
 
 
 def _source(rel: Relation, col: Column) -> Source:
@@ -51,15 +107,32 @@ def _source(rel: Relation, col: Column) -> Source:
 def output_sources(
     stmt: Any, catalog: Catalog, search_path: tuple[str, ...]
 ) -> list[Source | None] | None:
-    """One entry per output column, or None when the shape is not a simple SELECT."""
-    if not isinstance(stmt, A.SelectStmt) or stmt.op or stmt.withClause or not stmt.targetList:
+    """One entry per output column, or None when the shape is not a simple SELECT (over
+    tables, views, and subqueries and CTEs of such SELECTs)."""
+    return _sources(stmt, catalog, search_path, {})
+
+
+def _sources(
+    stmt: Any, catalog: Catalog, search_path: tuple[str, ...], ctes: dict[str, Outputs | None]
+) -> list[Source | None] | None:
+    if not isinstance(stmt, A.SelectStmt) or stmt.op or not stmt.targetList:
         return None
-    items: list[tuple[str, Relation]] = []
+    if stmt.withClause is not None:
+        if stmt.withClause.recursive:
+            return None
+        ctes = dict(ctes)
+        for cte in stmt.withClause.ctes:
+            outs = _outputs(cte.ctequery, catalog, search_path, ctes)
+            if outs is not None and cte.aliascolnames:
+                names = [c.sval for c in cte.aliascolnames]
+                outs = [(names[i] if i < len(names) else n, b) for i, (n, b) in enumerate(outs)]
+            ctes[cte.ctename] = outs
+    scope: Scope[Source | None] = Scope([])
     for f in stmt.fromClause or ():
-        found = _from_items(f, catalog, search_path)
+        found = _from_items(f, catalog, search_path, ctes)
         if found is None:
             return None
-        items.extend(found)
+        scope.items.extend(found)
     out: list[Source | None] = []
     for rt in stmt.targetList:
         val = rt.val
@@ -68,19 +141,12 @@ def output_sources(
             continue
         fields = val.fields
         if isinstance(fields[-1], A.A_Star):
-            chosen = items
             if len(fields) == 2:
-                chosen = [(a, r) for a, r in items if a == fields[0].sval]
-            for _, rel in chosen:
-                out.extend(_source(rel, c) for c in rel.columns)
+                out.extend(b for i in scope.with_alias(fields[0].sval) for _, b in i.cols)
+            else:
+                out.extend(b for i in scope.items for _, b in i.cols)
             continue
-        name = fields[-1].sval
-        if len(fields) == 2:
-            matches = [r for a, r in items if a == fields[0].sval]
-        elif len(fields) == 1:
-            matches = [r for _, r in items if r.column(name) is not None]
-        else:
-            matches = []
-        col = matches[0].column(name) if len(matches) == 1 else None
-        out.append(_source(matches[0], col) if col is not None else None)
+        names = [f.sval for f in fields] if len(fields) <= 2 else None
+        hits = scope.candidates(names) if names is not None else []
+        out.append(hits[0] if len(hits) == 1 else None)
     return out

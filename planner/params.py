@@ -2,8 +2,8 @@
 
 Clients such as asyncpg encode parameters by the types the server announces in
 ParameterDescription, so `WHERE id = $1` must say the type of `id`. Contexts:
-an explicit cast, a comparison or arithmetic with a column, an INSERT value, an
-UPDATE assignment, LIMIT/OFFSET. Anything else is text (as PostgreSQL would
+an explicit cast, a comparison or arithmetic with a column or a number, an INSERT
+value, an UPDATE assignment, LIMIT/OFFSET. Anything else is text (as PostgreSQL would
 resolve an unknown literal).
 """
 
@@ -13,9 +13,10 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
-from headwater.catalog.objects import Relation
-from headwater.catalog.types import INT8, TEXT, ColumnType
+from headwater.catalog.types import INT4, INT8, NUMERIC, TEXT, ColumnType
 from headwater.planner.ddl import type_of
+from headwater.planner.scope import Item, Scope, find_relation, named_relations
+from headwater.planner.syntax import nodes
 
 from headwater.errors import SQLError
 
@@ -26,31 +27,35 @@ def _param(node: Any) -> int | None:
     return None
 
 
+# the type of a constant beside a parameter in an operator (`$1 + 1`), as PostgreSQL
+# resolves the unknown parameter to the other operand's type
+_LITERAL_TYPES = {A.Integer: INT4, A.Float: NUMERIC}
+
+
 class _Inferrer:
     def __init__(self, catalog: Catalog, search_path: tuple[str, ...], declared: list[int]) -> None:
         self.catalog = catalog
         self.search_path = search_path
         self.types: dict[int, ColumnType] = {}
-        self.relations: list[Relation] = []
+        # Every relation the statement names, as one flat scope: a column's name alone
+        # picks its type (the first relation that has such a column)
+        self.scope: Scope[ColumnType] = Scope([])
         self.declared = declared
 
     def note(self, n: int, ct: ColumnType) -> None:
         self.types.setdefault(n, ct)
 
     def relation(self, rv: A.RangeVar) -> None:
-        rel = self.catalog.resolve(rv.schemaname, rv.relname, self.search_path)
+        rel = find_relation(self.catalog, rv, self.search_path)
         if rel is not None:
-            self.relations.append(rel)
+            self.scope.items.append(Item(rv.relname, [(c.name, c.type) for c in rel.columns]))
 
     def column_type(self, ref: A.ColumnRef) -> ColumnType | None:
         last = ref.fields[-1]
         if not isinstance(last, A.String):
             return None
-        for rel in self.relations:
-            col = rel.column(last.sval)
-            if col is not None:
-                return col.type
-        return None
+        hits = self.scope.candidates([last.sval])
+        return hits[0] if hits else None
 
     def walk(self, node: Any) -> None:
         if isinstance(node, tuple | list):
@@ -59,9 +64,7 @@ class _Inferrer:
             return
         if not isinstance(node, A.Node):
             return
-        if isinstance(node, A.RangeVar):
-            self.relation(node)
-        elif isinstance(node, A.TypeCast) and (n := _param(node.arg)) is not None:
+        if isinstance(node, A.TypeCast) and (n := _param(node.arg)) is not None:
             try:
                 self.note(n, type_of(node.typeName))
             except SQLError:
@@ -73,8 +76,10 @@ class _Inferrer:
                     ct = self.column_type(b)
                     if ct is not None:
                         self.note(n, ct)
-                if n is not None and isinstance(b, tuple | list):  # IN ($1, $2)
-                    pass
+                if n is not None and isinstance(b, A.A_Const) and not b.isnull:
+                    literal = _LITERAL_TYPES.get(type(b.val))  # $1 + 1: integer
+                    if literal is not None:
+                        self.note(n, ColumnType(literal))
             if isinstance(node.rexpr, tuple | list) and isinstance(node.lexpr, A.ColumnRef):
                 ct = self.column_type(node.lexpr)
                 for item in node.rexpr:
@@ -94,9 +99,10 @@ def infer_param_types(
     """One entry per parameter: the inferred type, or None where a declared OID rules."""
     inf = _Inferrer(catalog, search_path, declared)
     # Relations first, so that column references in any clause can be typed.
-    _collect_relations(stmt, inf)
+    for rv in named_relations(stmt):
+        inf.relation(rv)
     if isinstance(stmt, A.InsertStmt):
-        rel = catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, search_path)
+        rel = find_relation(catalog, stmt.relation, search_path)
         if rel is not None:
             cols = [rel.column(rt.name) for rt in stmt.cols] if stmt.cols else list(rel.columns)
             src = stmt.selectStmt
@@ -106,7 +112,7 @@ def infer_param_types(
                         if (n := _param(v)) is not None and col is not None:
                             inf.note(n, col.type)
     if isinstance(stmt, A.UpdateStmt):
-        rel = catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, search_path)
+        rel = find_relation(catalog, stmt.relation, search_path)
         if rel is not None:
             for rt in stmt.targetList:
                 col = rel.column(rt.name)
@@ -122,36 +128,12 @@ def infer_param_types(
     return out
 
 
-def _collect_relations(node: Any, inf: _Inferrer) -> None:
-    if isinstance(node, tuple | list):
-        for n in node:
-            _collect_relations(n, inf)
-        return
-    if not isinstance(node, A.Node):
-        return
-    if isinstance(node, A.RangeVar):
-        inf.relation(node)
-        return
-    for name in node:
-        _collect_relations(getattr(node, name), inf)
-
-
 def count_params(stmt: Any) -> int:
-    top = 0
+    return max((n.number for n in nodes(stmt) if isinstance(n, A.ParamRef)), default=0)
 
-    def walk(node: Any) -> None:
-        nonlocal top
-        if isinstance(node, tuple | list):
-            for n in node:
-                walk(n)
-            return
-        if not isinstance(node, A.Node):
-            return
-        if isinstance(node, A.ParamRef):
-            top = max(top, node.number)
-            return
-        for name in node:
-            walk(getattr(node, name))
 
-    walk(stmt)
-    return top
+def epoch_parameter(stmt: Any) -> int:
+    """The number of the DuckDB parameter that carries a read's epoch: the one after
+    the client's (3 for `... WHERE a = $2`), so the epoch is bound like a value and is
+    never spliced into SQL text."""
+    return count_params(stmt) + 1

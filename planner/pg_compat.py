@@ -8,29 +8,44 @@ into plain expressions, or into scalar subqueries over the system relations of
 catalog/system.py (the internal `pg_catalog._hw_*` relations carry what the
 functions need). The Binder then resolves those relations like any other.
 
-The pass works on the pglast tree in place, before binding, and is idempotent: what
-it produces is never rewritten again, so a prepared statement may pass through it at
-every execution. Values never become SQL text: arguments stay tree nodes, and
-constants the pass introduces are A_Const nodes that the deparser quotes.
+The translation is `RULES`, a tuple of small rules (one node -> its replacement),
+folded over one copy of the tree by `translate`, before binding; the client's parse
+tree is not changed. It is idempotent: what it produces is never rewritten again.
+Values never become SQL text: arguments stay tree nodes, and constants the rules
+introduce are A_Const nodes that the deparser quotes. The same translation serves
+plain reads and the expressions of views (planner/ir.py's pg_semantics).
+
+    >>> translate_sql("SELECT c.oid::regclass::text, version() FROM pg_class c")[:40]
+    'SELECT COALESCE((SELECT min(_hw_v.hw_dis'
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 import pglast.ast as A
+from headwater.catalog.pgtypes import normalize_jsonb, numeric_div_scale, quotient_scale
+from headwater.catalog.version import SERVER_VERSION_TEXT
+from headwater.planner import functions
 from pglast import parse_sql
-from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType, SQLValueFunctionOp
+from pglast.enums import (
+    A_Expr_Kind,
+    BoolExprType,
+    CoercionForm,
+    NullTestType,
+    SortByDir,
+    SortByNulls,
+    SQLValueFunctionOp,
+)
 from pglast.stream import RawStream
 
+from headwater.errors import SQLError
+
 SYSTEM_QUALIFIERS = ("pg_catalog", "information_schema")
-SERVER_VERSION_TEXT = (
-    "PostgreSQL 15.0 (Headwater 0.1.0) on x86_64-pc-linux-gnu, "
-    "compiled by gcc (Debian 12.2.0-14) 12.2.0, 64-bit"
-)
 
 _REG_TYPES = ("regclass", "regtype", "regnamespace", "regrole", "regproc", "regprocedure")
 _TEXT_TYPES = ("text", "varchar", "name", "bpchar", "char")
@@ -38,6 +53,7 @@ _TEXT_TYPES = ("text", "varchar", "name", "bpchar", "char")
 # Casts to PostgreSQL-only types: the DuckDB type that stores their values.
 _TYPE_MAP: dict[str, tuple[str, bool]] = {  # name -> (DuckDB type, list of it)
     "oid": ("int8", False),
+    "varbit": ("bit", False),  # bit varying: DuckDB's BIT is any length
     "xid": ("int8", False),
     "xid8": ("int8", False),
     "cid": ("int8", False),
@@ -59,11 +75,8 @@ _TYPE_MAP: dict[str, tuple[str, bool]] = {  # name -> (DuckDB type, list of it)
 
 _NULL_TEXT_FUNCS = frozenset(
     {
-        "obj_description",
-        "col_description",
         "shobj_description",
         "pg_get_partkeydef",
-        "pg_get_serial_sequence",
         "pg_get_statisticsobjdef_columns",
         "pg_get_ruledef",
         "pg_get_triggerdef",
@@ -183,6 +196,17 @@ _DEF = (
     "(SELECT min(_hw_d.hw_def) FROM pg_catalog._hw_defs _hw_d "
     "WHERE _hw_d.hw_oid = __hwarg0 AND _hw_d.hw_n = __hwarg1)"
 )
+# COMMENT ON: obj_description(oid[, catalog]) and col_description(table, column)
+_DESCRIPTION = (
+    "(SELECT min(_hw_dsc.description) FROM pg_catalog.pg_description _hw_dsc "
+    "WHERE _hw_dsc.objoid = __hwarg0 AND _hw_dsc.objsubid = __hwarg1)"
+)
+_DESCRIPTION_IN = (
+    "(SELECT min(_hw_dsc.description) FROM pg_catalog.pg_description _hw_dsc "
+    "WHERE _hw_dsc.objoid = __hwarg0 AND _hw_dsc.objsubid = 0 AND _hw_dsc.classoid = "
+    "CASE CAST(__hwarg1 AS text) WHEN 'pg_class' THEN 1259 WHEN 'pg_namespace' THEN 2615 "
+    "ELSE 0 END)"
+)
 _TABLE_VISIBLE = (
     "(SELECT bool_or(_hw_v.hw_visible) FROM pg_catalog._hw_relvis _hw_v "
     "WHERE _hw_v.hw_oid = __hwarg0)"
@@ -190,6 +214,12 @@ _TABLE_VISIBLE = (
 _SETTING = (
     "(SELECT min(_hw_g.hw_setting) FROM pg_catalog._hw_settings _hw_g "
     "WHERE _hw_g.hw_name = lower(__hwarg0))"
+)
+# current_setting(name[, missing_ok]): 42704 for a name no setting has
+_SETTING_OR_ERROR = (
+    f"CASE WHEN __hwarg0 IS NULL THEN NULL ELSE coalesce({_SETTING}, CASE WHEN __hwarg1 "
+    "THEN NULL ELSE error('[SQLSTATE 42704] unrecognized configuration parameter \"' || "
+    "__hwarg0 || '\"') END) END"
 )
 _FORMAT_TYPE = """CASE WHEN __hwarg0 IS NULL THEN NULL WHEN __hwarg0 = 0 THEN '-' ELSE coalesce(
   (SELECT CASE _hw_f.hw_kind
@@ -233,6 +263,11 @@ def _deparse(node: Any) -> str:
 def _copy(node: Any) -> Any:
     """A fresh copy of an expression node (the Binder rewrites nodes in place)."""
     return parse_sql(f"SELECT {_deparse(node)}")[0].stmt.targetList[0].val
+
+
+def _copy_window(over: A.WindowDef) -> A.WindowDef:
+    """A fresh copy of an OVER clause."""
+    return _copy(A.FuncCall(funcname=(A.String(sval="count"),), agg_star=True, over=over)).over
 
 
 def _template(sql: str, *args: Any) -> Any:
@@ -295,6 +330,10 @@ def _type_of(tc: A.TypeCast) -> str:
     return names[-1].lower() if names else ""
 
 
+def _is_regclass(node: Any) -> bool:
+    return isinstance(node, A.TypeCast) and _type_of(node) == "regclass"
+
+
 def _stringish(node: Any) -> bool:
     """Does this expression give a name (text) rather than an oid?"""
     if isinstance(node, A.A_Const):
@@ -310,14 +349,401 @@ def _stringish(node: Any) -> bool:
     return False
 
 
-# -- the pass ----------
+# -- the rules ----------
+# Each rule maps one node to its replacement, or returns the node itself (perhaps with
+# its own fields adjusted). `translate` applies them to every node of a copy of the
+# tree, top-down, and applies them again to what a replacement holds.
+Rule = Callable[[Any], Any]
+
+
+def select_outputs(node: Any) -> Any:
+    """Output columns shown as PostgreSQL shows them: a bare `x::regclass` column gives
+    the relation's name, and a set-returning function gives one row per element.
+
+    >>> translate_sql("SELECT generate_series(1, 3)", (select_outputs,))
+    'SELECT unnest(generate_series(1, 3))'
+    """
+    if isinstance(node, A.SelectStmt) and node.targetList:
+        for rt in node.targetList:
+            if not isinstance(rt, A.ResTarget):
+                continue
+            if isinstance(rt.val, A.FuncCall) and rt.val.over is None:
+                fname = "".join(_names(rt.val.funcname)[-1:]).lower()
+                if fname in _TO_REG and len(rt.val.args or ()) == 1:  # shown as the name
+                    rt.val = _reg_display(_TO_REG[fname], rt.val)
+            if isinstance(rt.val, A.TypeCast) and _type_of(rt.val) in _REG_TYPES:
+                rt.val = _cast(rt.val, "text")
+            rt.val = _padded_char(rt.val)
+            rt.val = _unnest_inner_srfs(rt.val)
+            rt.val = _row_value(rt.val)
+            if (
+                isinstance(rt.val, A.FuncCall)
+                and rt.val.over is None
+                and "".join(_names(rt.val.funcname)[-1:]).lower() in _LIST_SRFS
+            ):
+                rt.val = A.FuncCall(funcname=(A.String(sval="unnest"),), args=(rt.val,))
+    return node
+
+
+_TO_REG = {
+    "to_regclass": "regclass",
+    "to_regtype": "regtype",
+    "to_regnamespace": "regnamespace",
+    "to_regrole": "regrole",
+}
+
+
+def _reg_display(reg: str, oid: Any) -> Any:
+    """The name a reg* value (an oid expression) shows."""
+    if reg == "regclass":
+        return _template(_RELVIS_DISPLAY, oid)
+    if reg == "regtype":
+        return _template(_FORMAT_TYPE, oid, _cast(_const(None), "int4"))
+    if reg == "regnamespace":
+        return _template(_NSP_DISPLAY, oid)
+    return _template(_ROLE_DISPLAY, oid)
+
+
+# substring/position/overlay of bit strings: over their text of 0s and 1s
+_BIT_STRING_FUNCS = {
+    "substring": {
+        2: "CAST(substr(CAST(__hwarg0 AS varchar), __hwarg1) AS bit)",
+        3: "CAST(substr(CAST(__hwarg0 AS varchar), __hwarg1, __hwarg2) AS bit)",
+    },
+    "position": {2: "CAST(strpos(CAST(__hwarg0 AS varchar), CAST(__hwarg1 AS varchar)) AS int4)"},
+    "overlay": {
+        3: "CAST(left(CAST(__hwarg0 AS varchar), __hwarg2 - 1) || CAST(__hwarg1 AS varchar)"
+        " || substr(CAST(__hwarg0 AS varchar), __hwarg2 + length(CAST(__hwarg1 AS varchar)))"
+        " AS bit)",
+        4: "CAST(left(CAST(__hwarg0 AS varchar), __hwarg2 - 1) || CAST(__hwarg1 AS varchar)"
+        " || substr(CAST(__hwarg0 AS varchar), __hwarg2 + __hwarg3) AS bit)",
+    },
+}
+
+
+def _is_bits(node: Any) -> bool:
+    if isinstance(node, A.A_Const):
+        return isinstance(node.val, A.BitString)
+    return _type_of_cast(node) in ("bit", "varbit")
+
+
+def _int_const(node: Any) -> int | None:
+    if isinstance(node, A.A_Const) and isinstance(node.val, A.Integer):
+        return node.val.ival
+    return None
+
+
+def _is_point(node: Any) -> bool:
+    return isinstance(node, A.FuncCall) and _names(node.funcname)[-1:] == ["point"]
+
+
+def _type_of_cast(node: Any) -> str:
+    return _type_of(node) if isinstance(node, A.TypeCast) else ""
+
+
+def _padded_char(node: Any) -> Any:
+    """'abc'::char(5) as an output column: blank-padded to 5, as PostgreSQL shows it."""
+    if not (isinstance(node, A.TypeCast) and _type_of(node) in ("bpchar", "char")):
+        return node
+    mods = node.typeName.typmods or ()
+    arg = node.arg
+    if (
+        len(mods) == 1
+        and isinstance(mods[0], A.A_Const)
+        and isinstance(mods[0].val, A.Integer)
+        and isinstance(arg, A.A_Const)
+        and isinstance(arg.val, A.String)
+        and len(arg.val.sval) < mods[0].val.ival
+    ):
+        node.arg = _const(arg.val.sval.ljust(mods[0].val.ival))
+    return node
+
+
+def _unnest_inner_srfs(node: Any) -> Any:
+    """generate_series(1, 3) + 10, generate_series(...)::date: the set-returning call
+    inside an output expression unnested (one row per element), as a bare one is."""
+    if isinstance(node, A.FuncCall) and "".join(_names(node.funcname)[-1:]).lower() in (_LIST_SRFS):
+        return node  # a bare call: select_outputs
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if not isinstance(cur, (A.A_Expr, A.TypeCast)):
+            continue
+        for attr in ("lexpr", "rexpr", "arg"):
+            child = getattr(cur, attr, None)
+            if (
+                isinstance(child, A.FuncCall)
+                and child.over is None
+                and "".join(_names(child.funcname)[-1:]).lower() in _LIST_SRFS
+            ):
+                setattr(cur, attr, A.FuncCall(funcname=(A.String(sval="unnest"),), args=(child,)))
+            elif child is not None:
+                stack.append(child)
+    return node
+
+
+def row_values(node: Any) -> Any:
+    """ROW(a, b) as a value (an output column, a function's argument, (ROW(...)).f2) is a
+    record with fields f1, f2, ... (DuckDB: a struct, which the text codec shows as
+    PostgreSQL's record, (1,a)); ROW(...) = ROW(...) compares field by field, NULL when
+    a field is. Rows compared in IN and subqueries stay DuckDB's.
+
+    >>> translate_sql("SELECT to_json(ROW(1, 'a'))", (row_values,))
+    "SELECT to_json(struct_pack(f1 => 1, f2 => 'a'))"
+    """
+    if isinstance(node, A.FuncCall) and node.args:
+        args = tuple(_row_value(a) for a in node.args)
+        if any(a is not b for a, b in zip(args, node.args, strict=True)):
+            node.args = args
+    elif isinstance(node, A.A_Indirection):
+        node.arg = _row_value(node.arg)
+    elif (
+        isinstance(node, A.A_Expr)
+        and node.kind == A_Expr_Kind.AEXPR_OP
+        and _names(node.name or ()) in (["="], ["<>"], ["!="])
+        and all(_is_row(x) for x in (node.lexpr, node.rexpr))
+        and len(node.lexpr.args or ()) == len(node.rexpr.args or ())
+        and node.lexpr.args
+    ):
+        op = _names(node.name)[0]
+        pairs = tuple(
+            A.A_Expr(kind=A_Expr_Kind.AEXPR_OP, name=(A.String(sval=op),), lexpr=a, rexpr=b)
+            for a, b in zip(node.lexpr.args, node.rexpr.args, strict=True)
+        )
+        if len(pairs) == 1:
+            return pairs[0]
+        kind = BoolExprType.AND_EXPR if op == "=" else BoolExprType.OR_EXPR
+        return A.BoolExpr(boolop=kind, args=pairs)
+    return node
+
+
+def _is_row(node: Any) -> bool:
+    return isinstance(node, A.RowExpr)
+
+
+def _row_value(node: Any) -> Any:
+    if not (isinstance(node, A.RowExpr) and node.row_format == CoercionForm.COERCE_EXPLICIT_CALL):
+        return node
+    fields = tuple(
+        A.NamedArgExpr(name=f"f{i}", arg=a, argnumber=-1) for i, a in enumerate(node.args or (), 1)
+    )
+    return A.FuncCall(funcname=(A.String(sval="struct_pack"),), args=fields)
+
+
+def catalog_functions(node: Any) -> Any:
+    """PostgreSQL's functions DuckDB lacks or names differently: catalog and session
+    functions become subqueries over catalog/system.py's relations, sum and avg get
+    PostgreSQL's result types, renamed functions their DuckDB name.
+
+    >>> translate_sql("SELECT pg_catalog.btrim(s), sum(n) FROM t", (catalog_functions,))
+    'SELECT "trim"(s), hw_sum(n) FROM t'
+    """
+    return _func(node) if isinstance(node, A.FuncCall) else node
+
+
+def casts(node: Any) -> Any:
+    """Casts to PostgreSQL-only types (reg*, oid, name, jsonb, numeric, ...) as the
+    DuckDB types and expressions that give the same values.
+
+    >>> translate_sql("SELECT x::oid, interval '90' day", (casts,))
+    "SELECT CAST(x AS int8), CAST('90 day' AS interval)"
+    """
+    return _typecast(node) if isinstance(node, A.TypeCast) else node
+
+
+def session_values(node: Any) -> Any:
+    """current_user, session_user, current_catalog, current_schema from the session.
+
+    >>> translate_sql("SELECT current_user", (session_values,))
+    'SELECT (SELECT _hw_s.hw_user_name FROM pg_catalog._hw_session AS _hw_s)'
+    """
+    return _sql_value_function(node) if isinstance(node, A.SQLValueFunction) else node
+
+
+def operators(node: Any) -> Any:
+    r"""Operators with PostgreSQL's semantics: ANY/ALL of a NULL array, '{...}' array
+    constants, LIKE's backslash escape, OPERATOR(pg_catalog.op).
+
+    >>> translate_sql("SELECT a LIKE 'x\\_%' FROM t", (operators,))
+    "SELECT like_escape(a, 'x\\_%', '\\') FROM t"
+    """
+    if isinstance(node, A.A_ArrayExpr):
+        _check_array_dims(node)
+    if isinstance(node, A.A_Const) and isinstance(node.val, A.BitString):
+        text = node.val.bsval
+        if text[:1] in ("x", "X"):  # X'1F': a bit string of 4 bits a hex digit
+            bits = "".join(format(int(c, 16), "04b") for c in text[1:])
+            return A.A_Const(isnull=False, val=A.BitString(bsval="b" + bits))
+    return _a_expr(node) if isinstance(node, A.A_Expr) else node
+
+
+def _check_array_dims(node: A.A_ArrayExpr) -> None:
+    """ARRAY[[1, 2], [3]]: PostgreSQL's arrays are rectangular (DuckDB's lists need not be)."""
+    subs = [e for e in node.elements or () if isinstance(e, A.A_ArrayExpr)]
+    if subs and len({len(e.elements or ()) for e in subs}) > 1:
+        raise SQLError(
+            "multidimensional arrays must have array expressions with matching dimensions",
+            "2202E",
+        )
+
+
+def no_collations(node: Any) -> Any:
+    """COLLATE clauses dropped (DuckDB has no pg_catalog.default collation).
+
+    >>> translate_sql('SELECT name COLLATE pg_catalog."default" FROM t', (no_collations,))
+    'SELECT name FROM t'
+    """
+    return node.arg if isinstance(node, A.CollateClause) else node
+
+
+def window_null_order(node: Any) -> Any:
+    """The ORDER BY of a window or an aggregate with PostgreSQL's default NULL order,
+    written out (NULLs last ascending, first descending; DuckDB's there: last both ways).
+
+    >>> translate_sql("SELECT rank() OVER (ORDER BY n DESC) FROM t", (window_null_order,))
+    'SELECT rank() OVER (ORDER BY n DESC NULLS FIRST) FROM t'
+    """
+    order = None
+    if isinstance(node, A.WindowDef):
+        order = node.orderClause
+    elif isinstance(node, A.FuncCall):
+        order = node.agg_order
+    for s in order or ():
+        if isinstance(s, A.SortBy) and s.sortby_nulls == SortByNulls.SORTBY_NULLS_DEFAULT:
+            desc = s.sortby_dir == SortByDir.SORTBY_DESC
+            s.sortby_nulls = (
+                SortByNulls.SORTBY_NULLS_FIRST if desc else SortByNulls.SORTBY_NULLS_LAST
+            )
+    return node
+
+
+def unqualified_columns(node: Any) -> Any:
+    """Column references qualified by a system schema, without it.
+
+    >>> translate_sql("SELECT pg_catalog.pg_class.oid FROM pg_class", (unqualified_columns,))
+    'SELECT pg_class.oid FROM pg_class'
+    """
+    if isinstance(node, A.ColumnRef):
+        fields = node.fields
+        if (
+            len(fields) >= 3
+            and isinstance(fields[0], A.String)
+            and fields[0].sval in SYSTEM_QUALIFIERS
+        ):
+            node.fields = fields[1:]
+    return node
+
+
+def table_functions(node: Any) -> Any:
+    """FROM json_each(j) & co. as subqueries with PostgreSQL's columns."""
+    if isinstance(node, A.RangeFunction):
+        new = _zipped_functions(node)
+        if new is None:
+            new = functions.table_function(node)
+        return node if new is None else new
+    return node
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _zipped_functions(node: A.RangeFunction) -> Any:
+    """ROWS FROM (f(), g()) and unnest(a, b): the functions' rows side by side, the
+    shorter padded with NULLs -- DuckDB's unnest of several lists in one SELECT."""
+    if node.ordinality or node.lateral or node.coldeflist:
+        return None
+    calls = [f[0] for f in node.functions or () if f and not f[1]]
+    if len(calls) != len(node.functions or ()) or not all(isinstance(c, A.FuncCall) for c in calls):
+        return None
+    names = ["".join(_names(c.funcname)[-1:]).lower() for c in calls]
+    if len(calls) == 1 and names == ["unnest"] and len(calls[0].args or ()) > 1:
+        columns = [f"unnest({_deparse(a)})" for a in calls[0].args]
+    elif node.is_rowsfrom and len(calls) > 1 and set(names) <= {"unnest", "generate_series"}:
+        columns = [
+            _deparse(c) if n == "unnest" else f"unnest({_deparse(c)})"
+            for c, n in zip(calls, names, strict=True)
+        ]
+        if any(n == "unnest" and len(c.args or ()) != 1 for c, n in zip(calls, names, strict=True)):
+            return None
+    else:
+        return None
+    colnames = [c.sval for c in (node.alias.colnames or ())] if node.alias else []
+    targets = ", ".join(
+        f"{col} AS {_quoted(colnames[i])}" if i < len(colnames) else col
+        for i, col in enumerate(columns)
+    )
+    alias = node.alias.aliasname if node.alias else names[0]
+    sql = f"SELECT * FROM (SELECT {targets}) AS {_quoted(alias)}"
+    return parse_sql(sql)[0].stmt.fromClause[0]
+
+
+RULES: tuple[Rule, ...] = (
+    table_functions,
+    select_outputs,
+    catalog_functions,
+    casts,
+    session_values,
+    operators,
+    no_collations,
+    window_null_order,
+    unqualified_columns,
+    row_values,
+)
+
+
+def translate(stmt: Any, array_literals: bool = True, rules: tuple[Rule, ...] = RULES) -> Any:
+    """A copy of `stmt` with `rules` applied (see the module docstring); `stmt` is not
+    changed. `array_literals=False` leaves '{1,2}' string constants as written (values
+    an INSERT or UPDATE stores)."""
+    tree = copy_tree(stmt)
+    _fold(tree, array_literals, rules)
+    return tree
+
+
+def copy_tree(node: Any) -> Any:
+    """A copy of a pglast tree: new nodes, shared leaf values. copy.deepcopy takes ~25
+    times as long (it sets each attribute through pglast's validating __setattr__),
+    more than parsing the text again; this costs about what one translation pass does."""
+    if isinstance(node, A.Node):
+        new = object.__new__(type(node))
+        for name in type(node).__slots__:
+            value = getattr(node, name, _UNSET)
+            if value is not _UNSET:
+                _set_slot(new, name, copy_tree(value))
+        return new
+    if isinstance(node, tuple):
+        return tuple(copy_tree(n) for n in node)
+    if isinstance(node, list):
+        return [copy_tree(n) for n in node]
+    return node
+
+
+_UNSET = object()
+_set_slot = object.__setattr__  # the values are a valid tree's: no need to check them again
+
+
 def rewrite(stmt: Any, array_literals: bool = True) -> None:
-    """Rewrite `stmt` in place (see the module docstring). `array_literals=False`
-    leaves '{1,2}' string constants as written (values an INSERT or UPDATE stores)."""
+    """`translate` in place, on a tree the caller owns (one it parsed itself: copying
+    a tree costs about as much as parsing it)."""
+    _fold(stmt, array_literals, RULES)
+
+
+def translate_sql(sql: str, rules: tuple[Rule, ...] = RULES) -> str:
+    """One statement's text through `translate`, deparsed (for examples and tests)."""
+    return _deparse(translate(parse_sql(sql)[0].stmt, rules=rules))
+
+
+_RULES: ContextVar[tuple[Rule, ...]] = ContextVar("_RULES", default=RULES)
+
+
+def _fold(stmt: Any, array_literals: bool, rules: tuple[Rule, ...]) -> None:
     token = _ARRAY_LITERALS.set(array_literals)
+    chosen = _RULES.set(rules)
     try:
         _visit(stmt)
     finally:
+        _RULES.reset(chosen)
         _ARRAY_LITERALS.reset(token)
 
 
@@ -331,25 +757,10 @@ def _visit(node: Any) -> Any:
             if replaced is not child:
                 setattr(parent, attr, replaced)
         return node
-    if isinstance(node, A.SelectStmt) and node.targetList:
-        # A bare `x::regclass` output column shows the relation's name.
-        for rt in node.targetList:
-            if (
-                isinstance(rt, A.ResTarget)
-                and isinstance(rt.val, A.TypeCast)
-                and _type_of(rt.val) in _REG_TYPES
-            ):
-                rt.val = _cast(rt.val, "text")
-            # SELECT generate_series(1, 3): three rows, as in PostgreSQL
-            if (
-                isinstance(rt, A.ResTarget)
-                and isinstance(rt.val, A.FuncCall)
-                and rt.val.over is None
-                and "".join(_names(rt.val.funcname)[-1:]).lower() in _LIST_SRFS
-            ):
-                rt.val = A.FuncCall(funcname=(A.String(sval="unnest"),), args=(rt.val,))
-    new = _transform(node)
-    if new is not node:
+    for rule in _RULES.get():
+        new = rule(node)
+        if new is node:
+            continue
         # `node` keeps its arguments: the parameters it named that `new` dropped
         missing = (
             _params(node) - _params(new)
@@ -401,30 +812,6 @@ def _keep_params(expr: Any, numbers: list[int]) -> Any:
     return _template(f"CASE WHEN {cond} THEN __hwarg0 ELSE __hwarg0 END", expr)
 
 
-def _transform(node: Any) -> Any:
-    """The replacement of `node`, or `node` itself."""
-    if isinstance(node, A.FuncCall):
-        return _func(node)
-    if isinstance(node, A.TypeCast):
-        return _typecast(node)
-    if isinstance(node, A.SQLValueFunction):
-        return _sql_value_function(node)
-    if isinstance(node, A.A_Expr):
-        return _a_expr(node)
-    if isinstance(node, A.CollateClause):
-        return node.arg
-    if isinstance(node, A.ColumnRef):
-        fields = node.fields
-        if (
-            len(fields) >= 3
-            and isinstance(fields[0], A.String)
-            and fields[0].sval in SYSTEM_QUALIFIERS
-        ):
-            node.fields = fields[1:]
-        return node
-    return node
-
-
 def _func(fc: A.FuncCall) -> Any:
     names = _names(fc.funcname)
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
@@ -434,11 +821,68 @@ def _func(fc: A.FuncCall) -> Any:
         return fc
     name = names[0].lower()
     args = list(fc.args or ())
+    if name in _BIT_STRING_FUNCS and args and _is_bits(args[0]) and fc.over is None:
+        if (form := _BIT_STRING_FUNCS[name].get(len(args))) is not None:
+            return _template(form, *args)
+    rewrite_call = functions.REWRITES.get(name)  # date/time, formatting: planner/functions/
+    if rewrite_call is not None and fc.over is None and (new := rewrite_call(args)) is not None:
+        return new
+    if fc.agg_order:  # a constant orders nothing (DuckDB refuses `ORDER BY 'x'`)
+        fc.agg_order = tuple(s for s in fc.agg_order if not isinstance(s.node, A.A_Const)) or None
+    if (aggregate := functions.AGGREGATES.get(name)) is not None and fc.over is None:
+        return aggregate(fc)  # json_agg & co.: planner/functions/json.py
+    if name in _HYPOTHETICAL and fc.agg_within_group and fc.over is None:
+        if (new := _hypothetical(fc, name, args)) is not None:
+            return new
+    if name == "percentile_cont" and fc.agg_within_group and len(fc.agg_order or ()) == 1:
+        # float8 or interval only: numbers as float8, other types 42883 (functions/mathfuncs)
+        sort = fc.agg_order[0]
+        sort.node = A.FuncCall(
+            funcname=(A.String(sval="hw_percentile_cont_arg"),), args=(sort.node,)
+        )
+    if name == "string_agg" and len(args) == 2 and _is_null(args[1]):
+        fc.args = (args[0], _const(""))  # a NULL delimiter: none
+    if name in _WINDOW_ONLY and fc.over is None and not fc.agg_within_group:
+        raise SQLError(f"window function {name} requires an OVER clause", "42809")
+    if name in _POSITIVE_ARG and fc.over is not None and len(args) > _POSITIVE_ARG[name][0]:
+        position, sqlstate = _POSITIVE_ARG[name]
+        arg = args[position]
+        if isinstance(arg, A.A_Const) and isinstance(arg.val, A.Integer) and arg.val.ival <= 0:
+            raise SQLError(f"argument of {name} must be greater than zero", sqlstate)
+    if name in ("num_nulls", "num_nonnulls") and args and fc.over is None:
+        test = NullTestType.IS_NULL if name == "num_nulls" else NullTestType.IS_NOT_NULL
+        counts = [_cast(A.NullTest(arg=a, nulltesttype=test), "int4") for a in args]
+        total = counts[0]
+        for c in counts[1:]:
+            total = A.A_Expr(
+                kind=A_Expr_Kind.AEXPR_OP, name=(A.String(sval="+"),), lexpr=total, rexpr=c
+            )
+        return total
+    if name in ("json_build_object", "jsonb_build_object") and len(args) % 2:
+        raise SQLError(
+            "argument list must have even number of elements",
+            "22023",
+            hint=f"The arguments of {name}() must consist of alternating keys and values.",
+        )
+    if name == "generate_series" and len(args) == 3 and _is_zero(args[2]):
+        raise SQLError("step size cannot equal zero", "22023")
+    if name == "json_build_object" and args and not len(args) % 2 and fc.over is None:
+        # json keeps PostgreSQL's text: {"k" : v, "k2" : v2}, keys of any type as text
+        pairs = " || ', ' || ".join(
+            f"hw_json_key(__hwarg{i}, {i + 1}) || ' : ' || hw_json_value(__hwarg{i + 1})"
+            for i in range(0, len(args), 2)
+        )
+        return _template(f"CAST('{{' || {pairs} || '}}' AS json)", *args)
     if name in _RENAMED:
         fc.funcname = (A.String(sval=_RENAMED[name]),)
         return fc
+    if name in ("nextval", "currval", "setval") and args and _is_regclass(args[0]):
+        fc.args = (args[0].arg, *args[1:])  # the name: server/sequence_calls.py binds it
+        return fc
     if name in ("sum", "avg") and len(args) == 1 and not (fc.agg_order or fc.agg_within_group):
         return _sum_avg(fc, name, args[0])
+    if name in _SPREADS and len(args) == 1 and not (fc.agg_order or fc.agg_within_group):
+        return _spread(fc, name, args[0])
     if name == "version" and not args:
         return _const(SERVER_VERSION_TEXT)
     if name == "current_database" and not args:
@@ -451,10 +895,14 @@ def _func(fc: A.FuncCall) -> Any:
             "END FROM pg_catalog._hw_session _hw_s)",
             args[0],
         )
+    if name == "pg_partition_ancestors" and len(args) == 1:  # no partitions: the relation
+        return _template("unnest(ARRAY[__hwarg0])", _oid_of("regclass", args[0]))
     if name == "pg_backend_pid" and not args:
         return _template(_SESSION.format(col="pid"))
-    if name == "current_setting" and args:
-        return _template(_SETTING, args[0])
+    if name == "current_setting" and len(args) == 1:
+        return _template(_SETTING_OR_ERROR, args[0], _const(False))
+    if name == "current_setting" and len(args) == 2:  # (name, missing_ok)
+        return _template(_SETTING_OR_ERROR, args[0], args[1])
     if name == "format_type" and len(args) == 2:
         return _template(_FORMAT_TYPE, args[0], args[1])
     if name == "pg_get_expr" and args:
@@ -465,16 +913,21 @@ def _func(fc: A.FuncCall) -> Any:
     if name in ("pg_get_constraintdef", "pg_get_viewdef") and args:
         target = args[0]
         n = _const(0)
-        if name == "pg_get_viewdef":
-            if _stringish(target):
-                target = _template(_RELNAME_OID, target)
-            if len(args) > 1:  # pretty (or a wrap column, which implies pretty)
-                n = _template("CASE WHEN CAST(__hwarg0 AS boolean) THEN -1 ELSE 0 END", args[1])
+        if name == "pg_get_viewdef" and _stringish(target):
+            target = _template(_RELNAME_OID, target)
+        if len(args) > 1:  # pretty (or a wrap column, which implies pretty)
+            n = _template("CASE WHEN CAST(__hwarg0 AS boolean) THEN -1 ELSE 0 END", args[1])
         return _template(_DEF, target, n)
     if name == "pg_table_is_visible" and len(args) == 1:
         return _template(_TABLE_VISIBLE, args[0])
     if name in _VISIBLE_FUNCS and len(args) == 1:
         return _template("(__hwarg0 IS NOT NULL)", args[0])
+    if name == "obj_description" and args:
+        if len(args) == 1:
+            return _template(_DESCRIPTION, args[0], _const(0))
+        return _template(_DESCRIPTION_IN, args[0], args[1])
+    if name == "col_description" and len(args) == 2:
+        return _template(_DESCRIPTION, args[0], args[1])
     if name in _NULL_TEXT_FUNCS:
         return _cast(_const(None), "text")
     if name in _PRIV_FUNCS and len(args) >= 2:
@@ -483,7 +936,26 @@ def _func(fc: A.FuncCall) -> Any:
         if len(args) == 4 or (name == "has_column_privilege" and len(args) < 3):
             return _const(True)
         kind = "regnamespace" if name == "has_schema_privilege" else "regclass"
-        return _template(_HAS_PRIV, _oid_of(kind, obj), priv)
+        _check_privileges(name, priv)
+        oid = _existing(kind, obj)  # evaluated outside the subquery, which may find no rows
+        has = _template(_HAS_PRIV, _copy(oid), priv)
+        if name == "has_column_privilege" and _stringish(args[-2]) and _stringish(obj):
+            # a column the relation does not have: 42703
+            has = _template(
+                "CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_attribute _hw_a WHERE"
+                " _hw_a.attrelid = __hwarg0 AND _hw_a.attname = __hwarg1) THEN __hwarg2"
+                " ELSE error('[SQLSTATE 42703] column \"' || __hwarg3 || '\" of relation \"'"
+                " || __hwarg4 || '\" does not exist') END",
+                _copy(oid),
+                _copy(args[-2]),
+                has,
+                _copy(args[-2]),
+                _copy(obj),
+            )
+        return _template("CASE WHEN __hwarg0 IS NULL THEN NULL ELSE __hwarg1 END", oid, has)
+    if name == "has_sequence_privilege" and len(args) in (2, 3):
+        _check_privileges(name, args[-1])
+        return _template("(__hwarg0 IS NOT NULL)", _existing("regclass", args[-2]))
     if name in _TRUE_FUNCS:
         return _const(True)
     if name in _FALSE_FUNCS:
@@ -493,13 +965,57 @@ def _func(fc: A.FuncCall) -> Any:
     if name == "pg_encoding_to_char" and len(args) == 1:
         return _template(_ENCODING, args[0])
     if name in _SIZE_FUNCS and args:
-        return _cast(_const(0), "int8")
+        exists = _template("CAST(__hwarg0 * 0 AS bigint)", _existing("regclass", args[0]))
+        return exists if _stringish(args[0]) else _cast(_const(0), "int8")
     if name == "pg_size_pretty" and len(args) == 1:
         return _template(_SIZE_PRETTY, args[0])
     if name == "quote_ident" and len(args) == 1:
         return _template(_QUOTE_IDENT, args[0])
     if name == "to_regclass" and len(args) == 1:
         return _template(_RELNAME_OID, args[0])
+    if name == "point" and len(args) == 2 and fc.over is None:
+        return _template(
+            "struct_pack(x => CAST(__hwarg0 AS float8), y => CAST(__hwarg1 AS float8))", *args
+        )
+    if name == "box" and len(args) == 2 and all(_is_point(a) for a in args):
+        # corners: the upper right one first
+        return _template(
+            "struct_pack(high => struct_pack(x => greatest((__hwarg0).x, (__hwarg1).x),"
+            " y => greatest((__hwarg2).y, (__hwarg3).y)), low => struct_pack("
+            "x => least((__hwarg4).x, (__hwarg5).x), y => least((__hwarg6).y, (__hwarg7).y)))",
+            *[_copy(args[i % 2]) for i in range(8)],
+        )
+    if name == "area" and len(args) == 1 and isinstance(args[0], A.FuncCall):
+        if _names(args[0].funcname)[-1:] == ["box"]:
+            return _template(
+                "((__hwarg0).high.x - (__hwarg1).low.x) * ((__hwarg2).high.y - (__hwarg3).low.y)",
+                *[_copy(args[0]) for _ in range(4)],
+            )
+    if name == "array_to_json" and len(args) == 2 and fc.over is None:
+        # pretty: the top-level elements one a line
+        return _template(
+            "CASE WHEN __hwarg0 THEN CAST(hw_array_to_json_pretty(__hwarg1) AS json)"
+            " ELSE array_to_json(__hwarg2) END",
+            args[1],
+            args[0],
+            _copy(args[0]),
+        )
+    if name == "generate_subscripts" and len(args) == 2 and _int_const(args[1]) in (2, 3):
+        # DuckDB's has dimension 1 only: the length of the first element's dimension
+        path = "(__hwarg0)" + "[1]" * (_int_const(args[1]) - 1)
+        return _template(f"unnest(generate_series(1, len({path})))", args[0])
+    if name == "to_regproc" and len(args) == 1:  # the name, if one function has it
+        return _template(
+            "(SELECT min(_hw_p.proname) FROM pg_catalog.pg_proc _hw_p"
+            " WHERE _hw_p.proname = regexp_replace(__hwarg0, '^pg_catalog\\.', '')"
+            " HAVING count(*) = 1)",
+            args[0],
+        )
+    if name == "octet_length" and len(args) == 1 and _type_of_cast(args[0]) in ("bpchar", "char"):
+        # char(n) counts its blanks; its bytes as UTF-8
+        return _cast(
+            A.FuncCall(funcname=(A.String(sval="strlen"),), args=(_padded_char(args[0]),)), "int4"
+        )
     if name == "to_regtype" and len(args) == 1:
         return _template(_TYPNAME_OID, args[0])
     if name == "to_regnamespace" and len(args) == 1:
@@ -513,8 +1029,66 @@ def _func(fc: A.FuncCall) -> Any:
     if name == "array_lower" and len(args) == 2:
         return _template(_ARRAY_LOWER, args[0])
     if name == "pg_my_temp_schema" and not args:
-        return _cast(_const(0), "int8")
+        return _template(_SESSION.format(col="temp_schema"))
     return fc
+
+
+_WINDOW_ONLY = frozenset(
+    """row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value
+    last_value nth_value""".split()
+)
+# window functions whose argument must be positive: (argument position, SQLSTATE)
+_POSITIVE_ARG = {"ntile": (0, "22014"), "nth_value": (1, "22016")}
+
+
+# The privileges each has_*_privilege function takes (PostgreSQL's convert_*_priv_string)
+_PRIVILEGES = {
+    "has_table_privilege": {"SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES",
+                            "TRIGGER"},
+    "has_schema_privilege": {"CREATE", "USAGE"},
+    "has_sequence_privilege": {"USAGE", "SELECT", "UPDATE"},
+    "has_any_column_privilege": {"SELECT", "INSERT", "UPDATE", "REFERENCES"},
+    "has_column_privilege": {"SELECT", "INSERT", "UPDATE", "REFERENCES"},
+}  # fmt: skip
+_MISSING = {
+    "regclass": "[SQLSTATE 42P01] relation \"' || __hwarg1 || '\" does not exist",
+    "regnamespace": "[SQLSTATE 3F000] schema \"' || __hwarg1 || '\" does not exist",
+}
+
+
+def _check_privileges(name: str, priv: Any) -> None:
+    """22023 for a privilege the function does not know ('SELECT, UPDATE WITH GRANT
+    OPTION' is a list of them)."""
+    if not (isinstance(priv, A.A_Const) and isinstance(priv.val, A.String)):
+        return
+    for item in priv.val.sval.split(","):
+        word = re.sub(r"\s+WITH\s+GRANT\s+OPTION$", "", item.strip(), flags=re.I).upper()
+        if word not in _PRIVILEGES.get(name, {word}):
+            raise SQLError(f'unrecognized privilege type: "{item.strip()}"', "22023")
+
+
+def _existing(reg: str, obj: Any) -> Any:
+    """The oid a name stands for, the name given as a string constant raising PostgreSQL's
+    error when no such object exists."""
+    oid = _oid_of(reg, obj)
+    if not (isinstance(obj, A.A_Const) and isinstance(obj.val, A.String)) or reg not in _MISSING:
+        return oid
+    if obj.val.sval.isdigit():
+        return oid
+    return _template(f"coalesce(__hwarg0, error('{_MISSING[reg]}'))", oid, obj)
+
+
+def _is_null(node: Any) -> bool:
+    return isinstance(node, A.A_Const) and node.isnull
+
+
+def _is_zero(node: Any) -> bool:
+    return (
+        isinstance(node, A.A_Const)
+        and isinstance(node.val, A.Integer | A.Float)
+        and not node.isnull
+        and float(getattr(node.val, "ival", None) or getattr(node.val, "fval", None) or 0) == 0
+    )
 
 
 def _sum_avg(fc: A.FuncCall, name: str, arg: Any) -> Any:
@@ -529,9 +1103,72 @@ def _sum_avg(fc: A.FuncCall, name: str, arg: Any) -> Any:
         # the window would need one aggregate only
         fc.funcname = (A.String(sval="mean"),)  # DuckDB's avg, not rewritten again
         fc.args = (arg,)
-        return A.FuncCall(funcname=(A.String(sval="hw_avg_w"),), args=(fc, _copy(arg)))
+        # and the window's exact sum and count, for integers and numerics
+        total = A.FuncCall(
+            funcname=(A.String(sval="sum"),),
+            args=(A.FuncCall(funcname=(A.String(sval="hw_try_numeric"),), args=(_copy(arg),)),),
+            over=_copy_window(fc.over),
+        )
+        count = A.FuncCall(
+            funcname=(A.String(sval="count"),), args=(_copy(arg),), over=_copy_window(fc.over)
+        )
+        return A.FuncCall(
+            funcname=(A.String(sval="hw_avg_w"),), args=(fc, _copy(arg), total, count)
+        )
     suffix = "_distinct" if fc.agg_distinct else ""
     return A.FuncCall(funcname=(A.String(sval=f"hw_{name}{suffix}"),), args=(arg,), over=fc.over)
+
+
+# The hypothetical-set aggregates: rank(v) WITHIN GROUP (ORDER BY x) is the rank v would
+# have among the group's rows. __hwarg0 is "x sorts before v", __hwarg1 "x is a peer of
+# v or sorts before it" (NULLs sort last ascending, first descending), __hwarg2 is x.
+_HYPOTHETICAL = {
+    "rank": "count(*) FILTER (WHERE __hwarg0) + 1",
+    "dense_rank": "count(DISTINCT __hwarg2) FILTER (WHERE __hwarg0)"
+    " + CAST(coalesce(bool_or(__hwarg2 IS NULL) FILTER (WHERE __hwarg0), false) AS BIGINT) + 1",
+    "percent_rank": "CASE WHEN count(*) = 0 THEN CAST(0 AS float8)"
+    " ELSE CAST(count(*) FILTER (WHERE __hwarg0) AS float8) / count(*) END",
+    "cume_dist": "CAST(count(*) FILTER (WHERE __hwarg1) + 1 AS float8) / (count(*) + 1)",
+}
+
+
+def _hypothetical(fc: A.FuncCall, name: str, args: list[Any]) -> Any:
+    """rank/dense_rank/percent_rank/cume_dist(v) WITHIN GROUP (ORDER BY x): counts of the
+    rows before v (DuckDB has no hypothetical-set aggregates)."""
+    order = fc.agg_order or ()
+    if len(args) != 1 or len(order) != 1 or fc.agg_filter is not None or fc.agg_distinct:
+        return None
+    sort = order[0]
+    if sort.sortby_nulls != SortByNulls.SORTBY_NULLS_DEFAULT or sort.useOp:
+        return None
+    if sort.sortby_dir == SortByDir.SORTBY_DESC:
+        before = "(__hwarg0 > __hwarg1 OR __hwarg0 IS NULL)"
+        upto = "(__hwarg0 >= __hwarg1 OR __hwarg0 IS NULL)"
+    else:
+        before, upto = "__hwarg0 < __hwarg1", "__hwarg0 <= __hwarg1"
+    x, v = sort.node, args[0]
+    return _template(
+        _HYPOTHETICAL[name], _template(before, x, v), _template(upto, _copy(x), _copy(v)), _copy(x)
+    )
+
+
+# stddev/variance and their spellings: numeric for integer and numeric arguments
+_SPREADS = {
+    "stddev": "stddev_samp", "stddev_samp": "stddev_samp", "stddev_pop": "stddev_pop",
+    "variance": "var_samp", "var_samp": "var_samp", "var_pop": "var_pop",
+}  # fmt: skip
+
+
+def _spread(fc: A.FuncCall, name: str, arg: Any) -> Any:
+    """stddev/variance of integers and numerics as PostgreSQL's exact numeric (hw_spread
+    macros: install_functions); other types keep DuckDB's (double). Windows keep DuckDB's."""
+    if fc.over is not None or _has_aggregate(arg):
+        return fc
+    if fc.agg_filter is not None:
+        arg = A.CaseExpr(args=(A.CaseWhen(expr=fc.agg_filter, result=arg),))
+        fc.agg_filter = None
+    suffix = "_distinct" if fc.agg_distinct else ""
+    return A.FuncCall(funcname=(A.String(sval=f"hw_{_SPREADS[name]}{suffix}"),), args=(arg,))
 
 
 _AGGREGATES = frozenset(
@@ -562,6 +1199,8 @@ def _oid_of(reg: str, arg: Any) -> Any:
     """The oid a `arg::reg*` cast stands for (a name is looked up)."""
     if not _stringish(arg):
         return _cast(arg, "int8")
+    if isinstance(arg, A.A_Const) and isinstance(arg.val, A.String) and arg.val.sval.isdigit():
+        return _cast(arg, "int8")  # an oid, as PostgreSQL's reg* input reads digits
     if reg == "regclass":
         return _template(_RELNAME_OID, arg)
     if reg == "regtype":
@@ -605,13 +1244,24 @@ def interval_literal(tc: A.TypeCast) -> A.TypeCast | None:
     )
 
 
+def _is_division(node: Any) -> bool:
+    return (
+        isinstance(node, A.A_Expr)
+        and node.kind == A_Expr_Kind.AEXPR_OP
+        and _names(node.name or ()) == ["/"]
+    )
+
+
 def _typecast(tc: A.TypeCast) -> Any:
-    fixed = interval_literal(tc)
+    fixed = functions.typed_literal(tc)
+    if fixed is None:
+        fixed = interval_literal(tc)
     if fixed is not None:
         return fixed
     tn = tc.typeName
     if tn.arrayBounds:
-        _to_duckdb_list(tc.arg)  # '{1,2}'::int[]
+        _to_duckdb_list(tc.arg)  # '{1,2}'::int[]; '{{1,2},{3,4}}'::int[] a list of lists
+        tn.arrayBounds = (A.Integer(ival=-1),) * _list_depth(tc.arg)
     elif _names(tn.names)[-1:] == ["jsonb"]:
         return _jsonb(tc.arg)
     elif _names(tn.names)[-1:] in (["numeric"], ["decimal"]) and not tn.typmods:
@@ -624,12 +1274,22 @@ def _typecast(tc: A.TypeCast) -> Any:
         return tc
     name = names[0].lower()
     arg = tc.arg
+    if name in ("bpchar", "varchar"):
+        _fit_string_constant(arg, name, tn)
+    if name in ("text", "varchar") and not tn.typmods and _is_division(arg):
+        return A.FuncCall(funcname=(A.String(sval="hw_division_text"),), args=(arg,))
+    if not tn.arrayBounds and (ranged := functions.range_cast(name, arg)) is not None:
+        return ranged
+    if name in ("inet", "cidr") and not tn.arrayBounds:
+        return functions.network_cast(name, arg)
+    if name == "bit" and (bits := _integer_bits(arg, tn)) is not None:
+        return A.TypeCast(arg=_const(bits), typeName=tn.__class__(names=(A.String(sval="bit"),)))
     # x::regclass::text and friends: the object's name
     if name in _TEXT_TYPES and isinstance(arg, A.TypeCast) and _type_of(arg) in _REG_TYPES:
         inner = _type_of(arg)
         if inner in ("regproc", "regprocedure"):
             return _typecast(arg)
-        oid = _oid_of(inner, arg.arg)
+        oid = _existing(inner, arg.arg) if inner in _MISSING else _oid_of(inner, arg.arg)
         if inner == "regclass":
             return _template(_RELVIS_DISPLAY, oid)
         if inner == "regtype":
@@ -651,8 +1311,52 @@ def _typecast(tc: A.TypeCast) -> Any:
         duck, is_list = mapped
         if is_list:
             _to_duckdb_list(arg)
-        return A.TypeCast(arg=arg, typeName=_type_name(duck, is_list or bool(tn.arrayBounds)))
+        cast = A.TypeCast(arg=arg, typeName=_type_name(duck, is_list or bool(tn.arrayBounds)))
+        if cast.typeName.arrayBounds:
+            cast.typeName.arrayBounds = tn.arrayBounds or cast.typeName.arrayBounds
+        return cast
     return tc
+
+
+def _integer_bits(arg: Any, tn: A.TypeName) -> str | None:
+    """An integer constant cast to bit(n): its two's complement's rightmost n bits, the
+    sign filling bits beyond its width (int4: 32, int8: 64), as PostgreSQL's bitfromint4."""
+    mods = tn.typmods or ()
+    if len(mods) != 1 or not (
+        isinstance(mods[0], A.A_Const) and isinstance(mods[0].val, A.Integer)
+    ):
+        return None
+    value = functions.constant_number(arg)
+    if value is None or value.numeric:
+        return None
+    n, v = mods[0].val.ival, int(value.value)
+    width = 32 if -(2**31) <= v < 2**31 else 64
+    if n < 1 or not -(2**63) <= v < 2**63:
+        return None
+    bits = format(v & ((1 << width) - 1), f"0{width}b")
+    return (bits[0] * (n - width) + bits)[-n:] if n > width else bits[-n:]
+
+
+def _fit_string_constant(arg: Any, name: str, tn: A.TypeName) -> None:
+    """'abcdef'::varchar(3) and 'abcdef'::char(3) are 'abc': an explicit cast to a length
+    truncates (DuckDB keeps the text as it is). char(n)'s blank padding is not added: the
+    value travels as text, whose comparisons and || would see the blanks."""
+    mods = tn.typmods or ()
+    if not (isinstance(arg, A.A_Const) and isinstance(arg.val, A.String)) or len(mods) != 1:
+        return
+    mod = mods[0]
+    if not (isinstance(mod, A.A_Const) and isinstance(mod.val, A.Integer)):
+        return
+    n = mod.val.ival
+    arg.val = A.String(sval=arg.val.sval[:n])
+
+
+def _list_depth(arg: Any) -> int:
+    """How deeply a list constant in DuckDB's syntax nests ('[[...]]': 2); 1 otherwise."""
+    if isinstance(arg, A.A_Const) and isinstance(arg.val, A.String):
+        text = arg.val.sval.replace(" ", "")
+        return max(1, len(text) - len(text.lstrip("[")))
+    return 1
 
 
 def _numeric(arg: Any) -> Any:
@@ -686,9 +1390,7 @@ def _jsonb(arg: Any) -> Any:
     and deduplicated, `{"a": 1}` spacing): constants now, other values by hw_jsonb_in."""
     if isinstance(arg, A.A_Const) and (arg.isnull or isinstance(arg.val, A.String)):
         if not arg.isnull:
-            from headwater.server.values import normalize_jsonb  # 22P02 as PostgreSQL
-
-            arg = _const(normalize_jsonb(arg.val.sval))
+            arg = _const(normalize_jsonb(arg.val.sval))  # 22P02 as PostgreSQL
         return _cast(arg, "json")
     call = A.FuncCall(funcname=(A.String(sval="hw_jsonb_in"),), args=(_cast(arg, "text"),))
     return _cast(call, "json")
@@ -708,16 +1410,28 @@ def _sql_value_function(node: A.SQLValueFunction) -> Any:
         return _template(_SESSION.format(col="database"))
     if op == SQLValueFunctionOp.SVFOP_CURRENT_SCHEMA:
         return _template(_SESSION.format(col="current_schema"))
-    return node
+    value = functions.value_function(op, node.typmod)  # CURRENT_DATE & co.
+    return node if value is None else value
+
+
+# PostgreSQL's operators DuckDB spells as functions: a # b (xor), |/ x, ||/ x
+_MATH_OPERATORS = {"#": "xor", "|/": "hw_sqrt", "||/": "cbrt"}
 
 
 def _a_expr(node: A.A_Expr) -> Any:
+    if node.kind in (A_Expr_Kind.AEXPR_BETWEEN_SYM, A_Expr_Kind.AEXPR_NOT_BETWEEN_SYM):
+        return _between_symmetric(node)
     names = _names(node.name or ())
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
         node.name = (A.String(sval=names[1]),)
         names = names[1:]
     if node.kind in (A_Expr_Kind.AEXPR_OP_ANY, A_Expr_Kind.AEXPR_OP_ALL) and len(names) == 1:
-        return _any_all(node, names[0])
+        is_any = node.kind == A_Expr_Kind.AEXPR_OP_ANY
+        like = functions.rewrite_like_any(names[0], is_any, node.lexpr, node.rexpr)
+        return like if like is not None else _any_all(node, names[0])
+    if node.kind == A_Expr_Kind.AEXPR_OP and len(names) == 1:  # jsonb's operators
+        if (new := functions.rewrite_operator(names[0], node.lexpr, node.rexpr)) is not None:
+            return new
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _COMPARISONS:
         # arr = '{1,2}': the constant takes the other side's type, an array
         for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
@@ -725,6 +1439,46 @@ def _a_expr(node: A.A_Expr) -> Any:
                 kind = _arrayish(other)
                 if kind == "array" or (kind == "maybe" and _numbers_only(const)):
                     _to_duckdb_list(const)
+    if node.kind == A_Expr_Kind.AEXPR_OP and names == ["-"] and node.lexpr is not None:
+        kinds = {_type_of(x) if isinstance(x, A.TypeCast) else "" for x in (node.lexpr, node.rexpr)}
+        if kinds == {"date"}:  # date - date is an integer (DuckDB: bigint)
+            return _template(
+                "CAST(date_diff('day', __hwarg1, __hwarg0) AS int4)", node.lexpr, node.rexpr
+            )
+        if kinds == {"time"}:  # time - time is an interval (DuckDB has no such operator)
+            return _template(
+                "(date '2000-01-01' + __hwarg0) - (date '2000-01-01' + __hwarg1)",
+                node.lexpr,
+                node.rexpr,
+            )
+    if (
+        node.kind == A_Expr_Kind.AEXPR_OP
+        and names == ["<->"]
+        and all(
+            isinstance(x, A.FuncCall) and _names(x.funcname)[-1:] == ["point"]
+            for x in (node.lexpr, node.rexpr)
+        )
+    ):  # the distance of two points
+        return _template(
+            "sqrt(power((__hwarg0).x - (__hwarg1).x, 2) + power((__hwarg2).y - (__hwarg3).y, 2))",
+            node.lexpr,
+            node.rexpr,
+            _copy(node.lexpr),
+            _copy(node.rexpr),
+        )
+    if node.kind == A_Expr_Kind.AEXPR_OP and names == ["^"]:
+        if (folded := functions.fold_power_operator(node.lexpr, node.rexpr)) is not None:
+            return folded  # numeric ^ of constants, exact
+    if node.kind == A_Expr_Kind.AEXPR_OP and names[-1:] and names[-1] in _MATH_OPERATORS:
+        operands = [x for x in (node.lexpr, node.rexpr) if x is not None]
+        fn = _MATH_OPERATORS[names[-1]]
+        if len(operands) == (2 if fn == "xor" else 1):
+            return A.FuncCall(funcname=(A.String(sval=fn),), args=tuple(operands))
+    if node.kind == A_Expr_Kind.AEXPR_SIMILAR:  # the pattern: functions/regex.py
+        match = A.FuncCall(
+            funcname=(A.String(sval="regexp_full_match"),), args=(node.lexpr, _func(node.rexpr))
+        )
+        return A.BoolExpr(boolop=2, args=(match,)) if names[-1:] == ["!~"] else match
     if node.kind in (A_Expr_Kind.AEXPR_LIKE, A_Expr_Kind.AEXPR_ILIKE):
         r = node.rexpr
         if isinstance(r, A.FuncCall) and _names(r.funcname)[-1:] == ["like_escape"]:
@@ -794,7 +1548,7 @@ def parse_array_literal(text: str) -> list[Any] | None:
                 out.append("".join(buf))
             else:
                 buf, raw_end, quoted = [], 0, False
-                while pos < n and text[pos] not in ",}{\"":
+                while pos < n and text[pos] not in ',}{"':
                     if text[pos] == "\\":
                         pos += 1
                         if pos >= n:
@@ -896,6 +1650,25 @@ def _is_null_array_guard(node: Any) -> bool:
     )
 
 
+def _between_symmetric(node: A.A_Expr) -> Any:
+    """x BETWEEN SYMMETRIC a AND b -> x BETWEEN a AND b OR x BETWEEN b AND a (DuckDB
+    lacks SYMMETRIC)."""
+    lo, hi = node.rexpr
+
+    def between(x: Any, a: Any, b: Any) -> A.A_Expr:
+        return A.A_Expr(
+            kind=A_Expr_Kind.AEXPR_BETWEEN, name=(A.String(sval="BETWEEN"),), lexpr=x, rexpr=(a, b)
+        )
+
+    either = A.BoolExpr(
+        boolop=BoolExprType.OR_EXPR,
+        args=(between(node.lexpr, lo, hi), between(_copy(node.lexpr), _copy(hi), _copy(lo))),
+    )
+    if node.kind == A_Expr_Kind.AEXPR_NOT_BETWEEN_SYM:
+        return A.BoolExpr(boolop=BoolExprType.NOT_EXPR, args=(either,))
+    return either
+
+
 def _any_all(node: A.A_Expr, op: str) -> Any:
     """x op ANY/ALL (array) as PostgreSQL evaluates it: NULL when the array is NULL
     (DuckDB: false for ANY, true for ALL); '{...}' constants are arrays here."""
@@ -918,13 +1691,12 @@ def _any_all(node: A.A_Expr, op: str) -> Any:
             ]
             if len(tests) == 1:
                 return tests[0]
-            return A.BoolExpr(boolop=BoolExprType.OR_EXPR if is_any else BoolExprType.AND_EXPR,
-                              args=tuple(tests))
+            return A.BoolExpr(
+                boolop=BoolExprType.OR_EXPR if is_any else BoolExprType.AND_EXPR, args=tuple(tests)
+            )
         return node  # not an array: DuckDB's error
     if isinstance(arr, A.A_ArrayExpr) or (
-        isinstance(arr, A.TypeCast)
-        and isinstance(arr.arg, A.A_Const)
-        and not arr.arg.isnull
+        isinstance(arr, A.TypeCast) and isinstance(arr.arg, A.A_Const) and not arr.arg.isnull
     ):
         return node  # never NULL
     test = A.NullTest(arg=_copy(arr), nulltesttype=NullTestType.IS_NULL)
@@ -994,7 +1766,6 @@ def _avg_udf(scale: int) -> Any:
 
     def avg(sums: Any, counts: Any) -> Any:
         import pyarrow as pa
-        from headwater.server.values import numeric_div_scale
 
         out = []
         for total, n in zip(sums.to_pylist(), counts.to_pylist(), strict=True):
@@ -1004,7 +1775,8 @@ def _avg_udf(scale: int) -> Any:
             d = Decimal(n)
             total_scale = max(0, -total.normalize().as_tuple().exponent)
             r = min(numeric_div_scale(total, d, total_scale), scale)
-            out.append(_DIV.divide(total, d).quantize(Decimal(1).scaleb(-r), context=_DIV))
+            q = _DIV.divide(total, d).quantize(Decimal(1).scaleb(-r), context=_DIV)
+            out.append(q)
         return pa.array(out, pa.decimal128(37, scale))
 
     return avg
@@ -1013,6 +1785,10 @@ def _avg_udf(scale: int) -> Any:
 _INT_TYPES = ("SMALLINT", "INTEGER", "BIGINT")
 _DIV = Context(prec=120, rounding=ROUND_HALF_UP)
 _NUMERIC = "DECIMAL(38,16)"  # unconstrained numeric
+# PostgreSQL's quotients have 16 significant digits, 20 decimals below 1 (1/3 is
+# 0.33333333333333333333); 24+ decimals (below 0.0001) are cut to 20
+QUOTIENT_SCALE = 20
+_QUOTIENT = f"DECIMAL(37,{QUOTIENT_SCALE})"
 
 
 def _sum_avg_macros() -> list[str]:
@@ -1020,13 +1796,20 @@ def _sum_avg_macros() -> list[str]:
     type give PostgreSQL's result types: sum of int2/int4 is int8 (DuckDB: hugeint), of
     int8 numeric (a decimal, so that dividing it is numeric division); avg
     of integers and numerics is numeric (DuckDB: double), exact, as DECIMAL(37,16),
-    which server/values.py prints at PostgreSQL's division scale. Other types keep
+    which catalog/pgtypes/numeric.py prints at PostgreSQL's division scale. Other types keep
     DuckDB's sum/avg (an overload for them would cast decimals to it)."""
     out = []
     for d in ("", "DISTINCT "):
         sfx = "_distinct" if d else ""
         sums = [f"(x {t}) AS CAST(sum({d}x) AS BIGINT)" for t in ("SMALLINT", "INTEGER")]
         sums += [f"(x {t}) AS CAST(sum({d}x) AS {_NUMERIC})" for t in ("BIGINT", "HUGEINT")]
+        # intervals: months, days and microseconds summed apart, as PostgreSQL keeps them
+        sums.append(
+            f"(x INTERVAL) AS to_months(CAST(sum({d}datepart('year', x) * 12"
+            f" + datepart('month', x)) AS INTEGER)) + to_days(CAST(sum({d}datepart('day', x))"
+            f" AS INTEGER)) + to_microseconds(CAST(sum({d}datepart('hour', x) * 3600000000"
+            " + datepart('minute', x) * 60000000 + datepart('microseconds', x)) AS BIGINT))"
+        )
         out.append(f"CREATE OR REPLACE MACRO hw_sum{sfx}{', '.join(sums)}, (x) AS sum({d}x)")
         avgs = [
             f"(x {t}) AS hw_avg_int(CAST(sum({d}x) AS DECIMAL(38,0)), count({d}x))"
@@ -1034,13 +1817,39 @@ def _sum_avg_macros() -> list[str]:
         ]
         avgs.append(f"(x {_NUMERIC}) AS hw_avg_numeric(sum({d}x), count({d}x))")
         out.append(f"CREATE OR REPLACE MACRO hw_avg{sfx}{', '.join(avgs)}, (x) AS avg({d}x)")
-    # avg over a window: DuckDB's (a double), typed by the argument x; its shortest text
-    # is the numeric (a macro holding the window would need exactly one aggregate)
-    win = [
-        f"(a, x {t}) AS CAST(CAST(a AS VARCHAR) AS DECIMAL(37,16))"
-        for t in (*_INT_TYPES, _NUMERIC)
-    ]
-    out.append(f"CREATE OR REPLACE MACRO hw_avg_w{', '.join(win)}, (a, x) AS a")
+    # avg over a window (a macro cannot hold the window): DuckDB's avg a, or, for integers
+    # and numerics, the window's exact sum s over its count n
+    out.append(f"CREATE OR REPLACE MACRO hw_try_numeric(x) AS TRY_CAST(x AS {_NUMERIC})")
+    # (a / b)::text: a numeric quotient at its own scale (typeof is known when planned)
+    out.append(
+        "CREATE OR REPLACE MACRO hw_division_text(x) AS CASE WHEN typeof(x) = "
+        f"'{_QUOTIENT}' THEN hw_quotient_text(TRY_CAST(x AS {_QUOTIENT})) "
+        "ELSE CAST(x AS VARCHAR) END"
+    )
+    out.append(
+        "CREATE OR REPLACE MACRO hw_array_to_json_pretty(a) AS '[' || array_to_string("
+        "list_transform(a, lambda x: CAST(to_json(x) AS VARCHAR)), ',' || chr(10) || ' ') || ']'"
+    )
+    out.append(
+        "CREATE OR REPLACE MACRO hw_json_key(k, n) AS CASE WHEN k IS NULL THEN"
+        " error('[SQLSTATE 22004] argument ' || n || ' cannot be null')"
+        " ELSE CAST(to_json(CAST(k AS VARCHAR)) AS VARCHAR) END"
+    )
+    out.append(
+        "CREATE OR REPLACE MACRO hw_json_value(v) AS coalesce(CAST(to_json(v) AS VARCHAR), 'null')"
+    )
+    win = [f"(a, x {t}, s, n) AS hw_avg_numeric(s, n)" for t in (*_INT_TYPES, _NUMERIC)]
+    out.append(f"CREATE OR REPLACE MACRO hw_avg_w{', '.join(win)}, (a, x, s, n) AS a")
+    for kind in sorted(set(_SPREADS.values())):
+        for d in ("", "DISTINCT "):
+            sfx = "_distinct" if d else ""
+            exact = [
+                f"(x {t}) AS hw_spread_{kind}(list({d}CAST(x AS {_NUMERIC})))"
+                for t in (*_INT_TYPES, _NUMERIC)
+            ]
+            out.append(
+                f"CREATE OR REPLACE MACRO hw_{kind}{sfx}{', '.join(exact)}, (x) AS {kind}({d}x)"
+            )
     return out
 
 
@@ -1048,7 +1857,6 @@ def _numeric_div_udf(dividends: Any, divisors: Any) -> Any:
     """numeric / numeric as PostgreSQL divides (DuckDB's decimal division is a double):
     rounded half away from zero at select_div_scale's scale, here at most 16 digits."""
     import pyarrow as pa
-    from headwater.server.values import numeric_div_scale
 
     out = []
     for a, b in zip(dividends.to_pylist(), divisors.to_pylist(), strict=True):
@@ -1059,12 +1867,65 @@ def _numeric_div_udf(dividends: Any, divisors: Any) -> Any:
             raise ZeroDivisionError("Division by zero")
         a, b = a.normalize(_DIV), b.normalize(_DIV)
         scales = (max(0, -x.as_tuple().exponent) for x in (a, b))
-        r = min(numeric_div_scale(a, b, *scales), 16)
+        r = min(numeric_div_scale(a, b, *scales), QUOTIENT_SCALE)
         q = _DIV.divide(a, b).quantize(Decimal(1).scaleb(-r), context=_DIV)
-        if q.adjusted() >= 21:
-            raise ValueError("numeric value out of range for DECIMAL(37,16)")
-        out.append(q)
-    return pa.array(out, pa.decimal128(37, 16))
+        out.append(_in_quotient_range(q))
+    return pa.array(out, pa.decimal128(37, QUOTIENT_SCALE))
+
+
+def _quotient_text_udf(values: Any) -> Any:
+    """A quotient's text as PostgreSQL prints it: its scale found from the value (the
+    DECIMAL(37,20) it is kept in shows 20 digits)."""
+    import pyarrow as pa
+
+    out = []
+    for v in values.to_pylist():
+        if v is None:
+            out.append(None)
+            continue
+        text = format(v.quantize(Decimal(1).scaleb(-quotient_scale(v, QUOTIENT_SCALE))), "f")
+        out.append(text[1:] if text[0] == "-" and not v else text)
+    return pa.array(out, pa.string())
+
+
+def _in_quotient_range(q: Decimal) -> Decimal:
+    if q.adjusted() >= 37 - QUOTIENT_SCALE:
+        raise ValueError(f"numeric value out of range for {_QUOTIENT}")
+    return q
+
+
+def _spread_udf(kind: str) -> Any:
+    """stddev/variance over a group's values (a list) as PostgreSQL's numeric computes
+    them (numeric_stddev_internal): N*sum(x^2) - sum(x)^2 exactly, divided at
+    select_div_scale's scale, the square root taken at that same scale."""
+    sample, root = kind.endswith("_samp"), kind.startswith("stddev")
+
+    def spread(lists: Any) -> Any:
+        import pyarrow as pa
+
+        out = []
+        for values in lists.to_pylist():
+            xs = [v.normalize(_DIV) for v in values or () if v is not None]
+            n = len(xs)
+            if n == 0 or (sample and n == 1):
+                out.append(None)
+                continue
+            total = sum(xs, Decimal(0))
+            num = n * sum((x * x for x in xs), Decimal(0)) - total * total
+            if num <= 0:
+                out.append(Decimal(0))
+                continue
+            den = Decimal(n * (n - 1) if sample else n * n)
+            dscale = 2 * max(max(0, -x.as_tuple().exponent) for x in xs)
+            r = min(numeric_div_scale(num, den, dscale), QUOTIENT_SCALE)
+            quantum = Decimal(1).scaleb(-r)
+            v = _DIV.divide(num, den).quantize(quantum, context=_DIV)
+            if root:
+                v = v.sqrt(_DIV).quantize(quantum, context=_DIV)
+            out.append(_in_quotient_range(v))
+        return pa.array(out, pa.decimal128(37, QUOTIENT_SCALE))
+
+    return spread
 
 
 # Connections that registered functions: DuckDB 2.0 crashes when one is closed while
@@ -1074,7 +1935,6 @@ _REGISTRARS: list[Any] = []
 
 def _jsonb_in_udf(texts: Any) -> Any:
     import pyarrow as pa
-    from headwater.server.values import normalize_jsonb
 
     from headwater.errors import SQLError
 
@@ -1094,19 +1954,28 @@ def install_functions(db: Any) -> None:
     operator, which has no interval form; this adds one, with PostgreSQL's rounding),
     numeric / numeric (exact, as PostgreSQL rounds it), jsonb input of non-constant
     text, sum and avg with PostgreSQL's result types (hw_sum, hw_avg)."""
-    db.create_function(
-        "//", _interval_div_udf, ["INTERVAL", "DOUBLE"], "INTERVAL", type="arrow"
-    )
+    db.create_function("//", _interval_div_udf, ["INTERVAL", "DOUBLE"], "INTERVAL", type="arrow")
     # x::jsonb of a non-constant: normalized as jsonb input is
     db.create_function("hw_jsonb_in", _jsonb_in_udf, ["VARCHAR"], "VARCHAR", type="arrow")
     # A second "//": a connection registers one function per name, DuckDB's catalog
     # keeps them all as overloads (decimal operands: numeric division)
     other = db.cursor()
-    other.create_function(
-        "//", _numeric_div_udf, [_NUMERIC, _NUMERIC], "DECIMAL(37,16)", type="arrow"
-    )
+    other.create_function("//", _numeric_div_udf, [_NUMERIC, _NUMERIC], _QUOTIENT, type="arrow")
     _REGISTRARS.append(other)
+    db.create_function("hw_quotient_text", _quotient_text_udf, [_QUOTIENT], "VARCHAR", type="arrow")
+    # avg at most 16 decimals: a materialized view maintains avg as a double
+    # (engine/rules/linear_aggregate.py), which DuckDB casts to 20 decimals inexactly
     for name, total in (("hw_avg_int", "DECIMAL(38,0)"), ("hw_avg_numeric", _NUMERIC)):
         db.create_function(name, _avg_udf(16), [total, "BIGINT"], "DECIMAL(37,16)", type="arrow")
+    for kind in sorted(set(_SPREADS.values())):
+        db.create_function(
+            f"hw_spread_{kind}",
+            _spread_udf(kind),
+            [f"{_NUMERIC}[]"],
+            _QUOTIENT,
+            type="arrow",
+            null_handling="special",  # it returns NULL (one row's sample variance)
+        )
     for sql in _sum_avg_macros():
         db.execute(sql)
+    functions.install(db)  # date/time and formatting functions (planner/functions/)

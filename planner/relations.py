@@ -4,11 +4,13 @@ Every RangeVar that names a table becomes a scan of the table's versions under a
 visibility predicate (a given epoch, or the writer's current state); every view
 is expanded inline, recursively. CTE names shadow relations as in PostgreSQL.
 The tree is deparsed once with placeholders, which are then replaced by the
-generated scans: only catalog identifiers and numbers are ever spliced in.
+generated scans: only catalog identifiers and numbers are ever spliced in. The
+statement's epoch is a DuckDB parameter ($`epoch_param`), bound when it runs.
 """
 
 from __future__ import annotations
 
+import copy
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
@@ -20,15 +22,13 @@ import pglast.stream as pglast_stream
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import MaterializedView, Relation, Table, View
 from headwater.planner import pg_compat
+from headwater.planner.naming import targets_named, values_alias, values_query
+from headwater.planner.scope import may_be_system, names_cte, resolve_relation, with_ctes
 from headwater.storage.replica import quote
 from pglast import parse_sql
 from pglast.stream import RawStream
 
-from headwater.errors import FeatureNotSupported, SQLError, UndefinedTable
-
-SYSTEM_SCHEMA_HINT = "this system relation is not available"
-SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "headwater_catalog")
-
+from headwater.errors import FeatureNotSupported, SQLError
 
 # Words DuckDB reserves and PostgreSQL does not: an identifier spelled like one must be
 # quoted in the SQL DuckDB runs (`SELECT at FROM t` is fine in PostgreSQL).
@@ -57,28 +57,20 @@ class Binder:
     # A materialized view's rows at the statement's epoch (the engine's state)
     matview: Callable[[MaterializedView], str] | None = None
     matviews: set[int] = field(default_factory=set)  # oids of materialized views read
-    epoch_mark: str = ""  # stands for the statement's epoch in the SQL, if chosen later
+    # The DuckDB parameter $n that carries the statement's epoch, chosen after binding
+    # (params.epoch_parameter: after the client's; 0: the scans name no epoch)
+    epoch_param: int = 0
     # Resolves pg_catalog / information_schema / headwater_catalog relations to SQL
     # (schema or None, name) -> a subquery, or None if it is not a system relation.
     system: Callable[[str | None, str], str | None] | None = None
     uses_system: bool = False  # named a system relation (its rows are the statement's own)
     _view_depth: int = 0
-    _undo: list[tuple[Any, str, Any]] = field(default_factory=list)
 
     # -- public ---------------------------------------------------------------------
     def to_sql(self, node: Any) -> str:
-        """Bind `node` (statement or expression) and return DuckDB SQL for it.
-
-        The tree is restored afterwards, so a prepared statement is parsed once.
-        """
-        mark = len(self._undo)
-        try:
-            self.bind(node, frozenset())
-            return self.expand(deparse(node))
-        finally:
-            while len(self._undo) > mark:
-                parent, attr, old = self._undo.pop()
-                setattr(parent, attr, old)
+        """Bind `node` (statement or expression) and return DuckDB SQL for it. `node`
+        is not changed (a prepared statement's tree is parsed once, bound many times)."""
+        return self.expand(deparse(self.bind(values_query(node), frozenset())))
 
     def expand(self, sql: str) -> str:
         # Substitutions may nest (views inside views), so repeat until none is left.
@@ -90,39 +82,45 @@ class Binder:
         raise FeatureNotSupported("views nested more than 64 levels deep")
 
     # -- walk -----------------------------------------------------------------------
-    def bind(self, node: Any, ctes: frozenset[str]) -> None:
+    def bind(self, node: Any, ctes: frozenset[str]) -> Any:
+        """`node` with the relations named below it bound to placeholders. Nodes on the
+        way to a bound relation are copied, never changed: the caller's tree stays as
+        it was."""
         if isinstance(node, tuple | list):
-            for item in node:
-                self.bind(item, ctes)
-            return
+            items = [self.bind(item, ctes) for item in node]
+            if all(a is b for a, b in zip(items, node, strict=True)):
+                return node
+            return type(node)(items)
         if not isinstance(node, A.Node):
-            return
-        with_clause = getattr(node, "withClause", None)
-        if isinstance(with_clause, A.WithClause) and with_clause.ctes:
-            ctes = ctes | {c.ctename for c in with_clause.ctes}
+            return node
+        ctes = with_ctes(node, ctes)
+        node = targets_named(values_alias(node))  # columns named as PostgreSQL names them
+        changes = {}
         for name in node:
-            child = getattr(node, name)
+            child = given = getattr(node, name)
+            if not isinstance(node, A.RangeSubselect):
+                child = values_query(child)
             if isinstance(child, A.RangeVar):
-                self._undo.append((node, name, child))
-                setattr(node, name, self.bind_range_var(child, ctes))
+                new = self.bind_range_var(child, ctes)
             elif isinstance(child, tuple) and any(isinstance(c, A.RangeVar) for c in child):
-                self._undo.append((node, name, child))
-                setattr(
-                    node,
-                    name,
-                    tuple(
-                        self.bind_range_var(c, ctes) if isinstance(c, A.RangeVar) else c
-                        for c in child
-                    ),
+                bind = self.bind_range_var
+                new = tuple(
+                    bind(c, ctes) if isinstance(c, A.RangeVar) else self.bind(c, ctes)
+                    for c in child
                 )
-                for c in getattr(node, name):
-                    if not isinstance(c, A.RangeVar):
-                        self.bind(c, ctes)
-                continue
-            self.bind(child, ctes)
+            else:
+                new = self.bind(child, ctes)
+            if new is not given:
+                changes[name] = new
+        if not changes:
+            return node
+        node = copy.copy(node)
+        for name, new in changes.items():
+            setattr(node, name, new)
+        return node
 
     def bind_range_var(self, rv: A.RangeVar, ctes: frozenset[str]) -> A.RangeVar:
-        if rv.schemaname is None and rv.relname in ctes:
+        if names_cte(rv, ctes):
             return rv
         placeholder = f"__hw{self.nonce}_{len(self.subs)}__"
         self.subs[placeholder] = ""  # reserve the name before nested views take theirs
@@ -137,27 +135,15 @@ class Binder:
     def system_relation(self, rv: A.RangeVar) -> str | None:
         """SQL for a system relation: pg_catalog (implicitly first on the search path,
         as in PostgreSQL), information_schema, headwater_catalog."""
-        schema = rv.schemaname
-        if self.system is not None:
-            if schema in SYSTEM_SCHEMAS or (
-                schema is None and self.catalog.resolve(None, rv.relname, self.search_path) is None
-            ):
-                sql = self.system(schema, rv.relname)
-                if sql is not None:
-                    self.uses_system = True
-                return sql
+        if self.system is not None and may_be_system(self.catalog, rv, self.search_path):
+            sql = self.system(rv.schemaname, rv.relname)
+            if sql is not None:
+                self.uses_system = True
+            return sql
         return None
 
     def resolve(self, rv: A.RangeVar) -> Relation:
-        schema = rv.schemaname
-        if schema in SYSTEM_SCHEMAS:
-            raise FeatureNotSupported(f'relation "{schema}.{rv.relname}": {SYSTEM_SCHEMA_HINT}')
-        try:
-            rel = self.catalog.get_relation(schema, rv.relname, self.search_path)
-        except UndefinedTable as e:
-            if rv.location is not None and rv.location >= 0:
-                e.position = rv.location + 1
-            raise
+        rel = resolve_relation(self.catalog, rv, self.search_path)
         self.depends.add(rel.oid)
         return rel
 
@@ -181,7 +167,7 @@ class Binder:
         pg_compat.rewrite(stmt)  # catalog functions and casts, as in top-level reads
         self._view_depth += 1
         try:
-            self.bind(stmt, frozenset())
+            stmt = self.bind(stmt, frozenset())
         finally:
             self._view_depth -= 1
         cols = ", ".join(quote(c.name) for c in view.columns)
@@ -191,19 +177,20 @@ class Binder:
 @dataclass
 class BoundRead:
     """A SELECT bound once and run many times (a prepared statement, or a query text the
-    connection has seen before): its DuckDB SQL with `mark` standing for the epoch each
-    execution chooses, and what the SQL was generated from, to tell when it is stale."""
+    connection has seen before): its DuckDB SQL, whose parameter $`epoch` carries the
+    epoch each execution chooses, and what the SQL was generated from, to tell when it
+    is stale."""
 
-    stmt: Any  # the pglast tree, already through name_targets and pg_compat.rewrite
+    stmt: Any  # the client's pglast tree (through name_targets; the SQL is of a copy)
     sql: str
-    mark: str  # the epoch placeholder in `sql` ('' when the SQL reads no epoch)
+    epoch: int  # the number of the parameter carrying the epoch (0: the SQL reads none)
     catalog: Catalog  # catalogs are replaced, never changed, once current
     search_path: tuple[str, ...]
     matviews: frozenset[int]  # materialized views read: they choose the epoch
     guards: tuple[tuple[int, Any], ...] = ()  # (view oid, engine program) the SQL came from
     sources: Any = None  # output_sources() of the statement, for its RowDescription
-    params: frozenset[int] | None = None  # the $n the SQL uses (None: let DuckDB judge)
-    duckdb: Any = None  # the SQL parsed by DuckDB, the epoch a parameter (server/reads.py)
+    params: frozenset[int] | None = None  # the client's $n the SQL uses (None: unknown)
+    duckdb: Any = None  # the SQL parsed by DuckDB once (server/reads.py)
     shape: Any = None  # ((names, DuckDB types), fields) of its last result
     seconds: float = 0.0  # CPU its last execution took in DuckDB (server/reads.py)
 

@@ -3,7 +3,8 @@
 COPY FROM parses the whole payload into Arrow string columns (pyarrow's CSV reader
 does the splitting in C); the table's types are applied by DuckDB casts in the
 insert path, exactly as for INSERT. Text-format backslash escapes are decoded
-in Python only when the payload contains any.
+in Python only when the payload contains any. COPY ... TO runs a SELECT
+(`source_query`).
 """
 
 from __future__ import annotations
@@ -169,3 +170,18 @@ def header_row(names: list[str], opts: CopyOptions) -> bytes:
 
 
 __all__ = ["CopyOptions", "copy_options", "parse_copy", "format_copy_row", "header_row", "Any"]
+
+
+def source_query(stmt: A.CopyStmt) -> A.SelectStmt:
+    """The SELECT whose rows COPY ... TO sends: COPY (SELECT ...) or COPY table [(cols)]."""
+    if stmt.query is not None:
+        query = stmt.query
+        if not isinstance(query, A.SelectStmt):
+            raise FeatureNotSupported("COPY (statement) TO supports SELECT only")
+        return query
+    targets = (
+        [A.ResTarget(val=A.ColumnRef(fields=(A.String(sval=a.sval),))) for a in stmt.attlist]
+        if stmt.attlist
+        else [A.ResTarget(val=A.ColumnRef(fields=(A.A_Star(),)))]
+    )
+    return A.SelectStmt(targetList=targets, fromClause=(stmt.relation,), op=0)

@@ -4,6 +4,8 @@ headwater_catalog.views   one row per materialized view: frontier, lag, rows,
                           state size, status, last error, backfill progress
 headwater_catalog.epochs  one row per retained epoch and table it changed:
                           closed_at, rows changed (table NULL: no table changed)
+headwater_catalog.sinks   one row per sink: source, target, mode, epoch written, lag,
+                          rows, status, last error (server/sinks.py)
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ VIEWS = pa.schema(
         ("created_epoch", pa.int64()),
         ("backfill_rows_done", pa.int64()),
         ("backfill_rows_total", pa.int64()),
+        ("executor", pa.string()),  # who ran the view's last batch: spark | duckdb
+        ("executor_reason", pa.string()),
+        ("spark_tasks", pa.int64()),  # Spark tasks run for the view so far
     ]
 )
 
@@ -46,12 +51,35 @@ EPOCHS = pa.schema(
     ]
 )
 
+SINKS = pa.schema(
+    [
+        ("oid", pa.int64()),
+        ("schema", pa.string()),
+        ("name", pa.string()),
+        ("source", pa.string()),
+        ("target_kind", pa.string()),
+        ("target", pa.string()),
+        ("table_name", pa.string()),
+        ("mode", pa.string()),
+        ("key", pa.string()),
+        ("epoch_written", pa.int64()),
+        ("lag_epochs", pa.int64()),
+        ("lag_ms", pa.float64()),
+        ("rows", pa.int64()),
+        ("batches", pa.int64()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
 
 def relation(instance: Instance, name: str) -> pa.Table | None:
     if name == "views":
         return views(instance)
     if name == "epochs":
         return epochs(instance)
+    if name == "sinks":
+        return pa.Table.from_pylist(instance.sinks.rows(), schema=SINKS)
     return None
 
 
@@ -96,6 +124,9 @@ def views(instance: Instance) -> pa.Table:
                 "created_epoch": st.created if st is not None else None,
                 "backfill_rows_done": bf.rows_done if bf else None,
                 "backfill_rows_total": bf.rows_total if bf else None,
+                "executor": st.executor if st is not None else None,
+                "executor_reason": st.executor_reason if st is not None else None,
+                "spark_tasks": st.spark_tasks if st is not None else None,
             }
         )
     return pa.Table.from_pylist(rows, schema=VIEWS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,14 +17,28 @@ from typing import Any
 
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Table
+from headwater.planner.pg_compat import install_functions
 from headwater.server.batcher import InsertBatcher
+from headwater.server.channels import Notifications
 from headwater.server.matviews import MaterializedViews
-from headwater.storage.changelog import ChangeLog, EpochRecord
+from headwater.server.sequences import Sequences
+from headwater.server.sinks import SinkManager
+from headwater.storage.changelog import EVENT_EPOCH, RETAINED_FROM, ChangeLog, EpochRecord
 from headwater.storage.commit import Committer
+from headwater.storage.object_store import ObjectStoreURL, claim_cache, download, upload
 from headwater.storage.replica import Replica
+from headwater.storage.sequences import SequenceLog
 from headwater.storage.slate import SlateStore
 
+from headwater.errors import SQLError
+
 log = logging.getLogger("headwater")
+
+# --object-store: the views' state (the engine's DuckDB database) is copied to the
+# bucket this often and at shutdown, and fetched by a start on an empty data directory
+ENGINE_SNAPSHOT = "engine/engine.duckdb"
+SNAPSHOT_ENV = "HEADWATER_ENGINE_SNAPSHOT_S"  # seconds between copies (tests shorten it)
+SNAPSHOT_EVERY = 60.0
 
 
 @dataclass
@@ -41,29 +56,51 @@ class Config:
     min_free_mb: int = 64  # writes are refused (53100) when the data dir has less free space
     max_connections: int = 100  # as PostgreSQL's max_connections (superusers get 3 more)
     spark_master: str = "local[2]"  # where the engine's Spark stage runs
+    executor: str = "duckdb"  # who runs views' batches: auto | spark | duckdb (engine/executors)
     # seconds the stage may have work and finish no batch before its JVM is killed
     spark_stall_timeout: float = 120.0
     retention: float = 3600.0  # seconds of history kept for AS OF and SUBSCRIBE ... AS OF
+    metrics_address: str | None = None  # host:port of GET /metrics (server/metrics.py)
+    # s3://bucket/prefix holding SlateDB (storage/object_store.py); data_dir is a cache
+    object_store: ObjectStoreURL | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Instance:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.store = SlateStore(config.data_dir / "slatedb")
+        self.store = SlateStore(config.data_dir / "slatedb", config.object_store)
+        # why the server must stop (another server fenced it); `stopping` is then set
+        self.fatal: SQLError | None = None
+        self.stopping = asyncio.Event()
         self.changelog = ChangeLog(self.store)
-        self.replica = Replica(config.memory_limit, config.data_dir / "duckdb_tmp")
+        self.sequences = Sequences(SequenceLog(self.store))
+        self.replica = Replica(
+            config.memory_limit, config.data_dir / "duckdb_tmp", self._install_functions
+        )
         self.catalog = Catalog()
         self.next_rid = 1
         # view oid -> oids of the relations its definition names (for DROP and 2BP01);
         # rebuilt lazily by binding the view when missing (e.g. after a restart)
         self.view_deps: dict[int, set[int]] = {}
+        # ALTERs whose replica table is rewritten and whose catalog is not current yet:
+        # a read that meets the new table with the old catalog waits and runs again
+        self.reshaping = 0
+        self.rebuilding: set[int] = set()  # materialized views rebuilt after an ALTER
         self.committer: Committer | None = None
         self.matviews = MaterializedViews(self)
         # epoch -> (closed at, rows changed per table oid): headwater_catalog.epochs
         self.epoch_history: dict[int, tuple[float, dict[int, int]]] = {}
         self.retained_from = 0  # oldest epoch AS OF can read (history before it vacuumed)
         self._vacuum_task: asyncio.Task[None] | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._vacuum_lock = asyncio.Lock()  # one vacuum pass at a time (VACUUM, background)
+        self.notifications = Notifications()  # LISTEN / NOTIFY (server/notify.py)
+        self.sinks = SinkManager(self)  # CREATE SINK (server/sinks.py)
+
+    def _install_functions(self, db: Any) -> None:
+        install_functions(db)
+        self.sequences.install(db)
 
     def meta(self) -> dict[str, Any]:
         return {"next_oid": self.catalog.next_oid}
@@ -74,6 +111,8 @@ class Instance:
         return first
 
     async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.store.on_fenced = lambda err: loop.call_soon_threadsafe(self._fenced, err)
         await asyncio.to_thread(self._recover)
         last = self._last_epoch
         self.batcher = InsertBatcher(self)
@@ -88,15 +127,27 @@ class Instance:
         )
         self.committer.on_durable(self._record_epoch)
         self.committer.on_durable(self.matviews.spool_epoch)
+        self.committer.on_durable(self.replica.keys.observe)  # point reads' cache
         self.matviews.start(asyncio.get_running_loop())
         self.committer.start()
         self._vacuum_task = asyncio.get_running_loop().create_task(self._vacuum_loop())
+        if self.config.object_store is not None:
+            self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot_loop())
+        self.sinks.start()
+
+    def _fenced(self, err: SQLError) -> None:
+        log.critical("%s. %s %s", err.message, err.detail, err.hint)
+        self.fatal = err
+        self.stopping.set()
 
     def _recover(self) -> None:
         t0 = time.time()
+        claim_cache(self.config.data_dir, self.config.object_store)
+        self._restore_engine()
         self.store.open_sync()
         objs, meta = self.changelog.load_catalog()
         self.catalog.load(objs, meta.get("next_oid", 0))
+        self.sequences.recover()
         self.next_rid = 1
         epochs = self.changelog.epochs()
         self._last_epoch = epochs[-1]["epoch"] if epochs else 0
@@ -107,9 +158,14 @@ class Instance:
         respool_after = self.matviews.recover_before_replica()
         for table in self.catalog.tables():
             table_log = self.changelog.read_table_log(table.oid)
-            if respool_after is not None:
-                self.matviews.respool(table.oid, table_log, respool_after)
+            if respool_after is not None:  # (a rewrite is history, not an epoch's change)
+                changes = [(e, t) for e, t in table_log if EVENT_EPOCH not in t.column_names]
+                self.matviews.respool(table.oid, changes, respool_after)
             rows += self.replica.rebuild_table(table, table_log)
+            for _, t in table_log:  # a rewrite holds no history vacuumed before it
+                kept = (t.schema.metadata or {}).get(RETAINED_FROM)
+                if kept is not None:
+                    self.retained_from = max(self.retained_from, int(kept))
         # Row ids are not persisted separately: continue after the largest one kept.
         self.next_rid = self.replica.max_rid(t.oid for t in self.catalog.tables()) + 1
         self.matviews.recover_after_replica(self._last_epoch)
@@ -121,6 +177,80 @@ class Instance:
             self._last_epoch,
             time.time() - t0,
         )
+
+    # -- the views' state in the bucket (--object-store) ----------------------------------
+    def _restore_engine(self) -> None:
+        """An empty cache: fetch the views' state last copied to the bucket, so views go
+        on from their frontiers (respooled from the change log) instead of a backfill.
+        Its Parquet listing is dropped: the DuckDB copy of every state is complete
+        (docs/adr/003-shared-state.md) and the Parquet files stayed behind."""
+        store = self.config.object_store
+        local = self.matviews.state_dir / "engine.duckdb"
+        if store is None or local.exists():
+            return
+        try:
+            if not download(store, ENGINE_SNAPSHOT, local):
+                return
+            import duckdb
+
+            db = duckdb.connect(str(local))
+            try:
+                tables = {r[0] for r in db.execute("SHOW TABLES").fetchall()}
+                if "hw_parquet" in tables:
+                    db.execute("DELETE FROM hw_parquet")
+                fronts = db.execute(
+                    "SELECT count(*), min(frontier), max(frontier) FROM hw_views"
+                ).fetchone()
+            finally:
+                db.close()
+        except Exception as e:  # the views are backfilled instead
+            log.warning("the views' state could not be fetched from %s: %s", store.url, e)
+            local.unlink(missing_ok=True)
+            return
+        log.info(
+            "fetched the views' state from %s/%s: %d views at epochs %s-%s",
+            store.url,
+            ENGINE_SNAPSHOT,
+            *(fronts or (0, None, None)),
+        )
+
+    async def _snapshot_loop(self) -> None:
+        try:
+            every = float(os.environ.get(SNAPSHOT_ENV, SNAPSHOT_EVERY))
+        except ValueError:
+            every = SNAPSHOT_EVERY
+        while True:
+            await asyncio.sleep(every)
+            await asyncio.to_thread(self.ship_engine)
+
+    def ship_engine(self) -> None:
+        """Copy the views' state to the bucket: one DuckDB transaction (COPY FROM
+        DATABASE) while the engine goes on, so states and frontiers agree. A copy by a
+        fenced server is skipped; one racing the fencing is older, never wrong (its
+        frontiers are epochs of the same log)."""
+        store, engine = self.config.object_store, self.matviews.engine
+        if store is None or engine is None or self.store.fenced is not None:
+            return
+        from headwater.engine.engine import ATTACHED
+
+        snap = self.config.data_dir / "engine-snapshot.duckdb"
+        snap.unlink(missing_ok=True)
+        cur = self.replica.cursor()
+        try:
+            path = str(snap).replace("'", "''")
+            cur.execute(f"ATTACH '{path}' AS hw_snapshot")
+            try:
+                cur.execute(f"COPY FROM DATABASE {ATTACHED} TO hw_snapshot")
+            finally:
+                cur.execute("DETACH hw_snapshot")
+            if self.store.fenced is None:
+                upload(store, snap, ENGINE_SNAPSHOT)
+        except Exception as e:
+            log.warning("the views' state could not be copied to %s: %s", store.url, e)
+        finally:
+            cur.close()
+            snap.unlink(missing_ok=True)
+            snap.with_name(snap.name + ".wal").unlink(missing_ok=True)
 
     def _record_epoch(self, rec: EpochRecord) -> None:
         self.epoch_history[rec.epoch] = (
@@ -151,20 +281,26 @@ class Instance:
         for epoch, (closed_at, _) in self.epoch_history.items():
             if closed_at <= cutoff and epoch > h:
                 h = epoch
-        return self.matviews.clamp_horizon(h)
+        return self.sinks.clamp_horizon(self.matviews.clamp_horizon(h))
 
     async def _vacuum_loop(self) -> None:
         interval = min(max(self.config.retention / 10, 1.0), 60.0)
         while True:
             await asyncio.sleep(interval)
+            await self.vacuum_now()
+
+    async def vacuum_now(self) -> None:
+        """Drop history older than the retention window: every `interval` in the
+        background, and at VACUUM (server/maintenance.py); one pass at a time."""
+        async with self._vacuum_lock:
             h = self.horizon(time.time())
             if h <= self.retained_from or self.committer is None:
-                continue
+                return
             try:  # old versions only: writers touch live and pending ones, never these
                 removed = await asyncio.to_thread(self._vacuum, h)
             except Exception:
                 log.exception("vacuum to epoch %d failed", h)
-                continue
+                return
             log.debug("vacuumed %d versions up to epoch %d", removed, h)
 
     def _vacuum(self, horizon: int) -> int:
@@ -178,7 +314,11 @@ class Instance:
     async def close(self) -> None:
         if self._vacuum_task is not None:
             self._vacuum_task.cancel()
+        if self._snapshot_task is not None:
+            self._snapshot_task.cancel()
+        await self.sinks.close()
         await asyncio.to_thread(self.matviews.close)
+        await asyncio.to_thread(self.ship_engine)  # the stage stopped: its last frontiers
         if self.committer:
             await self.committer.stop()
         await asyncio.to_thread(self.store.close_sync)

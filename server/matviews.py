@@ -28,31 +28,26 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from pathlib import Path
-from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import MaterializedView, Table
+from headwater.planner.temporal import CLOCK_OID, clock_changes, clock_rows
 from headwater.storage.changelog import EpochRecord
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import physical, quote, visible_at
-from pglast import parse_sql
 
 from headwater.errors import SQLError
 
 if TYPE_CHECKING:  # the engine (and pyspark) is imported once a view needs it
-    from headwater.engine.delta import ScanInfo
-    from headwater.engine.engine import Engine
-    from headwater.engine.spool import SpoolWriter
+    from headwater.engine.api import EngineAPI, Jvm, StageFault, ViewState
     from headwater.planner.ir import Plan
     from headwater.server.instance import Instance
 
@@ -70,6 +65,7 @@ STAGE_GIVE_UP = 5  # consecutive failures after which the status says 'error' (r
 # batch for up to ~45 s here at load average 20.
 STAGE_START_GRACE = 300.0
 PROBE_WAIT = 1.0  # how long a health check may take before the supervisor goes on
+INTERIM_POLL = 0.05  # seconds between advances while the stage starts (--executor auto)
 STOP_WAIT = 30.0  # how long stopping a query may take before its JVM is killed
 # the same at shutdown, below process managers' grace before SIGKILL (Docker's 10 s);
 # killing the JVM mid-batch is safe: the batch is replayed from Spark's checkpoint
@@ -93,11 +89,12 @@ class Backfill:
 class MaterializedViews:
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
-        self.engine: Engine | None = None
-        self.spool: SpoolWriter | None = None
+        self.engine: EngineAPI | None = None
         self.backfills: dict[int, Backfill] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._advanced: asyncio.Event | None = None
+        # called on the stage's thread after each batch: (end, seconds, executors) (metrics)
+        self.batch_listeners: list[Callable[[int, float, frozenset[str]], None]] = []
         self._stage: threading.Thread | None = None
         self._stopping = threading.Event()
         # the stage as the supervisor sees it: starting | running | restarting | error
@@ -109,7 +106,6 @@ class MaterializedViews:
         self._start_failures = 0  # consecutive failures of Engine.start()
         self.backoff = _backoff_schedule()
         self.stall_timeout = instance.config.spark_stall_timeout
-        self._probe = _Probe()
 
     @property
     def state_dir(self) -> Any:
@@ -120,22 +116,23 @@ class MaterializedViews:
         return self.instance.config.data_dir / "spool"
 
     # -- lifecycle ------------------------------------------------------------------
-    def open_engine(self) -> Engine:
+    def open_engine(self) -> EngineAPI:
         """The engine, opened on first use (a server without materialized views never
-        starts the JVM)."""
+        starts the JVM); its views are planned again from the catalog's definitions."""
         if self.engine is None:
-            from headwater.engine.engine import Engine
-            from headwater.engine.spool import SpoolWriter
+            from headwater.engine.api import EngineAPI
 
-            self.spool = SpoolWriter(self.spool_dir)
-            self.engine = Engine(
+            self.engine = EngineAPI(
                 self.state_dir,
                 self.spool_dir,
-                master=self.instance.config.spark_master,
+                self.instance.catalog,
+                connection=self.instance.replica.cursor(),
                 snapshot=self._snapshot,
-                connection=self.instance.replica._db,
+                master=self.instance.config.spark_master,
+                executor=self.instance.config.executor,
+                memory_limit=self.instance.replica.memory_limit,
             )
-            self.engine.on_advance.append(self._on_advance)
+            self.engine.on_advance(self._on_advance)
         return self.engine
 
     def recover_before_replica(self) -> int | None:
@@ -144,24 +141,47 @@ class MaterializedViews:
         cat = self.instance.catalog
         if not any(True for _ in cat.matviews()) and not self.state_dir.exists():
             return None
-        engine = self.open_engine()
-        for oid in [v for v in engine.views if not isinstance(cat.by_oid(v), MaterializedView)]:
-            engine.drop_view(oid)  # dropped in the catalog; the engine missed it
+        engine = self.open_engine()  # (drops views no longer in the catalog)
+        for oid in [v for v in engine.views if self._stale(v)]:
+            engine.drop_view(oid)  # a table under it changed shape (ALTER): backfilled again
         fronts = self.running_frontiers()
-        return min(fronts) if fronts else engine.last_epoch
+        self._respool_after = min(fronts) if fronts else engine.last_epoch
+        return self._respool_after
+
+    def _stale(self, oid: int) -> bool:
+        """The engine planned the view over tables whose columns have changed since
+        (ALTER TABLE, then a crash before the view was rebuilt)."""
+        assert self.engine is not None
+        for t, info in self.engine.views[oid].scans.items():
+            rel = self.instance.catalog.by_oid(t)
+            if (
+                t != CLOCK_OID
+                and info.view is None
+                and (
+                    not isinstance(rel, Table)
+                    or info.columns != [c.name for c in rel.columns]
+                    or info.types != [c.type.duckdb() for c in rel.columns]
+                )
+            ):
+                return True
+        return False
 
     def respool(self, table_oid: int, log_: list[tuple[int, pa.Table]], after: int) -> None:
-        assert self.spool is not None
+        assert self.engine is not None
         for epoch, changes in log_:
             if epoch > after:
-                self.spool.write_epoch(epoch, {table_oid: changes})
+                self.engine.write_epoch(epoch, {table_oid: changes})
 
     def recover_after_replica(self, last_epoch: int) -> None:
         """The replica holds every durable epoch: backfill views the engine lacks."""
         if self.engine is None:
             return
-        assert self.spool is not None
-        self.spool.set_latest(last_epoch)
+        after = getattr(self, "_respool_after", None)
+        if after is not None:  # the clock of temporal filters, as spool_epoch writes it
+            for epoch in sorted(self.instance.epoch_history):
+                if after < epoch <= last_epoch:
+                    self.engine.write_epoch(epoch, {CLOCK_OID: self._clock_change(epoch)})
+        self.engine.set_latest(last_epoch)
         missing = [
             mv
             for mv in sorted(self.instance.catalog.matviews(), key=lambda m: m.oid)
@@ -169,7 +189,10 @@ class MaterializedViews:
         ]
         for mv in missing:
             log.info("backfilling materialized view %s (missing from the engine)", mv.name)
-            self._backfill(mv, last_epoch)
+            try:
+                self._backfill(mv, last_epoch)
+            except (SQLError, duckdb.Error) as e:  # the server starts; reads say 55000
+                log.error("materialized view %s cannot be backfilled: %s", mv.name, e)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -183,12 +206,29 @@ class MaterializedViews:
         if self._stage is not None or self.engine is None:
             return
         engine = self.engine
-        engine.on_advance.append(self._stage_advanced)
+        engine.on_advance(self._stage_advanced)
+        engine.on_progress(self._stage_progress)
         self.stage_state = "starting"
         self._stage = threading.Thread(
             target=self._supervise, args=(engine,), name="spark-stage", daemon=True
         )
         self._stage.start()
+        if engine.executor == "auto":
+            threading.Thread(
+                target=self._interim, args=(engine,), name="views-interim", daemon=True
+            ).start()
+
+    def _interim(self, engine: EngineAPI) -> None:
+        """`--executor auto`: while the Spark stage is not running (starting: 6-70 s;
+        restarting), advance the views on DuckDB from here, so that Spark's start is
+        off the read path. Exactly once with the stage: views skip epochs they have."""
+        while not self._stopping.wait(INTERIM_POLL):
+            if self.stage_state == "running":
+                continue
+            try:
+                engine.advance_now()
+            except Exception:
+                log.exception("advancing views while the Spark stage starts")
 
     def stage_fault(self) -> tuple[str, str] | None:
         """(status, error) that every running view shows while the stage is down."""
@@ -197,7 +237,7 @@ class MaterializedViews:
             return None
         return self.stage_state, error
 
-    def _supervise(self, engine: Engine) -> None:
+    def _supervise(self, engine: EngineAPI) -> None:
         """The supervisor (thread `spark-stage`): start the stage, watch it, and restart
         it with backoff when its query fails or its JVM dies. A restarted query goes on
         from Spark's checkpoint (the batch in flight is replayed; views whose frontier
@@ -220,12 +260,12 @@ class MaterializedViews:
             self.stage_error = f"{text}; restarting (attempt {failures}, in {wait:g}s)"
             self.stage_state = "restarting" if failures < STAGE_GIVE_UP else "error"
             log.warning("Spark stage: %s", self.stage_error)
-            self._reset_stage(engine, full=new_session)
+            engine.reset_stage(new_jvm=new_session, stop_wait=STOP_WAIT)
             if self._stopping.wait(wait):
                 break
         self.stage_state = "stopped"
 
-    def _run_stage(self, engine: Engine) -> tuple[str, bool] | None:
+    def _run_stage(self, engine: EngineAPI) -> tuple[str, bool] | None:
         """Start the stage and watch it until it fails: returns (error, whether the next
         start needs a new SparkSession), or None when the server shuts down."""
         try:
@@ -233,16 +273,17 @@ class MaterializedViews:
         except RuntimeError as e:
             return str(e), False
         try:
-            engine.start()
-        except Exception as e:
+            engine.start_stage()
+        except Exception as e:  # StageStartError: Spark's message in one line
             # a new SparkSession if the JVM is gone or the start failed twice in a row
             self._start_failures += 1
-            fresh = not _jvm_alive() or self._start_failures >= 2
-            return f"the Spark stage failed to start: {_brief(e)}", fresh
+            jvm = engine.stage_process()
+            fresh = jvm is None or not jvm.alive or self._start_failures >= 2
+            return f"the Spark stage failed to start: {e}", fresh
         self._start_failures = 0
         if self._stopping.is_set():
             with contextlib.suppress(Exception):
-                engine.stop()
+                engine.stop_stage(CLOSE_WAIT)
             return None
         log.info("Spark stage running")
         if self.stage_state == "starting":
@@ -250,20 +291,20 @@ class MaterializedViews:
         seen = self._advances
         batched = False  # a batch completed since this start
         progress = time.monotonic()  # the last batch, or the last time there was no work
-        pending: Future[tuple[str, bool] | None] | None = None  # a health check asked
+        pending: Future[StageFault | None] | None = None  # a health check asked
         while not self._stopping.wait(STAGE_POLL):
-            proc = _jvm_process()
-            stopped = proc is not None and _proc_state(proc.pid) in ("T", "t")
+            jvm = engine.stage_process()
+            stopped = jvm is not None and jvm.stopped
             # the query's health, unless a check is still blocked in the JVM or the JVM
             # is stopped (the call would block): then progress alone decides
             if pending is None and not stopped:
-                pending = self._probe.submit(lambda: _check_stage_safely(engine))
+                pending = engine.check_stage()
                 with contextlib.suppress(FutureTimeout):
                     pending.result(PROBE_WAIT)
             if pending is not None and pending.done():
                 fault, pending = pending.result(), None
                 if fault is not None:
-                    return fault
+                    return fault.error, fault.new_jvm
             now = time.monotonic()
             if self._advances != seen:
                 seen, batched, progress = self._advances, True, now
@@ -273,7 +314,7 @@ class MaterializedViews:
                 limit = self._stall_timeout()
                 limit = limit if batched else max(limit, STAGE_START_GRACE)
                 if now - progress > limit:
-                    return self._stalled(now - progress, limit, proc, stopped), True
+                    return self._stalled(now - progress, limit, jvm), True
                 continue
             if self.stage_state != "running":
                 log.info("Spark stage recovered (%s)", self.stage_error)
@@ -287,17 +328,17 @@ class MaterializedViews:
                 return float(path.read_text())
         return self.stall_timeout
 
-    def _stalled(self, waited: float, limit: float, proc: Any, stopped: bool) -> str:
+    def _stalled(self, waited: float, limit: float, jvm: Jvm | None) -> str:
         """The cause shown for a stalled stage (whose JVM the restart kills)."""
         committer = self.instance.committer
         durable = committer.durable_epoch if committer is not None else 0
         low = min(self.running_frontiers(), default=durable)
-        jvm = "its JVM"
-        if proc is not None:
-            jvm += f" (pid {proc.pid}{', stopped by a signal' if stopped else ''})"
+        which = "its JVM"
+        if jvm is not None:
+            which += f" (pid {jvm.pid}{', stopped by a signal' if jvm.stopped else ''})"
         return (
             f"the Spark stage stalled: no batch in {waited:.0f}s (stall timeout {limit:g}s)"
-            f" with views at epoch {low} behind epoch {durable}; {jvm} is killed"
+            f" with views at epoch {low} behind epoch {durable}; {which} is killed"
         )
 
     def _caught_up(self) -> bool:
@@ -307,19 +348,8 @@ class MaterializedViews:
         fronts = self.running_frontiers()
         return committer is not None and min(fronts, default=2**63) >= committer.durable_epoch
 
-    def _reset_stage(self, engine: Engine, full: bool) -> None:
-        """Forget the failed query; with `full`, the SparkSession and its JVM too."""
-        query, engine.query = engine.query, None
-        if query is not None and not full:
-            try:  # a JVM that does not answer in STOP_WAIT is killed
-                self._probe.submit(query.stop).result(STOP_WAIT)
-            except Exception:
-                full = True
-        if full:
-            try:
-                _forget_spark()
-            except Exception:
-                log.exception("Spark stage: forgetting the SparkSession")
+    def _stage_progress(self) -> None:  # a step of a batch on Spark: not stalled
+        self._advances += 1
 
     def _stage_advanced(self, end: int) -> None:  # the stage's thread, after a batch
         self._advances += 1
@@ -340,34 +370,43 @@ class MaterializedViews:
     def close(self) -> None:
         self._stopping.set()
         if self.engine is not None:
-            proc = _jvm_process()
-            if proc is not None and _proc_state(proc.pid) in ("T", "t"):
-                log.warning("Spark stage: its JVM (pid %d) is stopped; killing it", proc.pid)
-                proc.kill()  # stopping the query would wait for it forever
-            try:
-                self._probe.submit(self.engine.stop).result(CLOSE_WAIT)
-            except FutureTimeout:
-                log.warning(
-                    "Spark stage: the query did not stop in %gs; killing its JVM", CLOSE_WAIT
-                )
-                if proc is not None:
-                    proc.kill()
-            except Exception:
-                log.exception("stopping the Spark stage")
+            self.engine.stop_stage(CLOSE_WAIT)
 
     # -- the commit path ------------------------------------------------------------
     def spool_epoch(self, rec: EpochRecord) -> None:
         """A durable epoch, for the stage (a commit listener; runs on the event loop)."""
-        if self.spool is None:
+        if self.engine is None:
             return
-        self.spool.write_epoch(rec.epoch, {o: t for o, t in rec.changes.items() if t.num_rows})
+        changes = {o: t for o, t in rec.changes.items() if t.num_rows}
+        changes[CLOCK_OID] = self._clock_change(rec.epoch, rec.closed_at)
+        self.engine.write_epoch(rec.epoch, changes)
+
+    def _closed_at(self, epoch: int) -> float:
+        """When an epoch closed (the newest recorded epoch at or before it)."""
+        history = self.instance.epoch_history
+        for e in range(epoch, max(epoch - 1000, 0), -1):
+            if e in history:
+                return history[e][0]
+        return 0.0
+
+    def _clock_change(self, epoch: int, closed_at: float | None = None) -> pa.Table:
+        """The clock's change at an epoch (planner/temporal.py): -the previous epoch's
+        close time, +this one's. Every epoch gets one: a temporal view's time moves
+        with each epoch, and reads of it are fresh only at its frontier."""
+        at = self._closed_at(epoch) if closed_at is None else closed_at
+        return clock_changes(self._closed_at(epoch - 1) if epoch > 1 else None, at)
 
     def _on_advance(self, end: int) -> None:  # the stage's thread
         loop, ev = self._loop, self._advanced
         if loop is not None and ev is not None:
             loop.call_soon_threadsafe(ev.set)
-        if self.spool is not None and self.engine is not None:
-            self.spool.truncate(min(self.running_frontiers(), default=end))
+        batch = self.engine.last_batch if self.engine is not None else None
+        if batch is not None:
+            for fn in self.batch_listeners:
+                try:  # (an exception here would fail the batch: metrics must not)
+                    fn(end, *batch)
+                except Exception:
+                    log.exception("a batch listener failed")
 
     # -- retention ------------------------------------------------------------------
     def clamp_horizon(self, horizon: int) -> int:
@@ -379,39 +418,27 @@ class MaterializedViews:
 
     def vacuum(self, horizon: int) -> None:
         if self.engine is not None:
-            self.engine.vacuum(horizon)
+            self.engine.allow_compaction(horizon)
 
     # -- DDL ------------------------------------------------------------------------
     @staticmethod
     def plan(definition: str, catalog: Any, search_path: tuple[str, ...]) -> Plan:
         """The view's plan; FeatureNotSupported (0A000) names what is out of scope."""
-        from headwater.planner.ir import PlanBuilder
+        from headwater.engine.api import EngineAPI
 
-        return PlanBuilder(catalog, search_path).build(parse_sql(definition)[0].stmt)
-
-    def scans(self, plan: Plan) -> dict[int, ScanInfo]:
-        from headwater.engine.delta import ScanInfo
-
-        engine = self.open_engine()
-        out: dict[int, ScanInfo] = {}
-        for oid in plan.tables:
-            rel = self.instance.catalog.by_oid(oid)
-            if isinstance(rel, MaterializedView):
-                out[oid] = engine.output_scan(oid, oid)
-            else:
-                assert isinstance(rel, Table)
-                out[oid] = ScanInfo(
-                    oid, [c.name for c in rel.columns], [c.type.duckdb() for c in rel.columns]
-                )
-        return out
+        return EngineAPI.plan(definition, catalog, search_path)
 
     def _backfill(self, mv: MaterializedView, epoch: int) -> None:
+        from headwater.engine.api import EngineAPI
+
         engine = self.open_engine()
-        plan = self.plan(mv.definition, self.instance.catalog, (mv.schema, "public"))
-        scans = self.scans(plan)
+        catalog = self.instance.catalog
+        plan = EngineAPI.plan_view(mv, catalog)
         bf = self.backfills[mv.oid] = Backfill(started=time.time())
-        bf.rows_total = sum(self._count(o, epoch) for o, i in scans.items() if i.view is None)
-        engine.create_view(mv.oid, plan, scans, name=mv.name, at_epoch=epoch)
+        bf.rows_total = sum(
+            self._count(o, epoch) for o in plan.tables if isinstance(catalog.by_oid(o), Table)
+        )
+        engine.create_view(mv, catalog, at_epoch=epoch)
         bf.rows_done, bf.finished = bf.rows_total, time.time()
 
     async def created(self, mv: MaterializedView, epoch: int) -> list[str]:
@@ -449,6 +476,8 @@ class MaterializedViews:
         if front < 0:
             return front
         bases = self.base_tables(oid)
+        if CLOCK_OID in bases:  # a temporal filter: its time changes at every epoch
+            return front
         history = self.instance.epoch_history
         last = self.instance.visible_epoch
         e = front
@@ -461,39 +490,24 @@ class MaterializedViews:
 
     def base_tables(self, oid: int) -> set[int]:
         """The tables under a view, through the views it reads."""
-        engine = self.engine
-        prog = engine.views.get(oid) if engine is not None else None
-        if prog is None:
-            return set()
-        out: set[int] = set()
-        for t, info in prog.scans.items():
-            out |= self.base_tables(info.view) if info.view is not None else {t}
-        return out
+        return self.engine.base_tables(oid) if self.engine is not None else set()
 
-    def _views_rows(self) -> dict[int, tuple[int, int, str, str | None]]:
-        """view -> (frontier, created, status, error): the engine's registry, cheaply
-        (Engine.status() also sizes every state table)."""
-        if self.engine is None:
-            return {}
-        from headwater.engine.delta import fetch_all
-
-        rows = fetch_all(
-            self.engine._reader(), "SELECT view, frontier, created, status, error FROM hw_views"
-        )
-        return {int(v): (int(f), int(c), st, err) for v, f, c, st, err in rows}
+    def _view_states(self) -> dict[int, ViewState]:
+        """The engine's registry, cheaply (EngineAPI.status() also sizes every state)."""
+        return self.engine.view_states() if self.engine is not None else {}
 
     def running_frontiers(self) -> list[int]:
-        return [f for f, _, st, _ in self._views_rows().values() if st == "running"]
+        return [s.frontier for s in self._view_states().values() if s.status == "running"]
 
     def created_epoch(self, oid: int) -> int | None:
-        row = self._views_rows().get(oid)
-        return row[1] if row else None
+        row = self._view_states().get(oid)
+        return row.created if row else None
 
     def status(self, oid: int) -> tuple[str, str | None]:
-        row = self._views_rows().get(oid)
+        row = self._view_states().get(oid)
         if row is None:
             return "backfilling", None
-        return row[2], row[3]
+        return row.status, row.error
 
     def read_sql(self, mv: MaterializedView, epoch: str) -> str:
         """The view's rows at `epoch` (an epoch number, or a placeholder the statement
@@ -505,15 +519,12 @@ class MaterializedViews:
                 "55000",
                 hint="It is being backfilled; try again when CREATE MATERIALIZED VIEW returns.",
             )
-        prog = engine.views[mv.oid]
-        cols = ", ".join(
-            f"CAST({c} AS {col.type.duckdb()}) AS {quote(col.name)}"
-            for c, col in zip(prog.plan.root.columns, mv.columns, strict=True)
-        )
-        return (
-            f"(SELECT {cols} FROM (SELECT * FROM {engine.schema}o{mv.oid}"
-            f" WHERE _from <= {epoch} AND _to > {epoch}) _o, range(_o._n))"
-        )
+        return engine.read_sql(mv, epoch)
+
+    def changes_sql(self, mv: MaterializedView, after: int | str, upto: int | str) -> str:
+        """The view's changes of epochs (after, upto]: (_e, _w, columns...)."""
+        assert self.engine is not None
+        return self.engine.changes_sql(mv, after, upto)
 
     async def wait_frontiers(self, oids: set[int], epoch: int, timeout: float) -> int | None:
         """Wait until every view in `oids` reflects `epoch`; returns the oid of a view
@@ -539,6 +550,8 @@ class MaterializedViews:
 
     # -- the snapshot the engine backfills from ---------------------------------------
     def _snapshot(self, oid: int, epoch: int) -> pa.Table:
+        if oid == CLOCK_OID:
+            return clock_rows(self._closed_at(epoch))
         table = self.instance.table(oid)
         assert table is not None
         cols = ", ".join(quote(c.name) for c in table.columns)
@@ -561,34 +574,7 @@ class MaterializedViews:
             cur.close()
 
 
-# -- the Spark stage's health -------------------------------------------------------
-class _Probe:
-    """Calls into the JVM on a thread of their own: Py4J has no timeout, and a call
-    into a JVM that hangs (SIGSTOP, a deadlock) blocks until that JVM dies. One
-    long-lived thread, since pyspark pins a JVM thread and connection to each Python
-    thread that calls it."""
-
-    def __init__(self) -> None:
-        self._jobs: SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="spark-probe", daemon=True)
-            self._thread.start()
-        fut: Future[Any] = Future()
-        self._jobs.put((fn, fut))
-        return fut
-
-    def _work(self) -> None:
-        while True:
-            fn, fut = self._jobs.get()
-            try:
-                fut.set_result(fn())
-            except BaseException as e:
-                fut.set_exception(e)
-
-
+# -- the Spark stage's supervision ------------------------------------------------
 def _backoff_schedule() -> tuple[float, ...]:
     """STAGE_BACKOFF, or the schedule BACKOFF_ENV gives (tests)."""
     text = os.environ.get(BACKOFF_ENV, "")
@@ -598,109 +584,3 @@ def _backoff_schedule() -> tuple[float, ...]:
         log.warning("ignoring %s=%r (comma-separated seconds)", BACKOFF_ENV, text)
         waits = ()
     return waits or STAGE_BACKOFF
-
-
-def _proc_state(pid: int) -> str | None:
-    """A process's state (/proc/<pid>/stat: R, S, D, T stopped, Z...); None if gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
-def _jvm_process() -> Any:
-    """The JVM that pyspark launched for this process (a Popen), if any."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    # not getattr: a Py4J gateway resolves unknown attributes in the JVM
-    return gateway.__dict__.get("proc") if gateway is not None else None
-
-
-def _jvm_alive() -> bool:
-    proc = _jvm_process()
-    return proc is not None and proc.poll() is None
-
-
-def _check_stage(engine: Engine) -> tuple[str, bool] | None:
-    """None while the stage is healthy; else (error, whether the JVM is gone)."""
-    proc = _jvm_process()
-    if proc is not None and proc.poll() is not None:
-        return f"the Spark JVM (pid {proc.pid}) exited with code {proc.returncode}", True
-    query = engine.query
-    if query is None:
-        return "the Spark stage's query is gone", False
-    try:
-        if query.isActive:
-            return None
-        exc = query.exception()
-    except Exception as e:  # Py4J: the driver's JVM does not answer; did it exit?
-        with contextlib.suppress(Exception):
-            if proc is not None and proc.wait(timeout=2) is not None:
-                return f"the Spark JVM (pid {proc.pid}) exited with code {proc.returncode}", True
-        return f"the Spark driver does not answer: {_brief(e)}", True
-    if exc is None:
-        return "the Spark stage's query stopped", False
-    text = _brief(exc)
-    cause = getattr(exc, "_cause", None)  # pyspark's converted Java cause
-    if cause is not None and _brief(cause) not in text:
-        text += f" (caused by {_brief(cause)})"
-    return f"the Spark stage's query failed: {text}", False
-
-
-def _check_stage_safely(engine: Engine) -> tuple[str, bool] | None:
-    try:
-        return _check_stage(engine)
-    except Exception as e:  # a fault to restart from, not a dead supervisor
-        return f"checking the Spark stage failed: {_brief(e)}", False
-
-
-def _forget_spark() -> None:
-    """Drop the process's SparkSession, SparkContext and Py4J gateway (their JVM died or
-    does not answer: it is killed), so that the next start launches a new JVM."""
-    from headwater.engine import engine as engine_module
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-    from pyspark.sql.context import SQLContext
-
-    with engine_module._spark_lock:
-        spark, engine_module._spark = engine_module._spark, None
-    gateway = SparkContext._gateway
-    proc = gateway.__dict__.get("proc") if gateway is not None else None
-    if proc is not None and proc.poll() is None:
-        proc.kill()  # the JVM this process started, which no longer answers
-        proc.wait()
-    if spark is not None:
-        with contextlib.suppress(Exception):
-            spark.stop()  # Python-side cleanup (accumulator server); the JVM calls fail
-    SparkSession._instantiatedSession = None
-    SparkSession._activeSession = None
-    SQLContext._instantiatedContext = None
-    with SparkContext._lock:
-        SparkContext._gateway = None
-        SparkContext._jvm = None
-        SparkContext._active_spark_context = None
-    if gateway is not None:
-        with contextlib.suppress(Exception):
-            gateway.shutdown()
-
-
-def _brief(e: BaseException) -> str:
-    """An exception in one line. Spark's messages run over many lines (a Python
-    traceback from the foreachBatch sink, the query's description): keep the first
-    line and the Python exception that ends an embedded traceback."""
-    text = str(e)
-    for cut in ("=== Streaming Query ===", "JVM stacktrace:", "\n\tat "):
-        text = text.split(cut, 1)[0]
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        return type(e).__name__
-    head = lines[0].split(" Return Message:", 1)[0]
-    if len(lines) > 1:
-        raised = [ln for ln in lines[1:] if _EXCEPTION_LINE.match(ln)]
-        if raised:
-            head = f"{head} {raised[-1]}"
-    return head if len(head) <= 500 else head[:497] + "..."
-
-
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: |$)")

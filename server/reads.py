@@ -4,7 +4,10 @@ SELECTs run in DuckDB on these threads, never on the default executor that COPY,
 commits and the INSERT batcher use: a bulk load or a commit does not hold up the
 point reads queued behind it. Statements whose last execution took more than `SLOW`
 seconds of CPU run on a smaller pool of their own, so a few big queries cannot take
-every read thread either.
+every read thread either. A statement whose last execution took less than `INLINE`
+runs on the event loop itself: the hop to a thread and back (a submit, two wake-ups,
+the loop's self-pipe) cost more than the query (issue 16: ~0.2 ms of a 0.7 ms
+prepared point read), and the loop is held no longer than by a message's Python work.
 
 A result whose columns are all of a few plain types (integers, double, boolean,
 text) is fetched as Python tuples directly; any other goes through Arrow, whose
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,6 +29,8 @@ from headwater.storage.duckdb_errors import translate
 from pglast.parser import scan
 
 SLOW = 0.1  # CPU seconds: a statement that took more runs on the slow pool next time
+INLINE = 0.001  # CPU seconds: a statement that took less runs on the event loop next time,
+INLINE_WALL = 0.005  # unless it took longer than this (it waited: a lock, a UDF)
 _PLAIN = frozenset({"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "DOUBLE", "VARCHAR"})
 _pools: dict[str, ThreadPoolExecutor] = {}
 
@@ -39,23 +45,29 @@ def _pool(kind: str) -> ThreadPoolExecutor:
     return pool
 
 
-async def run(slow: bool, fn: Any, *args: Any) -> Any:
-    """fn(*args) on a read thread (the slow pool when `slow`)."""
+async def run(last: float | None, fn: Any, *args: Any) -> Any:
+    """fn(*args) where a statement whose last execution took `last` CPU seconds (None:
+    not run yet) runs: on the event loop, the fast read pool or the slow one."""
+    if last is not None and last < INLINE:
+        return fn(*args)
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_pool("slow" if slow else "fast"), fn, *args)
+    pool = _pool("slow" if last is not None and last > SLOW else "fast")
+    return await loop.run_in_executor(pool, fn, *args)
 
 
 def fetch(
     cur: duckdb.DuckDBPyConnection, query: str | BoundRead, args: Any
 ) -> tuple[list[str], list[str], Any, float]:
     """(column names, DuckDB types, rows or an Arrow table, CPU seconds this thread
-    spent: what a statement costs, whatever the machine's load). `query` is
-    SQL, or a bound read whose epoch is a parameter (`args`, from `args()`)."""
+    spent: what a statement costs, whatever the machine's load; at least INLINE if
+    it took INLINE_WALL or more). `query` is SQL, or a bound read (DuckDB parses it
+    once); `args` come from `args()`."""
     t0 = time.thread_time()
+    w0 = time.perf_counter()
     try:
         if isinstance(query, BoundRead):
             if query.duckdb is None:
-                query.duckdb = cur.extract_statements(epoch_sql(query))[0]
+                query.duckdb = cur.extract_statements(query.sql)[0]
             rel = cur.execute(query.duckdb, args)
         else:
             rel = cur.execute(query, args)
@@ -68,7 +80,8 @@ def fetch(
             out = rel.to_arrow_table()
     except duckdb.Error as e:
         raise translate(e) from None
-    return names, types, out, time.thread_time() - t0
+    cpu = time.thread_time() - t0
+    return names, types, out, cpu if time.perf_counter() - w0 < INLINE_WALL else max(cpu, INLINE)
 
 
 def param_numbers(sql: str) -> frozenset[int] | None:
@@ -79,31 +92,40 @@ def param_numbers(sql: str) -> frozenset[int] | None:
         return None
 
 
-def epoch_param(used: frozenset[int]) -> int:
-    """The number of the parameter that carries a bound read's epoch: after the client's."""
-    return max(used, default=0) + 1
+def split_params(sql: str, epoch_param: int) -> tuple[frozenset[int] | None, int]:
+    """The client's $n that bound SQL names (None: not lexable, DuckDB judges), and
+    `epoch_param` if the SQL names it too (0 if not: it reads no table or view at an
+    epoch, say `SELECT 1` or a writing transaction's own rows)."""
+    used = param_numbers(sql)
+    if used is None:
+        named = re.search(rf"\${epoch_param}(?!\d)", sql) is not None
+        return None, epoch_param if named else 0
+    return used - {epoch_param}, epoch_param if epoch_param in used else 0
 
 
-def epoch_sql(plan: BoundRead) -> str:
-    """The bound read's SQL with its epoch a parameter: DuckDB parses it once, and binds
-    parameters as constants when it plans (filters on the epoch still prune)."""
-    assert plan.params is not None
-    return plan.sql.replace(plan.mark, f"${epoch_param(plan.params)}") if plan.mark else plan.sql
-
-
-def args(used: frozenset[int] | None, params: list[Any] | None, epoch: int | None = None) -> Any:
-    """DuckDB takes exactly the parameters a statement names (executor.duckdb_params,
-    with the names found once per bound statement); `epoch` is the read's, for epoch_sql."""
+def args(
+    used: frozenset[int] | None,
+    params: list[Any] | None,
+    epoch_param: int = 0,
+    epoch: int | None = None,
+) -> Any:
+    """DuckDB takes exactly the parameters a statement names: the client's `used` ones
+    (found once per bound statement, split_params) and $`epoch_param` carrying the
+    read's `epoch` (0: the SQL names none). A list when they are $1..$n, else by name."""
     params = params or []
-    if epoch is not None:
-        assert used is not None
-        if used == frozenset(range(1, len(params) + 1)):
+    if used is None:  # not lexable: the client's in order, then the epoch
+        if not epoch_param:
+            return params or None
+        return [*params[: epoch_param - 1], *[None] * (epoch_param - 1 - len(params)), epoch]
+    n = len(params)
+    if epoch_param:
+        if epoch_param == n + 1 and used == frozenset(range(1, n + 1)):
             return [*params, epoch]
-        named = {str(n): params[n - 1] for n in used if n <= len(params)}
-        named[str(epoch_param(used))] = epoch
+        named = {str(i): params[i - 1] for i in used if i <= n}
+        named[str(epoch_param)] = epoch
         return named
-    if not params or used is None:
-        return params or None
-    if used == frozenset(range(1, len(params) + 1)):
+    if not params:
+        return None
+    if used == frozenset(range(1, n + 1)):
         return params
-    return {str(n): params[n - 1] for n in used if n <= len(params)} or None
+    return {str(i): params[i - 1] for i in used if i <= n} or None

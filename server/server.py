@@ -6,9 +6,10 @@ import asyncio
 import logging
 from typing import Any
 
-from headwater.server import auth, tls
+from headwater.server import tls
+from headwater.server.auth.hba import load_hba
+from headwater.server.connection import Connection
 from headwater.server.instance import Config, Instance
-from headwater.server.protocol import Connection
 
 log = logging.getLogger("headwater.server")
 
@@ -19,10 +20,11 @@ class Server:
         self.instance = Instance(config)
         self.sessions: dict[int, Connection] = {}
         self.instance.server = self  # type: ignore[attr-defined]  # pg_terminate_backend
-        self.hba = auth.load_hba(config.hba_file)
+        self.hba = load_hba(config.hba_file)
         self.tls = tls.setup(config.data_dir, config.tls_cert, config.tls_key, config.tls)
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.metrics: Any = None  # server/metrics.py, with --metrics-address
 
     async def start(self) -> None:
         await self.instance.open()
@@ -30,6 +32,11 @@ class Server:
             self._accept, self.config.host, self.config.port, limit=1 << 20, backlog=512
         )
         log.info("listening on %s:%d", self.config.host, self.config.port)
+        if self.config.metrics_address:
+            from headwater.server.metrics import MetricsServer, parse_address
+
+            self.metrics = MetricsServer(self.instance, lambda: self.sessions)
+            await self.metrics.start(*parse_address(self.config.metrics_address))
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(self, reader, writer)
@@ -57,6 +64,8 @@ class Server:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self.metrics is not None:
+            await self.metrics.close()
         for t in list(self._tasks):
             t.cancel()
         await self.instance.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,10 @@ class WriteTxn:
     # materialized views to backfill / to drop from the engine once the commit is durable
     created_matviews: list[int] = field(default_factory=list)
     dropped_matviews: list[int] = field(default_factory=list)
+    # tables whose shape ALTER TABLE changed: their change log is rewritten at COMMIT
+    # (server/alter.py), and the materialized views over them rebuilt (parents first)
+    rewritten: set[int] = field(default_factory=set)
+    rebuilt_matviews: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -57,7 +62,7 @@ class Session:
         self.instance = instance
         self.user = user
         self.database = database
-        self.role_oid = 0  # the authenticated role (server/auth.py); privileges follow it
+        self.role_oid = 0  # the authenticated role (server/auth/exchange.py); privileges follow it
         self.pid = next(_pids)
         self.secret = 0
         self.settings = Settings()
@@ -71,6 +76,11 @@ class Session:
         self.portals: dict[str, Portal] = {}
         self.cursors: dict[str, Any] = {}  # DECLAREd cursors (SELECT or SUBSCRIBE)
         self._zones: dict[int, str] = {}  # id(DuckDB connection) -> TimeZone set on it
+        # temporary tables (server/temp_tables.py): the session's pg_temp_N schema, once
+        # it made one, and each temporary table's ON COMMIT action by oid
+        self.temp_schema: str | None = None
+        self.temp_on_commit: dict[int, str] = {}
+        self.on_close: list[Callable[[], None]] = []  # run by close(): temp tables go
 
     def read_cursor(self) -> duckdb.DuckDBPyConnection:
         if self._read_cur is None:
@@ -96,9 +106,20 @@ class Session:
         return self.write.catalog if self.write else self.instance.catalog
 
     def search_path(self) -> tuple[str, ...]:
-        return self.settings.search_path()
+        """The schemas names are looked up in: the session's temporary schema first
+        (or where `pg_temp` is listed), as in PostgreSQL."""
+        path = self.settings.search_path()
+        temp = self.temp_schema
+        if temp is None or temp not in self.catalog.schemas:
+            return path
+        if "pg_temp" in path:
+            return tuple(temp if p == "pg_temp" else p for p in path)
+        return (temp, *path)
 
     def close(self) -> None:
+        for callback in self.on_close:
+            callback()
+        self.on_close.clear()
         for c in self.cursors.values():
             c.close()
         self.cursors.clear()

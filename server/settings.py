@@ -6,10 +6,9 @@ import re
 from argparse import ArgumentTypeError
 from typing import Any
 
-from headwater.errors import InvalidParameterValue, SQLError, UndefinedParameter
+from headwater.catalog.version import SERVER_VERSION, SERVER_VERSION_NUM
 
-SERVER_VERSION = "15.0"
-SERVER_VERSION_NUM = "150000"
+from headwater.errors import InvalidParameterValue, SQLError, UndefinedParameter
 
 # Parameters a client is told about at startup and whenever they change
 # (PostgreSQL's GUC_REPORT set).
@@ -67,13 +66,16 @@ DEFAULTS: dict[str, str] = {
     "max_connections": "100",
     "transaction_read_only": "off",
     "xmloption": "content",
-    "headwater.freshness": "session",
+    # reads see every acknowledged write (PostgreSQL's read committed); session / none
+    # are the opt-in cheaper modes (docs/time.md)
+    "headwater.freshness": "latest",
     "headwater.read_after": "0",
     "headwater.freshness_timeout": "120s",  # how long a read waits for lagging views
     "headwater.subscribe_buffer_rows": "100000",  # a slower subscriber is cut off
     "headwater.retention": "1h",  # set at server start (headwater start --retention)
     "headwater.memory_limit": "",  # set at server start (headwater start --memory-limit)
     "headwater.max_message_size": "64MB",  # headwater start --max-message-size
+    "headwater.executor": "duckdb",  # headwater start --executor
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
 }
 
@@ -89,6 +91,7 @@ SERVER_OPTIONS = {
     "headwater.retention": "--retention 2h",
     "headwater.memory_limit": "--memory-limit 8GB",
     "headwater.max_message_size": "--max-message-size 256MB",
+    "headwater.executor": "--executor spark",
 }
 
 
@@ -104,6 +107,7 @@ class Settings:
         self.values: dict[str, str] = dict(DEFAULTS)
         self.defaults: dict[str, str] = DEFAULTS  # what RESET restores (see server_wide)
         self.notices: list[SQLError] = []  # sent before the next ReadyForQuery
+        self._at_begin: dict[str, str] | None = None  # values when the block began
 
     def server_wide(self, instance: Any) -> None:
         """The values the server's options fixed, as SHOW reports and RESET restores them."""
@@ -117,9 +121,22 @@ class Settings:
             "work_mem": memory,
             "headwater.memory_limit": memory,
             "headwater.max_message_size": format_size(cfg.max_message_size),
+            "headwater.executor": cfg.executor,
         }
         self.defaults = {**DEFAULTS, **fixed}
         self.values.update(fixed)
+
+    def begin(self) -> None:
+        """A transaction block starts: a ROLLBACK undoes the SETs made in it."""
+        self._at_begin = dict(self.values)
+
+    def end(self, *, committed: bool) -> None:
+        """The block ends: its SETs stay if it committed, else the values at BEGIN return
+        (PostgreSQL's GUC rollback)."""
+        if not committed and self._at_begin is not None:
+            self.values.clear()
+            self.values.update(self._at_begin)
+        self._at_begin = None
 
     def take_notices(self) -> list[SQLError]:
         out, self.notices = self.notices, []
@@ -170,7 +187,7 @@ class Settings:
         if key == "headwater.freshness" and value not in ("session", "latest", "none"):
             raise InvalidParameterValue(
                 f'invalid value for parameter "headwater.freshness": "{value}"',
-                hint="Available values: session, latest, none.",
+                hint="Available values: latest, session, none.",
             )
         if key == "headwater.read_after" and not value.isdigit():
             raise InvalidParameterValue(
@@ -279,6 +296,27 @@ def seconds(value: str, name: str) -> float:
             f'invalid value for parameter "{name}": "{value}"',
             hint='Valid units for this parameter are "ms", "s", "min", "h", and "d".',
         ) from None
+
+
+_UNITS_MS = {
+    "us": 0.001,
+    "ms": 1.0,
+    "s": 1000.0,
+    "min": 60_000.0,
+    "h": 3_600_000.0,
+    "d": 86_400_000.0,
+}
+
+
+def setting_ms(value: str) -> float:
+    """A time setting in milliseconds ('0' = off); PostgreSQL's default unit is ms."""
+    v = value.strip().strip("'").lower()
+    num = v.rstrip("abcdefghijklmnopqrstuvwxyz ")
+    unit = v[len(num) :].strip() or "ms"
+    try:
+        return max(0.0, float(num) * _UNITS_MS[unit])
+    except (ValueError, KeyError):
+        return 0.0
 
 
 # -- sizes ----------------------------------------------------------------------------

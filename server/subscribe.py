@@ -9,7 +9,7 @@ a row `(E, true, NULL...)` says every change up to epoch E has been sent.
 Where changes come from:
 - a table: its versions in the replica (a version born at e is +1 at e, one retired
   at e is -1 at e), so history back to the retention horizon can be replayed;
-- a materialized view: the engine's output change log `l{v}`;
+- a materialized view: its changes as the engine gives them (engine/api.py);
 - a query: evaluated at each epoch that changed one of its inputs, diffed with the
   previous evaluation (exact, but costs a query per changed epoch: subscribe to a
   materialized view for big results).
@@ -33,14 +33,19 @@ from headwater.catalog.types import BOOL, INT8, TEXT, ColumnType
 from headwater.planner import pg_compat
 from headwater.planner.extensions import Subscribe
 from headwater.planner.naming import name_targets
-from headwater.server import auth
+from headwater.planner.params import epoch_parameter
+from headwater.server import epoch_choice, queries, reads
+from headwater.server.auth import privilege_checks
+from headwater.server.binders import read_binder
+from headwater.server.duckdb_calls import fetch
+from headwater.server.results import Field, arrow_fields
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import FROM, TO, physical, quote, visible_at
 
 from headwater.errors import FeatureNotSupported, SQLError, UndefinedColumn
 
 if TYPE_CHECKING:
-    from headwater.server.executor import Executor, Field
+    from headwater.server.executor import Executor
 
 log = logging.getLogger("headwater.subscribe")
 
@@ -64,11 +69,12 @@ class Subscription:
     # -- setup ------------------------------------------------------------------------
     async def open(self) -> list[Field]:
         """Resolve the target, fix the start epoch and start producing."""
-        from headwater.server.executor import Field, arrow_fields
-
         ex, spec, s = self.ex, self.spec, self.ex.s
-        auth.check(s, spec.query or _select_all(spec.relation))  # SELECT privileges (42501)
-        binder = ex._binder(history=True)
+        privilege_checks.check(s, spec.query or _select_all(spec.relation))  # SELECT privileges
+        # The target at the epoch in DuckDB parameter $n: `query_sql[0]` at $base (the
+        # newer epoch of a change), `query_sql[1]` at $base + 1 (the older one)
+        self.base = 1 if spec.query is None else epoch_parameter(spec.query)
+        epochs = (f"${self.base}", f"${self.base + 1}")
         if spec.relation is not None:
             rel = s.catalog.get_relation(
                 spec.relation.schemaname, spec.relation.relname, s.search_path()
@@ -84,31 +90,33 @@ class Subscription:
             if isinstance(rel, MaterializedView):
                 self.views = {rel.oid}
                 self.tables: set[int] = set()
-                self.query_sql = ex.instance.matviews.read_sql(rel, binder.epoch_mark)
+                self.query_sql = tuple(ex.instance.matviews.read_sql(rel, e) for e in epochs)
             else:
                 self.views, self.tables = set(), {rel.oid}
-                self.query_sql = (
-                    f"(SELECT {', '.join(quote(c) for c in self.columns)}"
-                    f" FROM {physical(rel.oid)} WHERE {visible_at(binder.epoch_mark)})"
+                cols = ", ".join(quote(c) for c in self.columns)
+                self.query_sql = tuple(
+                    f"(SELECT {cols} FROM {physical(rel.oid)} WHERE {visible_at(e)})"
+                    for e in epochs
                 )
         else:
             self.rel = None
             query = spec.query
             name_targets(query)
-            pg_compat.rewrite(query)
-            self.query_sql = f"({binder.to_sql(query)})"
-            self.views, self.tables = set(binder.matviews), set(binder.tables)
-            probe = f"SELECT * FROM {self.query_sql} AS _q LIMIT 0".replace(binder.epoch_mark, "0")
-            table, types = await asyncio.to_thread(_fetch, s.cursor(), probe)
-            described = ex._with_sources(query, arrow_fields(table.schema, types))
+            tree = pg_compat.translate(query)
+            binders = [read_binder(s, n, history=True) for n in (self.base, self.base + 1)]
+            self.query_sql = tuple(f"({b.to_sql(tree)})" for b in binders)
+            self.views, self.tables = set(binders[0].matviews), set(binders[0].tables)
+            probe = f"SELECT * FROM {self.query_sql[0]} AS _q LIMIT 0"
+            args = self._args(probe, {self.base: 0})  # no rows: any epoch
+            table, types = await asyncio.to_thread(fetch, s.cursor(), probe, args)
+            described = queries.with_sources(s, tree, arrow_fields(table.schema, types))
             self.columns = [f.name for f in described]
             self.types = [f.type for f in described]
-        self.mark = binder.epoch_mark
         if spec.as_of is not None:
-            self.start = await ex.as_of_epoch(spec.as_of, self.views)
+            self.start = await epoch_choice.as_of_epoch(s, ex.waits, spec.as_of, self.views)
         else:
-            await ex.await_own_writes()
-            self.start = await ex.read_epoch(self.views)
+            await epoch_choice.await_own_writes(s, ex.waits)
+            self.start = await epoch_choice.read_epoch(s, ex.waits, self.views)
         key = spec.upsert_key
         head: list[tuple[str, ColumnType]] = [("epoch", ColumnType(INT8, -1))]
         if spec.progress:
@@ -283,26 +291,33 @@ class Subscription:
         return out
 
     # -- SQL (worker threads) ---------------------------------------------------------
-    def _at(self, epoch: int) -> str:
-        return self.query_sql.replace(self.mark, str(epoch))
-
+    # Epochs are DuckDB parameters, never spliced into the SQL: $base and $base + 1 in
+    # `query_sql`, $1 and $2 the range (after, upto] of a change query.
     def _cols(self, prefix: str = "") -> str:
         return ", ".join(f"{prefix}{quote(c)}" for c in self.columns)
 
-    def _run(self, sql: str) -> list[tuple[Any, ...]]:
+    def _args(self, sql: str, values: dict[int, int]) -> dict[str, int] | None:
+        """The `values` of the parameters `sql` names (DuckDB takes exactly those)."""
+        used = reads.param_numbers(sql)
+        named = {str(n): v for n, v in values.items() if used is None or n in used}
+        return named or None
+
+    def _run(self, sql: str, values: dict[int, int]) -> list[tuple[Any, ...]]:
         cur = self.instance.replica.cursor()
         try:
             self.ex.s.in_session_zone(cur, fresh=True)
-            return cur.execute(sql).fetchall()
+            return cur.execute(sql, self._args(sql, values)).fetchall()
         finally:
             cur.close()
 
     def _snapshot(self, epoch: int) -> list[tuple[Any, ...]]:
         cols = self._cols()
         sep = ", " if cols else ""
+        at = f"${self.base}"
         return self._run(
-            f"SELECT {epoch}::BIGINT, count(*)::BIGINT{sep}{cols} FROM {self._at(epoch)} AS _s"
-            f" GROUP BY ALL"
+            f"SELECT {at}::BIGINT, count(*)::BIGINT{sep}{cols} FROM {self.query_sql[0]} AS _s"
+            f" GROUP BY ALL",
+            {self.base: epoch},
         )
 
     def _changes(self, after: int, upto: int) -> list[tuple[Any, ...]]:
@@ -313,27 +328,19 @@ class Subscription:
             t = physical(rel.oid)
             inner = (
                 f"SELECT {FROM} AS _e, 1 AS _w{sep}{cols} FROM {t}"
-                f" WHERE {FROM} > {after} AND {FROM} <= {upto}"
+                f" WHERE {FROM} > $1 AND {FROM} <= $2"
                 f" UNION ALL SELECT {TO}, -1{sep}{cols} FROM {t}"
-                f" WHERE {TO} > {after} AND {TO} <= {upto}"
+                f" WHERE {TO} > $1 AND {TO} <= $2"
             )
         elif isinstance(rel, MaterializedView):
-            engine = self.instance.matviews.engine
-            assert engine is not None
-            prog = engine.views[rel.oid]
-            casts = ", ".join(
-                f"CAST({c} AS {col.type.duckdb()}) AS {quote(col.name)}"
-                for c, col in zip(prog.plan.root.columns, rel.columns, strict=True)
-            )
-            inner = (
-                f"SELECT _e, _w{', ' if casts else ''}{casts} FROM {engine.schema}l{rel.oid}"
-                f" WHERE _e > {after} AND _e <= {upto}"
-            )
+            changes = self.instance.matviews.changes_sql(rel, "$1", "$2")
+            inner = f"SELECT * FROM {changes} AS _v"
         else:
             return self._query_changes(after, upto)
         return self._run(
             f"SELECT _e::BIGINT, sum(_w)::BIGINT{sep}{cols} FROM ({inner}) AS _c"
-            f" GROUP BY ALL HAVING sum(_w) <> 0 ORDER BY 1"
+            f" GROUP BY ALL HAVING sum(_w) <> 0 ORDER BY 1",
+            {1: after, 2: upto},
         )
 
     def _query_changes(self, after: int, upto: int) -> list[tuple[Any, ...]]:
@@ -341,14 +348,16 @@ class Subscription:
         out: list[tuple[Any, ...]] = []
         cols = self._cols()
         sep = ", " if cols else ""
+        new, old = self.query_sql
+        sql = (
+            f"SELECT ${self.base}::BIGINT, sum(_w)::BIGINT{sep}{cols} FROM ("
+            f"SELECT 1 AS _w, * FROM {new} AS _n UNION ALL "
+            f"SELECT -1, * FROM {old} AS _o) AS _d"
+            f" GROUP BY ALL HAVING sum(_w) <> 0"
+        )
         prev = after
         for e in epochs:
-            out += self._run(
-                f"SELECT {e}::BIGINT, sum(_w)::BIGINT{sep}{cols} FROM ("
-                f"SELECT 1 AS _w, * FROM {self._at(e)} AS _n UNION ALL "
-                f"SELECT -1, * FROM {self._at(prev)} AS _o) AS _d"
-                f" GROUP BY ALL HAVING sum(_w) <> 0"
-            )
+            out += self._run(sql, {self.base: e, self.base + 1: prev})
             prev = e
         return out
 
@@ -359,15 +368,14 @@ class Subscription:
             for e in range(after + 1, upto + 1)
             if e in hist and any(t in hist[e][1] for t in self.tables)
         }
-        engine = self.instance.matviews.engine
+        mv, catalog = self.instance.matviews, self.instance.catalog
         for v in self.views:
-            assert engine is not None
+            view = catalog.by_oid(v)
+            assert isinstance(view, MaterializedView)
+            changes = mv.changes_sql(view, "$1", "$2")
             found |= {
                 int(r[0])
-                for r in self._run(
-                    f"SELECT DISTINCT _e FROM {engine.schema}l{v} WHERE _e > {after}"
-                    f" AND _e <= {upto}"
-                )
+                for r in self._run(f"SELECT DISTINCT _e FROM {changes} AS _c", {1: after, 2: upto})
             }
         return found
 
@@ -375,9 +383,3 @@ class Subscription:
 def _select_all(rv: Any) -> A.SelectStmt:
     star = A.ResTarget(val=A.ColumnRef(fields=(A.A_Star(),)))
     return A.SelectStmt(targetList=(star,), fromClause=(rv,), op=0)
-
-
-def _fetch(cur: duckdb.DuckDBPyConnection, sql: str) -> Any:
-    from headwater.server.executor import _fetch as fetch
-
-    return fetch(cur, sql)

@@ -83,12 +83,41 @@ def _first_line(text: str) -> str:
     return text.split("\n")[0].strip()
 
 
+# A Python UDF that fails with a PostgreSQL error raises it as ValueError(udf_error(e)):
+# DuckDB keeps only the exception's text.
+_UDF_ERROR = re.compile(r"HWSQLSTATE:(\w{5}):([^\n]*)")
+
+
+def udf_error(err: SQLError) -> str:
+    return f"HWSQLSTATE:{err.sqlstate}:{err.message}"
+
+
 def translate(exc: Exception) -> SQLError:
     if isinstance(exc, SQLError):
         return exc
-    text = str(exc)
+    # (a cast of a column Headwater named: INSERT ... VALUES casts its columns once)
+    text = re.sub(r" when casting from source column _hw_\w+", "", str(exc))
     msg = _first_line(text)
+    m = _UDF_ERROR.search(text)
+    if m:
+        return SQLError(m.group(2).strip(), m.group(1))
 
+    # a function Headwater defines raised PostgreSQL's error (planner/functions/)
+    m = re.search(r"\[SQLSTATE ([0-9A-Z]{5})\] ([^\n]*)", text)
+    if m:
+        return SQLError(m.group(2), m.group(1))
+    # a macro Headwater defines (planner/functions/) for no type of the argument given
+    m = re.search(r"Macro (\w+)\(\) (does not support the supplied arguments|has multiple)", text)
+    if m:
+        name = m.group(1)
+        name = "extract" if name.startswith("hw_extract_") else name.removeprefix("hw_")
+        if m.group(2).startswith("has"):
+            return SQLError(f"function {name} is not unique", "42725")
+        return UndefinedFunction(
+            f"function {name} does not exist",
+            hint="No function matches the given name and argument types. "
+            "You might need to add explicit type casts.",
+        )
     if isinstance(exc, duckdb.OutOfMemoryException) or text.startswith("Out of Memory Error"):
         return _out_of_memory(text)
 
@@ -110,6 +139,11 @@ def translate(exc: Exception) -> SQLError:
             f'column "{m.group(1)}" must appear in the GROUP BY clause '
             "or be used in an aggregate function"
         )
+    if "In a DISTINCT aggregate, ORDER BY expressions must appear in the argument list" in text:
+        return SQLError(
+            "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
+            "42P10",
+        )
     m = re.search(r'Ambiguous reference to column name "([^"]+)"', text)
     if m:
         return AmbiguousColumn(f'column reference "{m.group(1)}" is ambiguous')
@@ -120,12 +154,12 @@ def translate(exc: Exception) -> SQLError:
     if "Division by zero" in text:
         return DivisionByZero("division by zero")
     if isinstance(exc, duckdb.OutOfRangeException) or "out of range" in text.lower():
-        if "DECIMAL" in text:
+        if "DECIMAL" in msg:  # (not in the query text DuckDB quotes after it)
             return NumericOutOfRange("numeric field overflow")
         m = re.search(r"of (INT\d+|INTEGER|BIGINT|SMALLINT)", text)
         kind = _DUCK_TO_PG_TYPE.get(m.group(1), "integer") if m else "integer"
         return NumericOutOfRange(f"{kind} out of range")
-    if "More than one row returned by a subquery" in text:
+    if "more than one row returned by a subquery" in text.lower():  # DuckDB's, or the IR's error()
         return CardinalityViolation(
             "more than one row returned by a subquery used as an expression"
         )
@@ -146,6 +180,10 @@ def translate(exc: Exception) -> SQLError:
         return SerializationFailure("could not serialize access due to concurrent update")
     if isinstance(exc, duckdb.ParserException):
         return SyntaxErr(msg)
+    m = re.search(r"Failed to cast value to (?:numerical|boolean): (.)", msg)
+    if m:  # a jsonb value that is not a number (boolean) cast to one
+        kind = {'"': "string", "{": "object", "[": "array", "t": "boolean", "f": "boolean"}
+        return SQLError(f"cannot cast jsonb {kind.get(m.group(1), 'value')} to type", "22023")
     if isinstance(exc, duckdb.ConversionException):
         return InvalidTextRepresentation(msg)
     if isinstance(exc, duckdb.BinderException):
@@ -161,9 +199,31 @@ def translate(exc: Exception) -> SQLError:
     if isinstance(exc, duckdb.NotImplementedException):
         return FeatureNotSupported(msg)
     if isinstance(exc, duckdb.InvalidInputException):
-        return SQLError(msg, "22023")
+        return _invalid_input(msg)
     if isinstance(exc, duckdb.TypeMismatchException):
         return DatatypeMismatch(msg)
     if isinstance(exc, duckdb.InterruptException):
         return SQLError("canceling statement due to user request", "57014")
     return InternalError(msg)
+
+
+# RE2's errors for a pattern (DuckDB's regexp functions), as PostgreSQL's 2201B
+_RE2_ERRORS = re.compile(
+    r"^(missing \]|missing \)|unexpected \)|invalid escape sequence|bad repetition operator"
+    r"|missing argument to repetition operator|invalid character class|invalid nested"
+    r" repetition operator|trailing \\|invalid perl operator|invalid repetition size"
+    r"|invalid named capture group|bad character class range|invalid character class range)"
+)
+
+
+def _invalid_input(msg: str) -> SQLError:
+    """DuckDB's invalid input errors that have a SQLSTATE of their own in PostgreSQL."""
+    m = re.match(r"Cannot (AND|OR|XOR) bit strings of different sizes", msg)
+    if m:
+        return SQLError(f"cannot {m.group(1)} bit strings of different sizes", "22026")
+    if _RE2_ERRORS.match(msg):
+        return SQLError(f"invalid regular expression: {msg}", "2201B")
+    m = re.match(r"Window (ROWS|RANGE|GROUPS) (PRECEDING|FOLLOWING) expression cannot be neg", msg)
+    if m:
+        return SQLError("frame starting offset must not be negative", "22013")
+    return SQLError(msg, "22023")

@@ -19,26 +19,23 @@ import os
 import sys
 import threading
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+from headwater.catalog.identifiers import quote
 from headwater.catalog.objects import Table
-from headwater.planner.pg_compat import install_functions
-from headwater.storage.changelog import RID, WEIGHT
+from headwater.storage.changelog import EVENT_EPOCH, RID, WEIGHT
+from headwater.storage.key_index import KeyIndex
 
-LIVE = 2**63 - 1
+LIVE = 2**63 - 1  # the `_hw_to` of a row version that is still current
 PENDING = 2**63 - 2
 FROM = "_hw_from"
 TO = "_hw_to"
 HIDDEN = (RID, FROM, TO)
 
 _names = itertools.count()
-
-
-def quote(ident: str) -> str:
-    return '"' + ident.replace('"', '""') + '"'
 
 
 def physical(oid: int) -> str:
@@ -49,7 +46,7 @@ def column_list(table: Table) -> str:
     return ", ".join(quote(c.name) for c in table.columns)
 
 
-def visible_at(epoch: int) -> str:
+def visible_at(epoch: int | str) -> str:
     return f"{FROM} <= {epoch} AND {TO} > {epoch}"
 
 
@@ -98,11 +95,19 @@ def default_memory_limit() -> int:
 
 
 class Replica:
-    def __init__(self, memory_limit: int | None = None, temp_directory: Path | None = None) -> None:
+    def __init__(
+        self,
+        memory_limit: int | None = None,
+        temp_directory: Path | None = None,
+        install_functions: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    ) -> None:
         """memory_limit: bytes DuckDB may use for the tables and every query's operators;
-        beyond it, table data, sorts, joins and aggregates spill to temp_directory."""
+        beyond it, table data, sorts, joins and aggregates spill to temp_directory.
+        install_functions: adds the functions the planner's SQL calls (PostgreSQL
+        semantics DuckDB lacks: planner/pg_compat.py), passed in from above."""
         self._db = duckdb.connect(":memory:")
-        install_functions(self._db)  # PostgreSQL operators DuckDB lacks (interval / n)
+        if install_functions is not None:
+            install_functions(self._db)
         self.memory_limit = memory_limit or default_memory_limit()
         self._db.execute("SET memory_limit = ?", [f"{self.memory_limit}B"])
         if temp_directory is not None:
@@ -111,6 +116,7 @@ class Replica:
             self._db.execute("SET temp_directory = ?", [str(temp_directory)])
         self._db.execute("CREATE SCHEMA hw")
         self._lock = threading.Lock()
+        self.keys = KeyIndex()  # rows by key for point reads, kept by Committer.on_durable
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A connection of its own (thread-safe to use from one thread at a time)."""
@@ -138,6 +144,19 @@ class Replica:
         """A subquery yielding the table's user columns under `predicate`."""
         cols = column_list(table)
         return f"(SELECT {cols} FROM {physical(table.oid)} WHERE {predicate})"
+
+    @staticmethod
+    def key_lookup(table: Table, key: tuple[str, ...]) -> str:
+        """The rows whose `key` columns equal $1.. at epoch $n+1, each with the epoch its
+        version began first (a point read's miss: storage/key_index.py)."""
+        cols = column_list(table)
+        sep = ", " if cols else ""
+        match = " AND ".join(f"{quote(c)} = ${i}" for i, c in enumerate(key, 1))
+        e = f"${len(key) + 1}"
+        return (
+            f"SELECT {FROM}{sep}{cols} FROM {physical(table.oid)} "
+            f"WHERE {match} AND {FROM} <= {e} AND {TO} > {e}"
+        )
 
     @staticmethod
     def scan_with_rid(table: Table) -> str:
@@ -216,6 +235,21 @@ class Replica:
             cur.close()
         return removed
 
+    @staticmethod
+    def history(cur: duckdb.DuckDBPyConnection, table: Table) -> pa.Table:
+        """Every version of the table as change-log events, each with its epoch
+        (_hw_epoch): +1 where it begins, -1 where it ends. A rewritten table's log
+        (storage/changelog.py); `rebuild_table` turns it back into these versions."""
+        cols = column_list(table)
+        sep = ", " if cols else ""
+        t = physical(table.oid)
+        return cur.execute(
+            f"SELECT {RID}{sep}{cols}, CAST(1 AS BIGINT) AS {WEIGHT}, {FROM} AS {EVENT_EPOCH} "
+            f"FROM {t} UNION ALL "
+            f"SELECT {RID}{sep}{cols}, CAST(-1 AS BIGINT) AS {WEIGHT}, {TO} AS {EVENT_EPOCH} "
+            f"FROM {t} WHERE {TO} <> {LIVE} ORDER BY {EVENT_EPOCH}, {RID}"
+        ).to_arrow_table()
+
     # -- recovery -------------------------------------------------------------------
     def rebuild_table(self, table: Table, log: list[tuple[int, pa.Table]]) -> int:
         """Rebuild a table's versions from its change log; returns live rows."""
@@ -224,14 +258,19 @@ class Replica:
             self.create_table(cur, table)
             if not log:
                 return 0
-            events = pa.concat_tables([t for _, t in log], promote_options="permissive")
-            # every event's epoch; from a buffer, since pa.array() would import pandas
-            # (0.5 s of CPU at start that no recovery needs)
-            epochs = array("q")
+            # every event's epoch (a rewrite's events carry theirs: storage/changelog.py);
+            # from a buffer, since pa.array() would import pandas (0.5 s of CPU at start
+            # that no recovery needs)
+            parts = []
             for e, t in log:
-                epochs.extend(array("q", [e]) * t.num_rows)
-            column = pa.Array.from_buffers(pa.int64(), len(epochs), [None, pa.py_buffer(epochs)])
-            cur.register("_hw_events", events.append_column("_hw_epoch", column))
+                if EVENT_EPOCH not in t.column_names:
+                    n = t.num_rows
+                    epochs = array("q", [e]) * n
+                    col = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(epochs)])
+                    t = t.append_column(EVENT_EPOCH, col)
+                parts.append(t)
+            events = pa.concat_tables(parts, promote_options="permissive")
+            cur.register("_hw_events", events)
             cols = column_list(table)
             sep = ", " if cols else ""
             # A +1 event opens a version; the next -1 event of its row id at a later epoch

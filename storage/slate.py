@@ -15,18 +15,25 @@ checked before each epoch is submitted and `check_writable()` before opening.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import ctypes
 import errno
+import logging
 import os
 import threading
-from collections.abc import Coroutine, Iterable
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import slatedb.uniffi as sdb
+from headwater.storage.object_store import ObjectStoreURL, check_reachable, endpoint
 from slatedb.uniffi._slatedb_uniffi import slatedb as _gen
 
 from headwater.errors import (
+    AdminShutdown,
     DiskFull,
     InsufficientPrivilege,
     IOError_,
@@ -43,6 +50,15 @@ _SETTINGS = {
     "compactor_options.poll_interval": '"100ms"',
     "compactor_options.worker.compactions_poll_interval": '"100ms"',
 }
+_FLUSH_WAL = sdb.FlushOptions(flush_type=sdb.FlushType.WAL)
+# SlateDB notices a newer writer on its manifest poll (~1 s); this is how often the
+# server asks it, so that an idle server stops too
+FENCE_POLL = 0.5
+# a write to an object store not durable after this long is logged (again every period):
+# SlateDB retries an unreachable store without a word, and writers wait meanwhile
+SLOW_WRITE_LOG = 10.0
+
+log = logging.getLogger("headwater.storage")
 
 
 # the directories SlateDB writes to: each epoch's WAL, memtable flushes, manifests
@@ -134,6 +150,16 @@ def _patch_copies() -> None:
     builder._headwater_patched = True
 
 
+def _settle(done: concurrent.futures.Future[None], task: asyncio.Task[None]) -> None:
+    """Pass a finished task's outcome to the future other threads wait on."""
+    if task.cancelled():
+        done.cancel()
+    elif (exc := task.exception()) is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(None)
+
+
 def _diagnose(d: Path) -> OSError | None:
     """The OS error of writing into `d` (None: it is writable after all)."""
     probe = d / ".headwater-probe"
@@ -146,12 +172,22 @@ def _diagnose(d: Path) -> OSError | None:
 
 
 class SlateStore:
-    """One SlateDB database: atomic durable batches, point reads and prefix scans."""
+    """One SlateDB database: atomic durable batches, point reads and prefix scans.
 
-    def __init__(self, path: Path) -> None:
+    On a local directory (`path`), or in a bucket (`object_store`: SlateDB's files under
+    its prefix; `path` is then unused). Either way SlateDB fences: a second server that
+    opens the same database bumps the writer epoch, and this one's writes fail from then
+    on. `on_fenced` (set by the server) is told once, from SlateDB's thread.
+    """
+
+    def __init__(self, path: Path, object_store: ObjectStoreURL | None = None) -> None:
         _patch_copies()
         self.path = path
+        self.object_store = object_store
         self._written = [str(path / name) for name in _WRITTEN_DIRS]  # for probe()
+        self.on_fenced: Callable[[SQLError], None] | None = None
+        self.fenced: SQLError | None = None
+        self._watch: asyncio.Task[None] | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="slatedb", daemon=True)
         self._thread.start()
@@ -169,25 +205,74 @@ class SlateStore:
 
     # -- lifecycle ----------------------------------------------------------------
     def open_sync(self) -> None:
-        check_writable(self.path.parent)  # else SlateDB's open waits forever
-        self.path.mkdir(parents=True, exist_ok=True)
+        # SlateDB's open waits forever on an unwritable directory or unreachable store
+        if self.object_store is not None:
+            check_reachable(self.object_store)
+        else:
+            check_writable(self.path.parent)
+            self.path.mkdir(parents=True, exist_ok=True)
         self.run_sync(self._open())
 
     async def _open(self) -> None:
-        store = sdb.ObjectStore.resolve("file:///")
-        builder = sdb.DbBuilder(str(self.path.resolve()), store)
+        if self.object_store is not None:
+            store = sdb.ObjectStore.resolve(self.object_store.store_url)
+            builder = sdb.DbBuilder(self.object_store.slatedb_path, store)
+        else:
+            store = sdb.ObjectStore.resolve("file:///")
+            builder = sdb.DbBuilder(str(self.path.resolve()), store)
         settings = sdb.Settings.default()
         for key, value in _SETTINGS.items():
             settings.set(key, value)
         builder.with_settings(settings)
         self._db = await builder.build()
+        self._watch = self._loop.create_task(self._watch_fencing())
+
+    # -- fencing ----------------------------------------------------------------------
+    def where(self) -> str:
+        return self.object_store.url if self.object_store is not None else str(self.path)
+
+    def _fenced_error(self) -> SQLError:
+        return AdminShutdown(
+            f'terminating: another Headwater server opened the database "{self.where()}" '
+            "as its writer, so this server was fenced (SlateDB writer epoch) and stops",
+            detail="Writes acknowledged before are kept; nothing after the fencing was "
+            "written by this server.",
+            hint="Connect to the server that took over. Run one server per "
+            "--object-store prefix (or --data-dir).",
+            severity="FATAL",
+        )
+
+    def _note_fenced(self) -> SQLError:
+        """Record the fencing (once) and tell the server; returns the error to raise."""
+        if self.fenced is None:
+            self.fenced = self._fenced_error()
+            if self.on_fenced is not None:
+                self.on_fenced(self.fenced)
+        return self.fenced
+
+    def _is_fenced(self, exc: BaseException | None = None) -> bool:
+        if isinstance(exc, sdb.Error.Closed):
+            return exc.reason == sdb.CloseReason.FENCED
+        db = self._db
+        return db is not None and db.status().close_reason == sdb.CloseReason.FENCED
+
+    async def _watch_fencing(self) -> None:
+        while self._db is not None and self.fenced is None:
+            await asyncio.sleep(FENCE_POLL)
+            with contextlib.suppress(Exception):
+                if self._is_fenced():
+                    self._note_fenced()
 
     def close_sync(self) -> None:
-        if self._db is not None:
+        db, self._db = self._db, None  # (stops the fencing watch)
+        if db is not None:
             try:
-                self.run_sync(self._db.shutdown())
-            finally:
-                self._db = None
+                self.run_sync(db.shutdown())
+            except sdb.Error.Closed:
+                if self.fenced is None:
+                    raise  # fenced: nothing of this server's is left to flush
+        if self._watch is not None:
+            self._loop.call_soon_threadsafe(self._watch.cancel)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
 
@@ -195,8 +280,12 @@ class SlateStore:
         """(bytes free, why SlateDB cannot write now or None): before each epoch.
 
         One statvfs and an access() per directory, ~5 µs (paths are str: pathlib
-        would double that); a file is created only to name the OS error.
+        would double that); a file is created only to name the OS error. In a bucket
+        there is no disk to run out of: SlateDB retries a failing request, the
+        committer's log says when an epoch takes long.
         """
+        if self.object_store is not None:
+            return 1 << 62, None
         try:
             st = os.statvfs(self._written[0])
             if st.f_flag & os.ST_RDONLY:
@@ -211,26 +300,82 @@ class SlateStore:
     # -- writes -------------------------------------------------------------------
     async def _submit_batch(
         self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]
-    ) -> Any:
+    ) -> concurrent.futures.Future[None]:
+        if self.fenced is not None:
+            raise self.fenced
         batch = sdb.WriteBatch()
         for key, value in puts:
             batch.put(key, value)
         for key in deletes:
             batch.delete(key)
-        return await self._db.write(batch)
+        try:
+            handle = await self._db.write(batch)
+        except sdb.Error.Closed as exc:
+            if self._is_fenced(exc):
+                raise self._note_fenced() from None
+            raise
+        # the durability wait starts here, on this thread, rather than when the caller
+        # asks for it: a round trip between the two loops less per epoch. A task of this
+        # loop, not run_coroutine_threadsafe (its wake-up write to this very loop is a
+        # syscall and a loop turn per epoch)
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        task = asyncio.get_running_loop().create_task(self._durable(handle))
+        task.add_done_callback(partial(_settle, done))
+        return done
+
+    async def _durable(self, handle: Any) -> None:
+        """Until the write of `handle` is durable. The WAL is flushed at once rather
+        than at the next `flush_interval` tick (~1 ms sooner, on average); if that
+        fails, the handle's own wait decides (SlateDB retries a failing write)."""
+        if self.object_store is None:  # the committer's probe explains a slow disk
+            return await self._flush_and_wait(handle)
+        durable = asyncio.ensure_future(self._flush_and_wait(handle))
+        t0 = time.monotonic()
+        while not (await asyncio.wait({durable}, timeout=SLOW_WRITE_LOG))[0]:
+            log.warning(
+                "a write to the object store %s is not durable after %.0fs; SlateDB retries "
+                "it and its writers wait. Check that the endpoint %s is reachable and the "
+                "credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)",
+                self.where(),
+                time.monotonic() - t0,
+                endpoint(),
+            )
+        return durable.result()
+
+    async def _flush_and_wait(self, handle: Any) -> None:
+        with contextlib.suppress(Exception):
+            await self._db.flush_with_options(_FLUSH_WAL)
+        try:
+            await handle.await_durable()
+        except sdb.Error.Closed as exc:
+            if self._is_fenced(exc):
+                raise self._note_fenced() from None
+            raise
 
     async def submit(
         self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
-    ) -> Any:
-        """Apply one atomic batch (not yet durable); returns its write handle.
+    ) -> concurrent.futures.Future[None]:
+        """Apply one atomic batch (not yet durable); returns the future of its durability
+        (for `await_durable`).
 
         Batches become durable in submission order (one WAL), so awaiting a later
         batch's durability implies the earlier ones are durable too.
         """
         return await self.run(self._submit_batch(list(puts), list(deletes)))
 
-    async def await_durable(self, handle: Any) -> None:
-        await self.run(handle.await_durable())
+    def await_durable(self, handle: concurrent.futures.Future[None]) -> asyncio.Future[None]:
+        """Resolves once the batch of `handle` (from `submit`) is durable."""
+        return asyncio.wrap_future(handle)
+
+    async def _write_durable(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
+        await self.await_durable(await self._submit_batch(puts, deletes))
+
+    def write_durable_sync(
+        self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
+    ) -> None:
+        """Apply one atomic batch and wait until it is durable (from any thread but
+        SlateDB's own: sequences reserve values this way, outside any epoch)."""
+        self.run_sync(self._write_durable(list(puts), list(deletes)))
 
     # -- reads --------------------------------------------------------------------
     async def _get(self, key: bytes) -> bytes | None:

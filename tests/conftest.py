@@ -46,6 +46,21 @@ def pg_oracle() -> Iterator[object]:
     pg.stop()
 
 
+@pytest.fixture
+def pg(pg_oracle: object) -> Iterator[psycopg.Connection]:
+    """An autocommit connection to the oracle."""
+    with psycopg.connect(pg_oracle.dsn, autocommit=True) as c:  # type: ignore[attr-defined]
+        yield c
+
+
+@pytest.fixture(scope="session")
+def spark() -> object:
+    """One SparkSession (local[2]) for the engine tests that run the stage themselves."""
+    from headwater.engine.stage import spark_session
+
+    return spark_session("local[2]")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config._headwater_exitstatus = int(exitstatus)  # type: ignore[attr-defined]
 

@@ -245,128 +245,154 @@ def assert_same_as_postgres(
 
 def test_interval_times_and_divided_by_numbers(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
     t = table_name
-    assert_same_as_postgres(conn, pg, [
-        "SELECT interval '1 hour' / 2, interval '10 days' / 3, interval '1 day' * 1.5",
-        "SELECT interval '1 mon' / 3, interval '1 mon' / 7, interval '1 hour' / 2.5",
-        "SELECT interval '1 hour' / 2::bigint, interval '1 hour' / 2::smallint, "
-        "interval '1 hour' / 3.0::float4, interval '1 day' / 1.5::numeric",
-        "SELECT interval '1 mon 3 days 01:02:03.123456' / 0.37, "
-        "interval '-1 mon 3 days -01:02:03.123456' / 7, interval '1 year 2 mons' * 0.3",
-        "SELECT interval '1' second / 20, 2 * interval '1 day', 1.5 * interval '1 day'",
-        "SELECT interval '1 hour' / NULL, NULL::interval / 2, 7 / 2, -7 / 2",
-        "SELECT interval '1 hour' / 0",
-        f"CREATE TABLE {t} (n numeric, i int, d float8, v interval, n2 numeric(10,2))",
-        f"INSERT INTO {t} VALUES (1.5, 3, 0.5, '1 day 02:00', 2.25), (1, 7, 2, '1 mon', 1), "
-        "(2, 2, 4, NULL, 3)",
-        f"SELECT v / n, v / i, v / d, v / n2, v * n, n * v, v * i FROM {t} ORDER BY i",
-        f"SELECT max(v) / count(*), max(v / i) FROM {t}",
-        f"SELECT count(*) FROM {t} WHERE v / i < interval '10 hours'",
-    ])
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            "SELECT interval '1 hour' / 2, interval '10 days' / 3, interval '1 day' * 1.5",
+            "SELECT interval '1 mon' / 3, interval '1 mon' / 7, interval '1 hour' / 2.5",
+            "SELECT interval '1 hour' / 2::bigint, interval '1 hour' / 2::smallint, "
+            "interval '1 hour' / 3.0::float4, interval '1 day' / 1.5::numeric",
+            "SELECT interval '1 mon 3 days 01:02:03.123456' / 0.37, "
+            "interval '-1 mon 3 days -01:02:03.123456' / 7, interval '1 year 2 mons' * 0.3",
+            "SELECT interval '1' second / 20, 2 * interval '1 day', 1.5 * interval '1 day'",
+            "SELECT interval '1 hour' / NULL, NULL::interval / 2, 7 / 2, -7 / 2",
+            "SELECT interval '1 hour' / 0",
+            f"CREATE TABLE {t} (n numeric, i int, d float8, v interval, n2 numeric(10,2))",
+            f"INSERT INTO {t} VALUES (1.5, 3, 0.5, '1 day 02:00', 2.25), (1, 7, 2, '1 mon', 1), "
+            "(2, 2, 4, NULL, 3)",
+            f"SELECT v / n, v / i, v / d, v / n2, v * n, n * v, v * i FROM {t} ORDER BY i",
+            f"SELECT max(v) / count(*), max(v / i) FROM {t}",
+            f"SELECT count(*) FROM {t} WHERE v / i < interval '10 hours'",
+        ],
+    )
 
 
 def test_brace_constants_are_text_unless_arrays(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """'{1,2}' is text where PostgreSQL types it text; an array where it must be one."""
     t = table_name
-    assert_same_as_postgres(conn, pg, [
-        "SELECT '{1,2}', '{1,2}'::text, 'x' || '{1,2}', upper('{a,b}'), '{1,2}' = '{1,2}'",
-        "SELECT '{1,2}'::int[], CAST('{1,2}' AS bigint[]), '{-1, 2 }'::int[], '{}'::int[]",
-        "SELECT '{a,b}'::text[], '{\"a b\",NULL,\"NULL\",c}'::text[], '{1.5,2}'::numeric[]",
-        "SELECT '{NULL,2}'::int[], '{t,f}'::bool[], ARRAY[1,2] = '{1,2}'",
-        "SELECT ARRAY[1,2] <@ '{1,2,3}', '{1}' <@ ARRAY[1,2], ARRAY[3] && '{1,3}'",
-        f"CREATE TABLE {t} (id int, s text)",
-        f"INSERT INTO {t} VALUES (1, '{{1,2}}'), (2, '{{a,b}}'), (3, 'z')",
-        f"SELECT id, s FROM {t} WHERE s = '{{a,b}}'",
-        f"SELECT s, s || '{{x}}' FROM {t} ORDER BY id",
-    ])
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            "SELECT '{1,2}', '{1,2}'::text, 'x' || '{1,2}', upper('{a,b}'), '{1,2}' = '{1,2}'",
+            "SELECT '{1,2}'::int[], CAST('{1,2}' AS bigint[]), '{-1, 2 }'::int[], '{}'::int[]",
+            "SELECT '{a,b}'::text[], '{\"a b\",NULL,\"NULL\",c}'::text[], '{1.5,2}'::numeric[]",
+            "SELECT '{NULL,2}'::int[], '{t,f}'::bool[], ARRAY[1,2] = '{1,2}'",
+            "SELECT ARRAY[1,2] <@ '{1,2,3}', '{1}' <@ ARRAY[1,2], ARRAY[3] && '{1,3}'",
+            f"CREATE TABLE {t} (id int, s text)",
+            f"INSERT INTO {t} VALUES (1, '{{1,2}}'), (2, '{{a,b}}'), (3, 'z')",
+            f"SELECT id, s FROM {t} WHERE s = '{{a,b}}'",
+            f"SELECT s, s || '{{x}}' FROM {t} ORDER BY id",
+        ],
+    )
 
 
 def test_any_all_with_null_arrays(conn, pg) -> None:  # type: ignore[no-untyped-def]
-    assert_same_as_postgres(conn, pg, [
-        "SELECT 1 = ANY(NULL::int[]), 1 = ALL(NULL::int[]), 1 <> ALL(NULL::int[]), "
-        "NOT (1 = ANY(NULL::int[])), 1 = SOME(NULL::int[]), 1 = ANY(NULL)",
-        "SELECT 1 = ANY('{2,NULL}'::int[]), 2 = ANY('{2,NULL}'::int[]), "
-        "1 = ALL('{1,NULL}'::int[]), 1 = ALL('{2,NULL}'::int[]), "
-        "1 <> ALL('{2,NULL}'::int[]), 1 <> ALL('{1,NULL}'::int[])",
-        "SELECT NULL::int = ANY('{}'::int[]), NULL::int = ALL('{}'::int[]), "
-        "NULL::int = ANY('{1}'::int[]), NULL::int = ALL('{1}'::int[]), "
-        "1 = ANY('{}'::int[]), 1 < ALL('{}'::int[])",
-        "SELECT 1 = SOME(ARRAY[1,NULL]), 3 > ALL(ARRAY[1,2]), 3 > ALL(ARRAY[1,NULL]), "
-        "0 > ALL(ARRAY[1,NULL]), NOT (3 = ANY(ARRAY[1,NULL])), NOT (3 <> ALL(ARRAY[1,NULL]))",
-        "SELECT 'a' = ANY('{a,b}'), 'c' = ANY('{a,b}'), 1 = ANY('{1,2}'), 3 = ANY('{1,2}'), "
-        "3 <> ALL('{1,2}'), 1 = ANY('{}'), 1 = ANY('{NULL,1}'), 2 = ANY('{NULL,1}')",
-        "SELECT NULL::int = ANY('{}'), 1 = SOME('{1}'), 2 > ALL('{1,NULL}'), 0 > ALL('{1,NULL}')",
-        "WITH c(id, a) AS (VALUES (1, ARRAY[1,2]), (2, NULL), (3, ARRAY[3,NULL])) "
-        "SELECT id, a = '{1,2}', 1 = ANY(a), 3 = ALL(a), NOT (2 = ANY(a)), id = ANY('{1,3}'), "
-        "a @> '{2}' FROM c ORDER BY id",
-        "WITH c(id, a) AS (VALUES (1, ARRAY[1,2]), (2, NULL), (3, ARRAY[3,NULL])) "
-        "SELECT id FROM c WHERE NOT (1 = ANY(a)) OR 3 = ALL(a) IS NULL ORDER BY id",
-    ])
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            "SELECT 1 = ANY(NULL::int[]), 1 = ALL(NULL::int[]), 1 <> ALL(NULL::int[]), "
+            "NOT (1 = ANY(NULL::int[])), 1 = SOME(NULL::int[]), 1 = ANY(NULL)",
+            "SELECT 1 = ANY('{2,NULL}'::int[]), 2 = ANY('{2,NULL}'::int[]), "
+            "1 = ALL('{1,NULL}'::int[]), 1 = ALL('{2,NULL}'::int[]), "
+            "1 <> ALL('{2,NULL}'::int[]), 1 <> ALL('{1,NULL}'::int[])",
+            "SELECT NULL::int = ANY('{}'::int[]), NULL::int = ALL('{}'::int[]), "
+            "NULL::int = ANY('{1}'::int[]), NULL::int = ALL('{1}'::int[]), "
+            "1 = ANY('{}'::int[]), 1 < ALL('{}'::int[])",
+            "SELECT 1 = SOME(ARRAY[1,NULL]), 3 > ALL(ARRAY[1,2]), 3 > ALL(ARRAY[1,NULL]), "
+            "0 > ALL(ARRAY[1,NULL]), NOT (3 = ANY(ARRAY[1,NULL])), NOT (3 <> ALL(ARRAY[1,NULL]))",
+            "SELECT 'a' = ANY('{a,b}'), 'c' = ANY('{a,b}'), 1 = ANY('{1,2}'), 3 = ANY('{1,2}'), "
+            "3 <> ALL('{1,2}'), 1 = ANY('{}'), 1 = ANY('{NULL,1}'), 2 = ANY('{NULL,1}')",
+            "SELECT NULL::int = ANY('{}'), 1 = SOME('{1}'), "
+            "2 > ALL('{1,NULL}'), 0 > ALL('{1,NULL}')",
+            "WITH c(id, a) AS (VALUES (1, ARRAY[1,2]), (2, NULL), (3, ARRAY[3,NULL])) "
+            "SELECT id, a = '{1,2}', 1 = ANY(a), 3 = ALL(a), NOT (2 = ANY(a)), id = ANY('{1,3}'), "
+            "a @> '{2}' FROM c ORDER BY id",
+            "WITH c(id, a) AS (VALUES (1, ARRAY[1,2]), (2, NULL), (3, ARRAY[3,NULL])) "
+            "SELECT id FROM c WHERE NOT (1 = ANY(a)) OR 3 = ALL(a) IS NULL ORDER BY id",
+        ],
+    )
 
 
 def test_jsonb_casts_and_stored_text(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """x::jsonb in a SELECT list, WHERE, INSERT and UPDATE, printed as PostgreSQL
     normalizes jsonb (keys sorted and deduplicated, `{"a": 1}` spacing)."""
     t = table_name
-    assert_same_as_postgres(conn, pg, [
-        """SELECT '{"a":1}'::jsonb, '{"b":1, "a":[1, 2.50]}'::jsonb, CAST('[1,2]' AS jsonb)""",
-        """SELECT jsonb '{"a":1}', '{"a":1}'::jsonb -> 'a', '{"a":1}'::jsonb ->> 'a'""",
-        """SELECT '1'::jsonb, '"s"'::jsonb, 'null'::jsonb, NULL::jsonb, '{"a":1}'::jsonb::text""",
-        """SELECT '{"a":1, "a":2}'::jsonb, '{"aa":1, "b":2}'::jsonb, """
-        """'[1, 2.50, "x", null]'::jsonb""",
-        """SELECT '{"a":}'::jsonb""",
-        f"CREATE TABLE {t} (id int, j jsonb, s text)",
-        f"""INSERT INTO {t} VALUES (1, '{{"a":1}}'::jsonb, '{{"z":1,  "y":2}}'), """
-        f"""(2, '{{"b": 2,  "a": 1}}', '[1,  2]'), (3, NULL, NULL)""",
-        f"""INSERT INTO {t} SELECT 4, '{{"q":[1,  2], "p":0}}', 'x'""",
-        f"INSERT INTO {t} SELECT 5, s::jsonb, s FROM {t} WHERE id = 1",
-        f"""UPDATE {t} SET j = '{{"d":3,   "c":4}}' WHERE id = 3""",
-        f"""INSERT INTO {t} (id, j) VALUES (6, 'null'), (7, '[1,{{"b":1,"a":2}}]')""",
-        f"SELECT id, j, j::text, s::jsonb FROM {t} ORDER BY id",
-        f"""SELECT id FROM {t} WHERE j = '{{"a":1}}'::jsonb OR j = '{{"b":2,"a":1}}'::jsonb """
-        "ORDER BY id",
-        f"SELECT id FROM {t} WHERE j->>'a' = '1' ORDER BY id",
-    ])
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            """SELECT '{"a":1}'::jsonb, '{"b":1, "a":[1, 2.50]}'::jsonb, CAST('[1,2]' AS jsonb)""",
+            """SELECT jsonb '{"a":1}', '{"a":1}'::jsonb -> 'a', '{"a":1}'::jsonb ->> 'a'""",
+            """SELECT '1'::jsonb, '"s"'::jsonb, 'null'::jsonb, NULL::jsonb, """
+            """'{"a":1}'::jsonb::text""",
+            """SELECT '{"a":1, "a":2}'::jsonb, '{"aa":1, "b":2}'::jsonb, """
+            """'[1, 2.50, "x", null]'::jsonb""",
+            """SELECT '{"a":}'::jsonb""",
+            f"CREATE TABLE {t} (id int, j jsonb, s text)",
+            f"""INSERT INTO {t} VALUES (1, '{{"a":1}}'::jsonb, '{{"z":1,  "y":2}}'), """
+            f"""(2, '{{"b": 2,  "a": 1}}', '[1,  2]'), (3, NULL, NULL)""",
+            f"""INSERT INTO {t} SELECT 4, '{{"q":[1,  2], "p":0}}', 'x'""",
+            f"INSERT INTO {t} SELECT 5, s::jsonb, s FROM {t} WHERE id = 1",
+            f"""UPDATE {t} SET j = '{{"d":3,   "c":4}}' WHERE id = 3""",
+            f"""INSERT INTO {t} (id, j) VALUES (6, 'null'), (7, '[1,{{"b":1,"a":2}}]')""",
+            f"SELECT id, j, j::text, s::jsonb FROM {t} ORDER BY id",
+            f"""SELECT id FROM {t} WHERE j = '{{"a":1}}'::jsonb OR j = '{{"b":2,"a":1}}'::jsonb """
+            "ORDER BY id",
+            f"SELECT id FROM {t} WHERE j->>'a' = '1' ORDER BY id",
+        ],
+    )
 
 
 def test_aggregate_result_types(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """sum(int2/int4) is int8, sum(int8) numeric, avg of integers and numerics numeric at
     PostgreSQL's division scale, avg of floats float8, count int8."""
     t = table_name
-    assert_same_as_postgres(conn, pg, [
-        f"CREATE TABLE {t} (i int, s smallint, b bigint, n numeric(10,2), d float8, g text)",
-        f"INSERT INTO {t} VALUES (1, 1, 1, 1.25, 1.5, 'a'), (2, 2, 2, 2.5, 2.5, 'a'), "
-        "(2, 3, 10000000000, 3, 3, 'b'), (NULL, NULL, NULL, NULL, NULL, 'b'), "
-        "(50000, 7, 5, 5.5, 1e10, 'c')",
-        f"SELECT sum(i), sum(s), sum(b), sum(n), sum(d), count(*), count(i) FROM {t}",
-        f"SELECT avg(i), avg(s), avg(b), avg(n), avg(d) FROM {t}",
-        f"SELECT g, sum(i), avg(i), avg(b), avg(n), count(*) FROM {t} GROUP BY g ORDER BY g",
-        f"SELECT sum(i), avg(i), avg(n), sum(s) FROM {t} WHERE false",
-        f"SELECT sum(DISTINCT i), avg(DISTINCT i), sum(i) FILTER (WHERE i > 1), "
-        f"avg(i) FILTER (WHERE i > 1) FROM {t}",
-        f"SELECT sum(i) + 1, avg(i) * 2, round(avg(i), 2), avg(i) > 1 FROM {t} WHERE i < 10",
-        f"SELECT g, sum(i) OVER w, avg(i) OVER w, count(*) OVER w FROM {t} "
-        "WINDOW w AS (PARTITION BY g) ORDER BY 1, 2",
-        f"SELECT g FROM {t} GROUP BY g HAVING avg(i) >= 1.5 ORDER BY g",
-        "SELECT sum(1), avg(2.5), sum(2::smallint), avg(1.5::float8), avg(x) "
-        "FROM (VALUES (4), (5), (7)) AS v(x)",
-        "SELECT avg(x), avg(x::bigint * 100000000000) FROM (VALUES (1), (2), (4)) AS v(x)",
-    ])
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            f"CREATE TABLE {t} (i int, s smallint, b bigint, n numeric(10,2), d float8, g text)",
+            f"INSERT INTO {t} VALUES (1, 1, 1, 1.25, 1.5, 'a'), (2, 2, 2, 2.5, 2.5, 'a'), "
+            "(2, 3, 10000000000, 3, 3, 'b'), (NULL, NULL, NULL, NULL, NULL, 'b'), "
+            "(50000, 7, 5, 5.5, 1e10, 'c')",
+            f"SELECT sum(i), sum(s), sum(b), sum(n), sum(d), count(*), count(i) FROM {t}",
+            f"SELECT avg(i), avg(s), avg(b), avg(n), avg(d) FROM {t}",
+            f"SELECT g, sum(i), avg(i), avg(b), avg(n), count(*) FROM {t} GROUP BY g ORDER BY g",
+            f"SELECT sum(i), avg(i), avg(n), sum(s) FROM {t} WHERE false",
+            f"SELECT sum(DISTINCT i), avg(DISTINCT i), sum(i) FILTER (WHERE i > 1), "
+            f"avg(i) FILTER (WHERE i > 1) FROM {t}",
+            f"SELECT sum(i) + 1, avg(i) * 2, round(avg(i), 2), avg(i) > 1 FROM {t} WHERE i < 10",
+            f"SELECT g, sum(i) OVER w, avg(i) OVER w, count(*) OVER w FROM {t} "
+            "WINDOW w AS (PARTITION BY g) ORDER BY 1, 2",
+            f"SELECT g FROM {t} GROUP BY g HAVING avg(i) >= 1.5 ORDER BY g",
+            "SELECT sum(1), avg(2.5), sum(2::smallint), avg(1.5::float8), avg(x) "
+            "FROM (VALUES (4), (5), (7)) AS v(x)",
+            "SELECT avg(x), avg(x::bigint * 100000000000) FROM (VALUES (1), (2), (4)) AS v(x)",
+        ],
+    )
 
 
 def test_numeric_casts_and_division(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """x::numeric keeps a constant's scale; numeric division is exact, at PostgreSQL's
     scale (at least 16 significant digits; quotients below 1 are cut at 16 decimals)."""
     t = table_name
-    assert_same_as_postgres(conn, pg, [
-        "SELECT 1.5::numeric, 1.5::numeric::text, 1.50::numeric, '1.50'::numeric, "
-        "10::numeric, CAST(2 AS decimal), '-0.0'::numeric, 1e3::numeric",
-        "SELECT 10::numeric / 4, (10::numeric / 4)::text, 10::numeric / 3, 2::numeric / 1, "
-        "7.0 / 2, 100000::numeric / 3, 22 / 7.0, 123456789 / 1000.0",
-        "SELECT 7 / 2, -7 / 2, 7::bigint / 2, 2.5 / 7::float8, 7::float8 / 2.5",
-        "SELECT 1.5 * 2, 1.5 + 1.25, 1.50 * 1.5, round(1.2345::numeric, 2)",
-        "SELECT 7.0 / 0",
-        f"CREATE TABLE {t} (n numeric(10,2), i int, b bigint)",
-        f"INSERT INTO {t} VALUES (10.50, 4, 3), (7.25, 3, 5), (100000, 7, 11)",
-        f"SELECT n / i, n / 2, i / 2, n / b, b / 2, sum(n) OVER () / 3 FROM {t} ORDER BY n",
-        f"SELECT sum(n) / count(*), sum(b) / count(*), sum(i) / count(*), avg(i) / 2 FROM {t}",
-    ])
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            "SELECT 1.5::numeric, 1.5::numeric::text, 1.50::numeric, '1.50'::numeric, "
+            "10::numeric, CAST(2 AS decimal), '-0.0'::numeric, 1e3::numeric",
+            "SELECT 10::numeric / 4, (10::numeric / 4)::text, 10::numeric / 3, 2::numeric / 1, "
+            "7.0 / 2, 100000::numeric / 3, 22 / 7.0, 123456789 / 1000.0",
+            "SELECT 7 / 2, -7 / 2, 7::bigint / 2, 2.5 / 7::float8, 7::float8 / 2.5",
+            "SELECT 1.5 * 2, 1.5 + 1.25, 1.50 * 1.5, round(1.2345::numeric, 2)",
+            "SELECT 7.0 / 0",
+            f"CREATE TABLE {t} (n numeric(10,2), i int, b bigint)",
+            f"INSERT INTO {t} VALUES (10.50, 4, 3), (7.25, 3, 5), (100000, 7, 11)",
+            f"SELECT n / i, n / 2, i / 2, n / b, b / 2, sum(n) OVER () / 3 FROM {t} ORDER BY n",
+            f"SELECT sum(n) / count(*), sum(b) / count(*), sum(i) / count(*), avg(i) / 2 FROM {t}",
+        ],
+    )

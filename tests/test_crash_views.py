@@ -50,6 +50,7 @@ from typing import Any
 import asyncpg
 import psycopg
 import pytest
+from headwater.engine.engine import CATCH_UP_S
 
 from tests.hwserver import HeadwaterServer, free_port
 
@@ -374,11 +375,16 @@ def children(pid: int) -> list[tuple[int, str]]:
 
 
 def jvm_of(server: HeadwaterServer) -> int | None:
+    """The server's current Spark JVM: its newest live java child. A JVM the stage
+    replaced may linger while it shuts down (or as a zombie until reaped): stopping
+    that one instead would stall nothing."""
     assert server.proc is not None
-    for pid, args in children(server.proc.pid):
-        if "java" in args.split()[0]:
-            return pid
-    return None
+    live = [
+        (int(start), pid)
+        for pid, args in children(server.proc.pid)
+        if "java" in args.split()[0] and (start := started(pid)) is not None
+    ]
+    return max(live)[1] if live else None
 
 
 def started(pid: int) -> str | None:
@@ -867,6 +873,9 @@ async def _spark_stall(st: Stage) -> None:
             (st.faults / "stall_timeout").write_text(str(STALL_TIMEOUT))
             since = time.monotonic()
             os.kill(jvm, signal.SIGSTOP)
+            # a batch in flight goes on advancing the views to newer epochs for up to
+            # CATCH_UP_S in Python (engine.start's on_batch) while its JVM is stopped
+            await asyncio.sleep(CATCH_UP_S + 2)
             await writes_go_on(m, "JVM stopped")
             await reads_go_on(load.reads, "JVM stopped")
             fresh = await connect(server.port)

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from headwater.catalog.objects import Table
-from headwater.engine.engine import Engine, spark_session
+from headwater.engine.engine import Engine
 
 from tests.test_engine_support import Workload, arrow_rows, catalog, normalize, plan_of, scans
 
@@ -56,12 +56,6 @@ QUERIES = [
     "SELECT a, count(*) AS n FROM big_t GROUP BY a",
     "SELECT 1 AS one, 'x' AS two",
 ]
-
-
-@pytest.fixture(scope="session")
-def spark() -> object:
-    """One SparkSession for every engine test (local[2])."""
-    return spark_session("local[2]")
 
 
 @pytest.fixture

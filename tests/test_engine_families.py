@@ -18,7 +18,15 @@ import pytest
 from headwater.engine.engine import Engine
 
 from tests.test_engine_diff import QUERIES
-from tests.test_engine_support import Workload, arrow_rows, catalog, normalize, plan_of, scans
+from tests.test_engine_support import (
+    Workload,
+    arrow_rows,
+    catalog,
+    normalize,
+    plan_of,
+    replanner,
+    scans,
+)
 
 pytestmark = pytest.mark.oracle
 
@@ -50,12 +58,12 @@ def test_families_equal_postgres_at_every_epoch(pg: psycopg.Connection, tmp_path
     for _ in range(10):
         work.epoch()
     cat, sc = catalog(), scans()
+    views: dict[int, str] = {}  # view -> its SQL
 
     def open_engine() -> Engine:
-        return Engine(tmp_path / "state", tmp_path / "spool")
+        return Engine(tmp_path / "state", tmp_path / "spool", replan=replanner(views))
 
     engine = open_engine()
-    views: dict[int, str] = {}  # view -> its SQL
     alive: dict[int, tuple[int, int]] = {}  # view -> (first epoch, last epoch) checked
 
     def create(vid: int, sql: str) -> None:

@@ -14,7 +14,15 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.test_engine_support import Workload, arrow_rows, catalog, normalize, plan_of, scans
+from tests.test_engine_support import (
+    Workload,
+    arrow_rows,
+    catalog,
+    normalize,
+    plan_of,
+    replanner,
+    scans,
+)
 
 pytestmark = pytest.mark.oracle
 
@@ -30,7 +38,7 @@ def child(state: str, spool: str) -> None:
     """The engine side: create the views on first start, then run the stage."""
     from headwater.engine.engine import Engine
 
-    engine = Engine(state, spool, wait_ms=100)
+    engine = Engine(state, spool, wait_ms=100, replan=replanner(VIEWS))
     cat, sc = catalog(), scans()
     for vid, sql in VIEWS.items():
         if vid not in engine.views:
@@ -105,7 +113,7 @@ def test_sigkill_in_the_middle_of_a_stream(pg_oracle: object, tmp_path: Path) ->
         proc.wait()
     from headwater.engine.engine import Engine
 
-    engine = Engine(state, spool)
+    engine = Engine(state, spool, replan=replanner(VIEWS))
     assert min(engine.frontier(v) for v in VIEWS) >= last, "did not catch up after restart"
     bad = []
     for vid, per_epoch in expected.items():

@@ -9,7 +9,7 @@ import pyarrow as pa
 from headwater.engine.engine import Engine
 from headwater.engine.spool import SpoolWriter
 
-from tests.test_engine_support import T, U, arrow_rows, catalog, plan_of, scans
+from tests.test_engine_support import T, U, arrow_rows, catalog, plan_of, replanner, scans
 
 
 def _t(rows: list[tuple], w: list[int]) -> pa.Table:
@@ -113,14 +113,46 @@ def test_reads_through_an_attached_database(tmp_path: Path) -> None:
 
 def test_restart_keeps_state_and_frontier(tmp_path: Path) -> None:
     engine, w = _engine(tmp_path)
-    _view(engine, 1, "SELECT a, string_agg(s, ',' ORDER BY s) AS ss FROM t GROUP BY a")
+    sql = "SELECT a, string_agg(s, ',' ORDER BY s) AS ss FROM t GROUP BY a"
+    _view(engine, 1, sql)
     w.write_epoch(1, {T: _t([(1, 1, 0, "b"), (2, 1, 0, "a")], [1, 1])})
     engine.advance(1)
     engine.close()
-    engine = Engine(tmp_path / "state", tmp_path / "spool")
+    # the view is planned again from its SQL (no plan is stored)
+    engine = Engine(tmp_path / "state", tmp_path / "spool", replan=replanner({1: sql}))
     assert engine.frontier(1) == 1
     engine.advance(1)  # a replayed batch is a no-op
     w.write_epoch(2, {T: _t([(3, 1, 0, "c")], [1])})
     engine.advance(2)
     assert arrow_rows(engine.read(1, 1)) == [(1, "a,b")]
     assert arrow_rows(engine.read(1, 2)) == [(1, "a,b,c")]
+
+
+def test_restart_drops_views_without_a_definition_or_whose_plan_changed(tmp_path: Path) -> None:
+    """Plans are not stored: at a restart a view whose definition is gone is dropped, and
+    so is one whose definition now plans into other state tables (the caller backfills
+    it again); a view of a family that keeps its plan goes on."""
+    engine, w = _engine(tmp_path)
+    sqls = {
+        1: "SELECT a, count(*) AS n FROM t GROUP BY a",
+        2: "SELECT a % 2 AS k, count(*) AS n FROM t GROUP BY 1",
+        3: "SELECT a % 3 AS k, count(*) AS n FROM t GROUP BY 1",
+        4: "SELECT id FROM t",
+    }
+    for vid, sql in sqls.items():
+        _view(engine, vid, sql)
+    assert engine._member_of[2] is engine._member_of[3]
+    w.write_epoch(1, {T: _t([(1, 1, 0, "x"), (2, 2, 0, "y")], [1, 1])})
+    engine.advance(1)
+    engine.close()
+    changed = {1: "SELECT a, sum(b) AS n, count(*) AS c FROM t GROUP BY a", 3: sqls[3], 4: sqls[4]}
+    engine = Engine(tmp_path / "state", tmp_path / "spool")
+    assert engine.restore(replanner(changed)) == [1, 2]
+    assert sorted(engine.views) == [3, 4] and [s.view for s in engine.status()] == [3, 4]
+    tables = {r[0] for r in engine._cur.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert not {"o1", "l1"} & tables
+    w.write_epoch(2, {T: _t([(3, 1, 0, "z")], [1])})
+    engine.advance(2)
+    assert sorted(arrow_rows(engine.read(3, 2))) == [(1, 2), (2, 1)]
+    assert sorted(arrow_rows(engine.read(4, 2))) == [(1,), (2,), (3,)]
+    engine.close()

@@ -133,12 +133,6 @@ def hw(hw_server: HeadwaterServer) -> Iterator[psycopg.Connection]:
         yield c
 
 
-@pytest.fixture
-def pg(pg_oracle: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(pg_oracle.dsn, autocommit=True) as c:
-        yield c
-
-
 def _seed() -> int:
     return int(os.environ.get("HW_SEED", random.randrange(1_000_000)))
 

@@ -52,7 +52,8 @@ CREATE TABLE orders (
 CREATE INDEX orders_amount_idx ON orders (amount);
 CREATE UNIQUE INDEX orders_customer_note ON orders (customer, note);
 CREATE TABLE "Mixed Case" (x int, "Y" text, PRIMARY KEY (x));
-CREATE TABLE lines (order_id int NOT NULL, line int NOT NULL, item text,
+CREATE TABLE lines (order_id int NOT NULL REFERENCES orders ON DELETE CASCADE,
+                    line int NOT NULL, item text,
                     CONSTRAINT lines_pk PRIMARY KEY (order_id, line));
 CREATE VIEW big_orders AS SELECT id, customer FROM orders WHERE amount > 5 AND NOT paid;
 CREATE VIEW all_orders AS SELECT * FROM orders;
@@ -170,7 +171,7 @@ def test_system_relations_have_postgres_columns(
 ) -> None:
     """Every emulated relation answers SELECT * with PostgreSQL 15's column names."""
     import psycopg
-    from headwater.catalog.pg_specs import RELATIONS
+    from headwater.catalog.pg.specs import RELATIONS
     from psycopg import sql
 
     with (

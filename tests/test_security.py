@@ -26,7 +26,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from headwater.server.auth import parse_scram, scram_verifier
+from headwater.server.auth.scram import parse_scram, scram_verifier
 from headwater.server.tls import generate_self_signed
 from psycopg import sql
 

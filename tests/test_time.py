@@ -223,7 +223,8 @@ def crash_server(
 def test_read_your_writes_1000_iterations(hw_server: HeadwaterServer) -> None:
     """1000 write-then-read iterations through psycopg in 90 concurrent sessions: after
     each INSERT its session reads the aggregate view, which must already count it
-    (default headwater.freshness = 'session'): 0 stale reads. Session g owns group g, so
+    (headwater.freshness = 'session': its own writes; the default, 'latest', is
+    tests/test_freshness.py's): 0 stale reads. Session g owns group g, so
     its k-th read must show exactly n = k and s = 1 + ... + k."""
     t_stage = time.time()
     with connect(hw_server.dsn) as c:
@@ -247,6 +248,7 @@ def test_read_your_writes_1000_iterations(hw_server: HeadwaterServer) -> None:
     def session(g: int) -> None:
         try:
             with connect(hw_server.dsn) as s:
+                s.execute("SET headwater.freshness = 'session'")
                 last = 0
                 for k in range(1, counts[g] + 1):
                     s.execute("INSERT INTO tm_rw VALUES (%s, %s, %s)", [g * 1000 + k, g, k])
@@ -341,8 +343,10 @@ def _n(c: psycopg.Connection) -> int:
 def test_freshness_token_between_sessions(fr: str) -> None:
     """Session A writes and hands its token to B (ParameterStatus headwater_epoch, or
     SELECT headwater_write_fence(): the same number); B sets headwater.read_after to
-    it and its next read of the view sees A's write."""
+    it and its next read of the view sees A's write (under 'session': the default,
+    'latest', waits for every acknowledged write anyway)."""
     with connect(fr) as a, connect(fr) as b:
+        b.execute("SET headwater.freshness = 'session'")
         assert a.execute("SELECT headwater_write_fence()").fetchone() == (0,)
         stale = 0
         for i in range(1, 7):

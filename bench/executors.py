@@ -1,0 +1,346 @@
+"""The two executors side by side (issue 13): shared-state commit cost, and backfill.
+
+    python bench/executors.py state      # per-batch commit: Parquet manifest vs Delta
+    python bench/executors.py backfill --rows 100000,1000000 [--master local[2]]
+    python bench/executors.py backfill --large          # 5 M and 10 M rows
+    python bench/executors.py batches --state 1000000 --batch 1000,10000,100000,1000000
+    python bench/executors.py scaling --rows 1000000    # local[1], local[2], standalone
+
+`state`: what one batch's state commit costs with each candidate format: Parquet
+files listed in the engine's DuckDB (a row per file, in the frontier's transaction)
+and Delta Lake through the `deltalake` package (delta-rs committing files written
+by others, then the frontier in DuckDB: two commits). Also what a switch of
+executor costs: a DuckDB table exported as Parquet (Spark's next batch reads it)
+and Spark's Parquet loaded into DuckDB.
+
+`backfill`: a table of N rows (and a 1,000-row dimension) backfilled into 3 views
+(aggregate, join, distinct) by Engine with `executor="duckdb"` and `"spark"`; rows
+per second, and the crossover of the two lines fitted as fixed cost + cost per row.
+
+`batches`: maintenance, not backfill: the same 3 views over a table of `--state`
+rows, then one epoch per size of `--batch` (half deletes of existing rows, half
+inserts), each advanced by `Engine.advance` on each executor: seconds per batch and
+the crossover, which is what `auto`'s rows floor should be (engine/executors.py).
+
+`scaling`: the Spark executor's backfill under local[1], local[2] and a standalone
+master with one 2-core worker on loopback (tests/test_spark_cluster.start_cluster),
+each in its own process (one SparkSession per process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.1f} {five:.1f} {fifteen:.1f}"
+
+
+def state(rows: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="hw-bench-state-"))
+    try:
+        t = pa.table({"k": pa.array(range(rows), pa.int64()), "v": pa.array(range(rows))})
+        db = duckdb.connect(str(tmp / "e.duckdb"))
+        db.execute("CREATE TABLE hw_views (view BIGINT, frontier BIGINT)")
+        db.execute("INSERT INTO hw_views VALUES (1, 0)")
+        db.execute("CREATE TABLE hw_parquet (tbl VARCHAR, dir VARCHAR)")
+        pq.write_table(t.slice(0, 10), tmp / "f.parquet")
+        n = 200
+        t0 = time.perf_counter()
+        for i in range(n):
+            db.execute("BEGIN")
+            db.execute("INSERT INTO hw_parquet VALUES ('s1_0_g', ?)", [f"d{i}"])
+            db.execute("DELETE FROM hw_parquet WHERE tbl = 's1_0_g' AND dir <> ?", [f"d{i}"])
+            db.execute("UPDATE hw_views SET frontier = ? WHERE view = 1", [i])
+            db.execute("COMMIT")
+        manifest = (time.perf_counter() - t0) / n
+        print(f"manifest in DuckDB (+ frontier, one transaction): {manifest * 1e3:.2f} ms/batch")
+        try:
+            from deltalake import DeltaTable, write_deltalake
+            from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+            uri = str(tmp / "delta")
+            write_deltalake(uri, t.slice(0, 10))
+            dt = DeltaTable(uri)
+            size = (tmp / "f.parquet").stat().st_size
+            t0 = time.perf_counter()
+            for i in range(n):
+                shutil.copy(tmp / "f.parquet", Path(uri) / f"p{i}.parquet")
+                add = AddAction(f"p{i}.parquet", size, {}, int(time.time() * 1000), True, None)
+                if (dt.transaction_version("hw") or -1) < i:  # idempotence (research note)
+                    dt.create_write_transaction(
+                        [add],
+                        "append",
+                        dt.schema(),
+                        commit_properties=CommitProperties(app_transactions=[Transaction("hw", i)]),
+                    )
+                    dt.update_incremental()
+                db.execute("UPDATE hw_views SET frontier = ? WHERE view = 1", [i])
+            delta = (time.perf_counter() - t0) / n
+            print(f"Delta (delta-rs commit + frontier in DuckDB): {delta * 1e3:.2f} ms/batch")
+        except ImportError:
+            print("Delta: the deltalake package is not installed")
+        db.execute("CREATE TABLE s AS SELECT * FROM t")
+        t0 = time.perf_counter()
+        d = tmp / "export"
+        d.mkdir()
+        pq.write_table(db.sql("SELECT * FROM s").to_arrow_table(), d / "part-0.parquet")
+        export = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        db.execute("DELETE FROM s")
+        db.execute(f"INSERT INTO s BY NAME SELECT * FROM read_parquet('{d}/*.parquet')")
+        load = time.perf_counter() - t0
+        print(
+            f"switch DuckDB -> Spark (export {rows:,} rows as Parquet): {export:.3f} s;"
+            f" Spark -> DuckDB (load them): {load:.3f} s"
+        )
+        print(_load())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+VIEWS = {
+    "aggregate": "SELECT a, count(*) AS n, sum(b) AS sb FROM t GROUP BY a",
+    "join": "SELECT t.id, t.b, u.x FROM t JOIN u ON t.a = u.a",
+    "distinct": "SELECT DISTINCT a, s FROM t",
+}
+
+
+def _table_t(first: int, n: int) -> pa.Table:
+    ids = np.arange(first, first + n, dtype=np.int32)
+    return pa.table(
+        {
+            "id": ids,
+            "a": ids % 1000,
+            "b": ids % 7,
+            "s": pa.array((ids % 13).astype(str)),
+        }
+    )
+
+
+def _table_u() -> pa.Table:
+    ids = np.arange(1000, dtype=np.int32)
+    return pa.table({"id": ids, "a": ids, "x": ids % 5})
+
+
+def _engine_test_helpers() -> tuple:
+    from headwater.engine import delta
+
+    from tests import test_engine_support as support
+
+    delta.CHECKS = False  # the tests' consistency checks: not part of what is measured
+    return support.catalog, support.plan_of, support.scans
+
+
+def backfill(sizes: list[int], master: str, executors: list[str]) -> None:
+    from headwater.engine import stage
+    from headwater.engine.engine import Engine
+
+    catalog, plan_of, scans = _engine_test_helpers()
+
+    if "spark" in executors:
+        t0 = time.perf_counter()
+        stage.spark_session(master)
+        print(f"SparkSession {master}: started in {time.perf_counter() - t0:.1f} s")
+    cat, sc = catalog(), scans()
+    times: dict[str, list[tuple[int, float]]] = {e: [] for e in executors}
+    for n in [1000, *sizes]:  # the first, untimed: JVM and Catalyst warm-up
+        t, u = _table_t(0, n), _table_u()
+        snaps = {16400: t, 16401: u}
+        for ex in executors:
+            tmp = Path(tempfile.mkdtemp(prefix="hw-bench-backfill-"))
+            try:
+                engine = Engine(
+                    tmp / "state",
+                    tmp / "spool",
+                    master=master,
+                    snapshot=lambda oid, e, snaps=snaps: snaps[oid],
+                    executor=ex,
+                )
+                t0 = time.perf_counter()
+                for i, sql in enumerate(VIEWS.values()):
+                    plan = plan_of(sql, cat)
+                    engine.create_view(60000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=1)
+                dt = time.perf_counter() - t0
+                tasks = sum(engine.spark.tasks.values())
+                engine.close()
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if n == 1000:
+                continue
+            times[ex].append((n, dt))
+            print(
+                f"backfill {n:>10,} rows into 3 views, {ex:>6}: {dt:7.2f} s,"
+                f" {n / dt:>12,.0f} rows/s, {tasks} Spark tasks ({_load()})",
+                flush=True,
+            )
+    if len(executors) == 2 and len(sizes) >= 2:
+        fits = {}
+        for ex, pts in times.items():
+            (n1, t1), (n2, t2) = pts[0], pts[-1]
+            per_row = (t2 - t1) / (n2 - n1)
+            fits[ex] = (t1 - per_row * n1, per_row)
+            print(f"{ex}: fixed {fits[ex][0]:.2f} s + {fits[ex][1] * 1e6:.3f} s per M rows")
+        (fs, ps), (fd, pd) = fits["spark"], fits["duckdb"]
+        if ps < 0 or pd < 0:
+            print("crossover: not measurable (the load changed between runs)")
+        elif pd > ps:
+            print(f"crossover: Spark is faster from ~{(fs - fd) / (pd - ps):,.0f} rows")
+        else:
+            print("crossover: none (Spark's cost per row is not below DuckDB's here)")
+
+
+def _changes(first: int, n: int, weight: int) -> pa.Table:
+    t = _table_t(first, n)
+    return t.append_column("_hw_w", pa.array(np.full(n, weight, dtype=np.int32)))
+
+
+def _fit(pts: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least squares: seconds = fixed + per_row * rows."""
+    x = np.array([p[0] for p in pts], dtype=float)
+    y = np.array([p[1] for p in pts], dtype=float)
+    per_row, fixed = np.polyfit(x, y, 1) if len(pts) > 1 else (0.0, y[0])
+    return float(fixed), float(per_row)
+
+
+def batches(state_rows: int, sizes: list[int], master: str, executors: list[str]) -> None:
+    """Maintenance batches of growing size on each executor; the per-batch crossover."""
+    from headwater.engine import stage
+    from headwater.engine.engine import Engine
+    from headwater.engine.spool import SpoolWriter
+
+    catalog, plan_of, scans = _engine_test_helpers()
+    if "spark" in executors:
+        t0 = time.perf_counter()
+        stage.spark_session(master)
+        print(f"SparkSession {master}: started in {time.perf_counter() - t0:.1f} s")
+    cat, sc = catalog(), scans()
+    snaps = {16400: _table_t(0, state_rows), 16401: _table_u()}
+    times: dict[str, list[tuple[int, float]]] = {e: [] for e in executors}
+    for ex in executors:
+        tmp = Path(tempfile.mkdtemp(prefix="hw-bench-batches-"))
+        try:
+            spool = SpoolWriter(tmp / "spool")
+            engine = Engine(
+                tmp / "state",
+                tmp / "spool",
+                master=master,
+                snapshot=lambda oid, e: snaps[oid],
+                executor=ex,
+            )
+            t0 = time.perf_counter()
+            for i, sql in enumerate(VIEWS.values()):
+                plan = plan_of(sql, cat)
+                engine.create_view(60000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=1)
+            print(
+                f"{ex:>6}: backfill of {state_rows:,} rows into 3 views"
+                f" {time.perf_counter() - t0:.2f} s ({_load()})",
+                flush=True,
+            )
+            low, high, epoch = 0, state_rows, 1
+            for k in [100, *sizes]:  # the first, untimed: warm-up of the batch path
+                half = k // 2
+                d = pa.concat_tables([_changes(low, half, -1), _changes(high, k - half, 1)])
+                low, high, epoch = low + half, high + k - half, epoch + 1
+                spool.write_epoch(epoch, {16400: d})
+                tasks0 = sum(engine.spark.tasks.values())
+                t0 = time.perf_counter()
+                engine.advance(epoch)
+                dt = time.perf_counter() - t0
+                failed = [s.error for s in engine.status() if s.status != "running"]
+                assert not failed, failed
+                if k == 100 and sizes:
+                    continue
+                times[ex].append((k, dt))
+                tasks = sum(engine.spark.tasks.values()) - tasks0
+                print(
+                    f"batch of {k:>9,} changed rows, {ex:>6}: {dt:7.2f} s,"
+                    f" {k / dt:>11,.0f} rows/s, {tasks} Spark tasks ({_load()})",
+                    flush=True,
+                )
+            engine.close()
+            spool.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if len(times) == 2 and len(sizes) >= 2:
+        (fs, ps), (fd, pd) = _fit(times["spark"]), _fit(times["duckdb"])
+        print(f"spark: fixed {fs:.2f} s + {ps * 1e6:.2f} s per M changed rows")
+        print(f"duckdb: fixed {fd:.2f} s + {pd * 1e6:.2f} s per M changed rows")
+        if pd > ps and fs > fd:
+            print(f"crossover: Spark is faster from ~{(fs - fd) / (pd - ps):,.0f} changed rows")
+        else:
+            print("crossover: none (Spark costs more per batch and per row here)")
+
+
+def scaling(rows: str, masters: list[str]) -> None:
+    """The Spark executor's backfill under each master, each in a process of its own."""
+    from tests.test_spark_cluster import driver_env, start_cluster
+
+    me = str(Path(__file__).resolve())
+    for m in masters:
+        cluster = None
+        env = dict(os.environ)
+        master = m
+        if m == "standalone":
+            root = Path(tempfile.mkdtemp(prefix="hw-bench-cluster-"))
+            t0 = time.perf_counter()
+            cluster = start_cluster(root, cores=2, memory="1536m")
+            print(f"standalone master + 1 worker (2 cores): up in {time.perf_counter() - t0:.1f} s")
+            env.update(driver_env(None, "1g"))
+            master = cluster.url
+        print(f"--- Spark executor, master {m} ({_load()})", flush=True)
+        try:
+            subprocess.run(
+                [sys.executable, me, "backfill", "--rows", rows, "--master", master]
+                + ["--executors", "spark"],
+                env=env,
+                check=False,
+            )
+        finally:
+            if cluster is not None:
+                cluster.stop()
+                shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("section", choices=["state", "backfill", "batches", "scaling"])
+    ap.add_argument("--rows", default="100000,1000000")
+    ap.add_argument("--large", action="store_true", help="backfill: 5 M and 10 M rows")
+    ap.add_argument("--state", type=int, default=1_000_000, help="batches: the table's rows")
+    ap.add_argument("--batch", default="1000,10000,100000,1000000", help="batches: sizes")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--masters", default="local[1],local[2],standalone", help="scaling")
+    ap.add_argument("--executors", default="duckdb,spark")
+    args = ap.parse_args()
+    if args.large:
+        args.rows = "5000000,10000000"
+    sizes = [int(x) for x in args.rows.split(",")]
+    if args.section == "state":
+        state(sizes[-1])
+    elif args.section == "backfill":
+        backfill(sizes, args.master, args.executors.split(","))
+    elif args.section == "batches":
+        sizes = [int(x) for x in args.batch.split(",")]
+        batches(args.state, sizes, args.master, args.executors.split(","))
+    else:
+        scaling(args.rows, args.masters.split(","))
+
+
+if __name__ == "__main__":
+    main()

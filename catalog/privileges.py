@@ -1,0 +1,113 @@
+"""The privilege model: which role may do what to which relation or schema.
+
+PostgreSQL's ACLs as the catalog stores them (catalog/objects.py: `acl` is a tuple of
+(grantee oid, privilege letters), grantee 0 being PUBLIC), role memberships, and
+ownership. Pure functions over the catalog: the server's statement checks, the GRANT
+statements and the pg_catalog emulation (relacl, has_table_privilege) all use them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, Acl, Relation, Schema
+
+if TYPE_CHECKING:
+    from headwater.catalog.catalog import Catalog
+
+PRIV_LETTERS = {
+    "select": "r",
+    "insert": "a",
+    "update": "w",
+    "delete": "d",
+    "truncate": "D",
+    "references": "x",
+    "trigger": "t",
+    "usage": "U",
+    "create": "C",
+}
+TABLE_ALL = "arwdDxt"  # every privilege a relation can grant, in aclitem order
+SCHEMA_ALL = "UC"
+
+
+def memberships(catalog: Catalog, oid: int, inherit_only: bool = True) -> set[int]:
+    """The role, every role it is a member of (through INHERIT roles), and PUBLIC (0)."""
+    out = {0, oid}
+    stack = [oid]
+    roles = catalog.roles
+    while stack:
+        r = roles.get(stack.pop())
+        if r is None or (inherit_only and not r.inherit):
+            continue
+        for m in r.member_of:
+            if m not in out:
+                out.add(m)
+                stack.append(m)
+    return out
+
+
+def owner(obj: Relation | Schema) -> int:
+    """The owning role; objects from before ownership was recorded belong to the bootstrap role."""
+    return obj.owner or BOOTSTRAP_ROLE_OID
+
+
+def has_priv(obj: Relation | Schema, letter: str, roles: set[int]) -> bool:
+    if owner(obj) in roles:
+        return True
+    return any(g in roles and letter in p for g, p in obj.acl)
+
+
+def is_superuser(catalog: Catalog, oid: int) -> bool:
+    r = catalog.roles.get(oid)
+    return r is not None and r.superuser
+
+
+def owns(catalog: Catalog, role_oid: int, obj: Relation | Schema) -> bool:
+    """May the role act as the owner (GRANT, DROP): a superuser or a member of the owner."""
+    return is_superuser(catalog, role_oid) or owner(obj) in memberships(catalog, role_oid)
+
+
+def has_privilege(catalog: Catalog, role_oid: int, obj: Relation | Schema, privs: str) -> bool:
+    """has_table_privilege / has_schema_privilege: privs are names ('SELECT, INSERT')
+    or letters; true if the role holds any of them (PostgreSQL's semantics)."""
+    if is_superuser(catalog, role_oid):
+        return True
+    letters = ""
+    for p in privs.split(","):
+        p = p.strip().lower().removesuffix(" with grant option")
+        letters += PRIV_LETTERS.get(p, p if len(p) == 1 else "")
+    roles = memberships(catalog, role_oid)
+    return any(has_priv(obj, letter, roles) for letter in letters)
+
+
+def acl_items(catalog: Catalog, obj: Relation | Schema) -> list[str] | None:
+    """PostgreSQL's aclitem[] text for relacl / nspacl (None: the default, NULL)."""
+    if not obj.acl:
+        return None
+
+    def name(oid: int) -> str:
+        r = catalog.roles.get(oid)
+        return "" if oid == 0 else (r.name if r is not None else str(oid))
+
+    owner_name = name(owner(obj))
+    order = TABLE_ALL if isinstance(obj, Relation) else SCHEMA_ALL
+    items = [f"{owner_name}={order}/{owner_name}"]
+    for grantee, letters in obj.acl:
+        shown = "".join(c for c in order if c in letters)
+        items.append(f"{name(grantee)}={shown}/{owner_name}")
+    return items
+
+
+def merge_acl(acl: Acl, grantee: int, letters: str, grant: bool) -> Acl:
+    """The ACL after GRANT (grant=True) or REVOKE of `letters` to one grantee."""
+    entries = dict(acl)
+    have = entries.get(grantee, "")
+    if grant:
+        new = have + "".join(c for c in letters if c not in have)
+    else:
+        new = "".join(c for c in have if c not in letters)
+    if new:
+        entries[grantee] = new
+    else:
+        entries.pop(grantee, None)
+    return tuple(sorted(entries.items()))

@@ -1,0 +1,459 @@
+"""The rules' DuckDB SQL rendered as Spark SQL: one rule text, two executors.
+
+The delta rules (engine/rules/) produce DuckDB SQL. `to_spark` parses it with
+sqlglot (`read="duckdb"`), applies the fix-ups below (each a small pure function
+over the syntax tree: what sqlglot's transpiler leaves that Spark 4.3 refuses or
+reads differently), and prints it for Spark (`write="spark"`). sqlglot already
+handles `EXCLUDE` -> `EXCEPT`, `x::T` -> `CAST`, `any_value` -> `ANY_VALUE(x)
+IGNORE NULLS`, `range(n)` -> `EXPLODE(SEQUENCE(...))`, DuckDB's default
+`NULLS LAST` made explicit in ORDER BY, `string_agg` -> `LISTAGG ... WITHIN GROUP`.
+
+A state update (`DELETE ... USING`, `UPDATE ... FROM`, `INSERT INTO`) has no
+Spark SQL form over a temp view or a Parquet table (Spark's DML needs a v2 table
+format whose jars are not reachable here), so `state_update` renders it as the
+relation the state becomes: a query over the old state (`replace`), or rows to
+append to it (`append`). The executor (engine/spark_batch.py) rebinds the state's
+name to that relation.
+
+Integer division: the engine runs DuckDB with `integer_division` on, so `/` of two
+integers truncates; Spark's `/` is always a fractional division. `to_spark` takes
+the column types (`types`: column name -> DuckDB type; a plan's internal column
+names are unique) and turns `/` of two integer operands into Spark's `DIV`.
+
+Functions the serving path installs in DuckDB (planner/pg_compat.py
+`install_functions`) and their Spark forms: `SPARK_FUNCTIONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+Types = Mapping[str, str]  # column name -> DuckDB type
+
+
+def to_spark(sql: str, types: Types | None = None) -> str:
+    """A DuckDB SELECT of the rules as Spark SQL.
+
+    >>> to_spark("SELECT * EXCLUDE (_e), sum(_w)::BIGINT AS _w FROM d GROUP BY ALL")
+    'SELECT * EXCEPT (_e), CAST(SUM(_w) AS BIGINT) AS _w FROM d GROUP BY ALL'
+    """
+    return render(parse(sql), types)
+
+
+def parse(sql: str) -> exp.Expression:
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    assert tree is not None
+    return tree
+
+
+def render(tree: exp.Expression, types: Types | None = None) -> str:
+    """Apply every fix-up to a parsed DuckDB statement and print it for Spark."""
+    for fix in FIXUPS:
+        tree = fix(tree)
+    if types is not None:
+        tree = integer_division(tree, types)
+    tree = hw_functions(tree, types or {})
+    return tree.sql(dialect="spark")
+
+
+# -- fix-ups: what sqlglot leaves that Spark refuses or reads differently -------------
+def drop_materialized(tree: exp.Expression) -> exp.Expression:
+    """Spark has no `AS MATERIALIZED` CTE (it decides reuse itself).
+
+    >>> to_spark("WITH _m AS MATERIALIZED (SELECT 1 AS x) SELECT x FROM _m")
+    'WITH _m AS (SELECT 1 AS x) SELECT x FROM _m'
+    """
+    for cte in tree.find_all(exp.CTE):
+        cte.set("materialized", None)
+    return tree
+
+
+def row_to_struct(tree: exp.Expression) -> exp.Expression:
+    """DuckDB's `row(a, b)` (a tuple, compared with IS DISTINCT FROM) is Spark's
+    `STRUCT(a, b)`; both compare field by field, NULL-safe under IS DISTINCT FROM.
+
+    >>> to_spark("SELECT lag(row(a, b)) OVER w IS DISTINCT FROM row(a, b) FROM t")
+    'SELECT LAG(STRUCT(a, b)) OVER w IS DISTINCT FROM STRUCT(a, b) FROM t'
+    """
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous) and node.name.lower() == "row":
+            return exp.Struct(expressions=list(node.expressions))
+        return node
+
+    return tree.transform(fix)
+
+
+def lateral_series(tree: exp.Expression) -> exp.Expression:
+    """`FROM x, range(x.n)` (a series per row of x, DuckDB joins it laterally) is
+    `FROM x, LATERAL EXPLODE(SEQUENCE(0, n - 1)) AS _rg(range)` in Spark, which
+    reads no column of an earlier FROM item without LATERAL.
+
+    >>> to_spark("SELECT * FROM ms AS m, range(m.n)")[:69]
+    'SELECT * FROM ms AS m, LATERAL EXPLODE(IF((m.n) - 1 < 0, ARRAY(), SEQ'
+    """
+    for join in list(tree.find_all(exp.Join)):
+        table = join.this
+        if not isinstance(table, exp.Table) or not isinstance(table.this, exp.GenerateSeries):
+            continue
+        series = table.this
+        if not series.args.get("is_end_exclusive"):
+            continue
+        end = exp.Sub(this=exp.paren(series.args["end"].copy()), expression=exp.Literal.number(1))
+        seq = exp.Anonymous(this="SEQUENCE", expressions=[series.args["start"].copy(), end])
+        # SEQUENCE(0, -1) counts down in Spark; DuckDB's range(0) is empty
+        empty = exp.LT(this=end.copy(), expression=exp.Literal.number(0))
+        guarded = exp.If(this=empty, true=exp.Array(expressions=[]), false=seq)
+        lateral = exp.Lateral(
+            this=exp.Explode(this=guarded),
+            alias=exp.TableAlias(
+                this=exp.to_identifier("_rg"), columns=[exp.to_identifier("range")]
+            ),
+        )
+        join.set("this", lateral)
+    return tree
+
+
+_FRAMELESS = (exp.Lead, exp.Lag, exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile)
+
+
+def frameless_ranking(tree: exp.Expression) -> exp.Expression:
+    """lead/lag/row_number over a named window with a frame: DuckDB ignores the
+    frame for them, Spark refuses it ("Cannot specify window frame for lead
+    function"); they get the window's partition and order inline, without frame.
+
+    >>> to_spark("SELECT sum(x) OVER w, lead(e) OVER w FROM q WINDOW w AS (PARTITION"
+    ...          " BY k ORDER BY e ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")[:61]
+    'SELECT SUM(x) OVER w, LEAD(e) OVER (PARTITION BY k ORDER BY e'
+    """
+    for select in list(tree.find_all(exp.Select)):
+        named = {w.name: w for w in select.args.get("windows") or []}
+        if not named:
+            continue
+        for win in list(select.find_all(exp.Window)):
+            ref = win.args.get("alias")
+            if (
+                not isinstance(win.this, _FRAMELESS)
+                or ref is None
+                or ref.name not in named
+                or win.args.get("partition_by")
+                or win.args.get("order")
+            ):
+                continue
+            spec = named[ref.name]
+            win.set("alias", None)
+            win.set("partition_by", [p.copy() for p in spec.args.get("partition_by") or []])
+            order = spec.args.get("order")
+            win.set("order", order.copy() if order is not None else None)
+    return tree
+
+
+# DuckDB types Spark lacks, as the Spark type that holds every value
+SPARK_TYPES = {
+    exp.DataType.Type.INT128: "DECIMAL(38, 0)",  # sum() of integers in DuckDB
+    exp.DataType.Type.UINT128: "DECIMAL(38, 0)",
+    exp.DataType.Type.UBIGINT: "DECIMAL(20, 0)",
+    exp.DataType.Type.UINT: "BIGINT",
+    exp.DataType.Type.USMALLINT: "INT",
+    exp.DataType.Type.UTINYINT: "SMALLINT",
+    exp.DataType.Type.JSON: "STRING",  # Headwater's json/jsonb are normalized text
+    exp.DataType.Type.UUID: "STRING",
+}
+
+
+def spark_types(tree: exp.Expression) -> exp.Expression:
+    """Casts to DuckDB types Spark has not: HUGEINT (DuckDB's sum of integers) as
+    DECIMAL(38, 0), JSON (text here) as STRING, ...
+
+    >>> to_spark("SELECT CAST(s AS HUGEINT), CAST(j AS JSON) FROM t")
+    'SELECT CAST(s AS DECIMAL(38, 0)), CAST(j AS STRING) FROM t'
+    """
+    for dt in list(tree.find_all(exp.DataType)):
+        to = SPARK_TYPES.get(dt.this)  # type: ignore[call-overload]
+        if to is not None:
+            dt.replace(exp.DataType.build(to, dialect="spark"))
+    return tree
+
+
+FIXUPS: list[Callable[[exp.Expression], exp.Expression]] = [
+    drop_materialized,
+    row_to_struct,
+    lateral_series,
+    frameless_ranking,
+    spark_types,
+]
+
+
+# -- typed fix-ups: integer division, the installed functions ------------------------
+_INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "INT", "BIGINT", "HUGEINT", "INT128"}
+_INTEGERS |= {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "INT2", "INT4", "INT8"}
+_META = {"_w": "BIGINT", "_e": "BIGINT", "_n": "BIGINT", "_i": "BIGINT", "_cnt": "BIGINT"}
+
+
+def type_of(node: exp.Expression, types: Types) -> str | None:
+    """The DuckDB type family of a scalar expression: 'int', 'decimal', 'float',
+    'other', or None when unknown. Columns are typed by name (`types`, plus the
+    rules' own `_w`, `_e`, ...): a plan's internal names are unique.
+
+    >>> type_of(parse("SELECT (c1 + 2) * c2").expressions[0], {"c1": "INTEGER", "c2": "BIGINT"})
+    'int'
+    """
+    if isinstance(node, exp.Paren | exp.Neg):
+        return type_of(node.this, types)
+    if isinstance(node, exp.Column):
+        t = types.get(node.name) or _META.get(node.name)
+        return None if t is None else _family(t)
+    if isinstance(node, exp.Cast):
+        return _family(node.to.sql(dialect="duckdb"))
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return "other"
+        return "int" if node.is_int else "decimal"
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod | exp.IntDiv):
+        a, b = type_of(node.this, types), type_of(node.expression, types)
+        for family in (None, "other", "float", "decimal"):
+            if family in (a, b):
+                return family
+        return "int"
+    if isinstance(node, exp.Div):
+        a, b = type_of(node.this, types), type_of(node.expression, types)
+        if None in (a, b):
+            return None
+        if (a, b) == ("int", "int"):
+            return "int"
+        return "decimal" if "decimal" in (a, b) and {a, b} <= {"decimal", "int"} else "float"
+    return None
+
+
+def _family(duck_type: str) -> str:
+    t = duck_type.upper().split("(")[0].strip()
+    if t in _INTEGERS:
+        return "int"
+    if t in ("DECIMAL", "NUMERIC"):
+        return "decimal"
+    if t in ("DOUBLE", "FLOAT", "REAL", "FLOAT4", "FLOAT8"):
+        return "float"
+    return "other"
+
+
+def integer_division(tree: exp.Expression, types: Types) -> exp.Expression:
+    """`a / b` of two integers is DuckDB's truncating division here (the engine sets
+    `integer_division`), Spark's `a DIV b` (which truncates toward zero too, and
+    raises on a zero divisor under ANSI mode, Spark 4's default). `a / b` with a
+    numeric operand (and no float one) is DuckDB's `//` overload for decimals,
+    PostgreSQL's numeric division: the `hw_numeric_div` UDF (engine/spark_executor.py
+    registers it). Divisions whose operands' types are not known are left as they
+    are (fractional in Spark).
+
+    >>> to_spark("SELECT c1 / 2, CAST(c1 AS DOUBLE) / 2 FROM t", {"c1": "INTEGER"})
+    'SELECT c1 DIV 2, CAST(c1 AS DOUBLE) / 2 FROM t'
+    >>> to_spark("SELECT c2 / 3 FROM t", {"c2": "DECIMAL(38,16)"})
+    'SELECT HW_NUMERIC_DIV(CAST(c2 AS DECIMAL(38, 16)), CAST(3 AS DECIMAL(38, 16))) FROM t'
+    """
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Div):
+            return node
+        if type_of(node, types) == "int":
+            return exp.IntDiv(this=node.this, expression=node.expression)
+        families = {type_of(node.this, types), type_of(node.expression, types)}
+        if "decimal" in families and families <= {"decimal", "int"}:
+            a, b = (
+                f"CAST({x.sql(dialect='spark')} AS DECIMAL(38, 16))"
+                for x in (node.this, node.expression)
+            )
+            return sqlglot.parse_one(f"hw_numeric_div({a}, {b})", read="spark")
+        return node
+
+    return tree.transform(fix)
+
+
+@dataclass(frozen=True)
+class SparkFunction:
+    """How a function installed in DuckDB (planner/pg_compat.py) runs in Spark:
+    `sql` (a Spark SQL expression, `{x}` its argument, by argument type family) or
+    `udf` (no Spark SQL form: an Arrow UDF of that name, wrapping the DuckDB UDF's
+    Arrow function; engine/spark_executor.py registers it) or `none` (no Spark form)."""
+
+    duckdb: str
+    spark: str
+    kind: str  # "sql" | "udf" | "none"
+    why: str
+
+
+SPARK_FUNCTIONS = (
+    SparkFunction(
+        "hw_sum(x) of SMALLINT/INTEGER -> BIGINT",
+        "CAST(SUM(x) AS BIGINT)",
+        "sql",
+        "Spark's sum of int is already bigint",
+    ),
+    SparkFunction(
+        "hw_sum(x) of BIGINT/HUGEINT -> DECIMAL(38,16)",
+        "CAST(SUM(CAST(x AS DECIMAL(38, 0))) AS DECIMAL(38, 16))",
+        "sql",
+        "summed as a decimal: no overflow (Spark's bigint sum raises under ANSI)",
+    ),
+    SparkFunction("hw_sum(x), other types", "SUM(x)", "sql", "same as DuckDB's sum"),
+    SparkFunction(
+        "hw_avg(x) of integers/numeric -> DECIMAL(37,16), PostgreSQL's scale",
+        "hw_avg_exact(CAST(SUM(x) AS DECIMAL(38, 16)), COUNT(x))",
+        "udf",
+        "the result's scale depends on the value (PostgreSQL's select_div_scale): "
+        "no Spark decimal type has a value-dependent scale",
+    ),
+    SparkFunction(
+        "hw_avg(x), other types (double)", "AVG(x)", "sql", "same as DuckDB's avg (double)"
+    ),
+    SparkFunction(
+        "a / b, integers (integer_division)", "a DIV b", "sql", "truncating, as DuckDB's"
+    ),
+    SparkFunction(
+        '"//"(DECIMAL, DECIMAL): numeric / numeric',
+        "hw_numeric_div(CAST(a AS DECIMAL(38, 16)), CAST(b AS DECIMAL(38, 16)))",
+        "udf",
+        "PostgreSQL rounds at a value-dependent scale; Spark's decimal division "
+        "fixes the scale by the types (DECIMAL(38,16)/DECIMAL(38,16) -> scale 6)",
+    ),
+    SparkFunction(
+        '"//"(INTERVAL, DOUBLE): interval / number',
+        "-",
+        "none",
+        "Spark has no interval of months, days and microseconds as a column type "
+        "(only YEAR TO MONTH or DAY TO SECOND); such views stay on DuckDB",
+    ),
+    SparkFunction(
+        "hw_jsonb_in(text): jsonb input of a non-constant",
+        "hw_jsonb_in(x)",
+        "udf",
+        "PostgreSQL's jsonb key order (by length, then bytes) and spacing; Spark's "
+        "VARIANT orders keys by name and prints compactly",
+    ),
+    SparkFunction(
+        "hw_avg_w(avg OVER w, x)", "-", "none", "window functions are not in views' scope"
+    ),
+)
+
+
+def hw_functions(tree: exp.Expression, types: Types) -> exp.Expression:
+    """The installed functions by their Spark forms (SPARK_FUNCTIONS), typed by the
+    argument where DuckDB's macro overloads are.
+
+    >>> to_spark("SELECT hw_sum(c1), hw_avg(c3) FROM t", {"c1": "INTEGER", "c3": "DOUBLE"})
+    'SELECT CAST(SUM(c1) AS BIGINT), AVG(c3) FROM t'
+    >>> to_spark("SELECT hw_sum(c2) FROM t", {"c2": "BIGINT"})
+    'SELECT CAST(SUM(CAST(c2 AS DECIMAL(38, 0))) AS DECIMAL(38, 16)) FROM t'
+    """
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Anonymous):
+            return node
+        name = node.name.lower()
+        if name not in ("hw_sum", "hw_sum_distinct", "hw_avg", "hw_avg_distinct"):
+            return node
+        x = node.expressions[0]
+        d = "DISTINCT " if name.endswith("_distinct") else ""
+        arg = f"{d}{x.sql(dialect='spark')}"
+        family = type_of(x, types)
+        duck = (types.get(x.name) or "").upper() if isinstance(x, exp.Column) else ""
+        if name.startswith("hw_sum"):
+            if family == "int" and duck in ("SMALLINT", "INTEGER", "INT2", "INT4"):
+                sql = f"CAST(SUM({arg}) AS BIGINT)"
+            elif family == "int":
+                dec = f"{d}CAST({x.sql(dialect='spark')} AS DECIMAL(38, 0))"
+                sql = f"CAST(SUM({dec}) AS DECIMAL(38, 16))"
+            else:
+                sql = f"SUM({arg})"
+        elif family in ("int", "decimal"):
+            # the sum as DuckDB's hw_avg_int / hw_avg_numeric get it: exact, as a decimal
+            total = f"{d}CAST({x.sql(dialect='spark')} AS DECIMAL(38, 16))"
+            sql = f"hw_avg_exact(CAST(SUM({total}) AS DECIMAL(38, 16)), COUNT({arg}))"
+        else:
+            sql = f"AVG({arg})"
+        return sqlglot.parse_one(sql, read="spark")
+
+    return tree.transform(fix)
+
+
+# -- state updates as relations ------------------------------------------------------
+@dataclass(frozen=True)
+class StateUpdate:
+    """A state table's next value: `replace` (the state becomes `select`, a query
+    that reads its old value under its own name) or `append` (`select`'s rows are
+    added, cast to the state's columns by position)."""
+
+    table: str
+    kind: str  # "replace" | "append"
+    select: str
+
+
+def state_update(sql: str, columns: list[str], types: Types | None = None) -> StateUpdate:
+    """A DuckDB DELETE/UPDATE/INSERT of a state table as the relation it leaves;
+    `columns`: the table's columns (for UPDATE's select list).
+
+    >>> state_update("DELETE FROM s USING (SELECT k FROM r) q WHERE s.k = q.k", ["k"]).select
+    'SELECT * FROM s WHERE NOT EXISTS(SELECT 1 FROM (SELECT k FROM r) AS q WHERE s.k = q.k)'
+    >>> state_update("INSERT INTO s SELECT k FROM r", ["k"])
+    StateUpdate(table='s', kind='append', select='SELECT k FROM r')
+    """
+    tree = parse(sql)
+    if isinstance(tree, exp.Insert):
+        table = tree.this.name
+        return StateUpdate(table, "append", render(tree.expression, types))
+    if isinstance(tree, exp.Delete):
+        return StateUpdate(tree.this.name, "replace", render(_delete_as_select(tree), types))
+    if isinstance(tree, exp.Update):
+        return StateUpdate(
+            tree.this.name, "replace", render(_update_as_select(tree, columns), types)
+        )
+    raise ValueError(f"not a state update: {sql[:80]}")
+
+
+def _delete_as_select(tree: exp.Delete) -> exp.Expression:
+    """DELETE FROM t USING u WHERE c -> the rows of t with no match in u: a NOT
+    EXISTS, which Spark plans as a left anti join (hash join on `<=>` keys)."""
+    table = tree.this.name
+    using = tree.args.get("using") or []
+    where = tree.args.get("where")
+    cond = where.this if where is not None else exp.true()
+    if not using:
+        return exp.select("*").from_(table).where(exp.not_(cond))
+    sub = exp.select("1").from_(using[0].copy())
+    for other in using[1:]:
+        sub = sub.join(other.copy())
+    sub = sub.where(cond.copy())
+    return exp.select("*").from_(table).where(exp.not_(exp.Exists(this=sub)))
+
+
+def _update_as_select(tree: exp.Update, columns: list[str]) -> exp.Expression:
+    """UPDATE t SET col = e FROM u WHERE c -> t left joined to u on c, each SET
+    column `CASE WHEN matched THEN e ELSE col END` (the rules' updates match each
+    row of t at most once, as DuckDB requires)."""
+    table = tree.this.name
+    sets = {eq.this.name: eq.expression for eq in tree.expressions}
+    src = tree.args["from_"].this
+    alias = src.alias_or_name
+    inner = src.copy()
+    inner.set("alias", exp.TableAlias(this=exp.to_identifier("_hw_u")))
+    hit = exp.Subquery(
+        this=exp.select("*", "TRUE AS _hw_hit").from_(inner),
+        alias=exp.TableAlias(this=exp.to_identifier(alias)),
+    )
+    cond = tree.args["where"].this.copy() if tree.args.get("where") else exp.true()
+    out = []
+    for c in columns:
+        col = exp.column(c, table=table)
+        if c in sets:
+            out.append(
+                exp.alias_(
+                    exp.Case().when(exp.column("_hw_hit", table=alias), sets[c].copy()).else_(col),
+                    c,
+                )
+            )
+        else:
+            out.append(col)
+    return exp.select(*out).from_(table).join(hit, on=cond, join_type="left")

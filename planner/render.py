@@ -1,0 +1,210 @@
+"""A plan (planner/ir.py) rendered as one DuckDB query, evaluated from scratch.
+
+`full_sql(node, scan)` is a node's rows computed from its inputs, `scan(s)` naming the
+rows a Scan reads. Two callers render the same IR:
+
+- the engine (engine/delta.py) asks DuckDB to DESCRIBE a node over empty tables to
+  learn the type of every column of every operator, so that change tables and state
+  tables are typed exactly as the query's result would be (NULL paddings of outer
+  joins included);
+- the serving path (planner/serving.py) runs `plan_sql(plan, scan)`, the whole
+  SELECT with its output names and its top-level ORDER BY / LIMIT / OFFSET.
+
+`pg_aggregates` renders aggregate calls as plain reads run them (planner/pg_compat.py:
+sum and avg with PostgreSQL's result types); the engine keeps DuckDB's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from headwater.catalog.identifiers import quote as q
+from headwater.planner import pg_compat
+from headwater.planner.ir import (
+    AggCall,
+    Aggregate,
+    Difference,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    Plan,
+    Project,
+    Scan,
+    SemiJoin,
+    SetOp,
+    Values,
+    Window,
+)
+
+
+def cols(node: Node, prefix: str = "") -> str:
+    return ", ".join(prefix + c for c in node.columns)
+
+
+def agg_sql(call: AggCall, pg_aggregates: bool = False) -> str:
+    """The aggregate call as SQL over the input's internal column names; with
+    `pg_aggregates`, as planner/pg_compat.py translates it for plain reads."""
+    d = "DISTINCT " if call.distinct else ""
+    if call.func == "count" and call.arg is None:
+        body = "count(*)"
+    elif call.func == "string_agg":
+        order = f" ORDER BY {', '.join(call.order)}" if call.order else ""
+        body = f"string_agg({d}{call.arg}, {call.extra[0]}{order})"
+    elif call.func == "avg":
+        body = f"avg({d}{call.arg})"
+    elif call.func == "percentile_cont":  # PostgreSQL's: over float8, linear interpolation
+        body = f"quantile_cont(CAST({call.arg} AS DOUBLE), {call.extra[0]})"
+    elif call.func == "percentile_disc":  # PostgreSQL's: the first value at the fraction
+        body = f"quantile_disc({call.arg}, {call.extra[0]})"
+    else:
+        body = f"{call.func}({d}{call.arg})"
+    if call.filter is not None:
+        body += f" FILTER (WHERE {call.filter})"
+    if pg_aggregates:
+        body = pg_compat.translate_sql(f"SELECT {body}").removeprefix("SELECT ")
+    return body
+
+
+def ns_eq(a: list[str], b: list[str]) -> str:
+    """Null-safe equality of two column lists (GROUP BY semantics)."""
+    return (
+        " AND ".join(f"{x} IS NOT DISTINCT FROM {y}" for x, y in zip(a, b, strict=True)) or "true"
+    )
+
+
+def join_condition(
+    lkeys: tuple[str, ...], rkeys: tuple[str, ...], residual: str | None, null_safe: bool
+) -> str:
+    op = " IS NOT DISTINCT FROM " if null_safe else " = "
+    parts = [f"({a}){op}({b})" for a, b in zip(lkeys, rkeys, strict=True)]
+    if residual:
+        parts.append(f"({residual})")
+    return " AND ".join(parts) or "true"
+
+
+def full_sql(node: Node, scan: Callable[[Scan], str], pg_aggregates: bool = False) -> str:
+    """A subquery computing `node` from scratch; `scan(node)` names a Scan's rows."""
+
+    def sub(child: Node) -> str:
+        return full_sql(child, scan, pg_aggregates)
+
+    if isinstance(node, Scan):
+        sel = ", ".join(f"{q(s)} AS {n}" for s, n in zip(node.source, node.names, strict=True))
+        return f"(SELECT {sel or 'NULL AS _z'} FROM {scan(node)})"
+    if isinstance(node, Values):
+        if not node.names:
+            return "(SELECT NULL AS _z)"
+        rows = ", ".join("(" + ", ".join(r) + ")" for r in node.rows)
+        return f"(SELECT * FROM (VALUES {rows}) AS _v({cols(node)}))"
+    if _inner_join(node):
+        # one FROM list for a tree of inner joins (and the filters over them), so that
+        # DuckDB orders the joins itself, as it does for the query as written
+        leaves: list[Node] = []
+        conds: list[str] = []
+        _flatten(node, leaves, conds)
+        items = ", ".join(f"{sub(leaf)} AS _j{i}" for i, leaf in enumerate(leaves))
+        where = f" WHERE {' AND '.join(conds)}" if conds else ""
+        return f"(SELECT {cols(node) or 'NULL AS _z'} FROM {items}{where})"
+    if isinstance(node, Filter):
+        return f"(SELECT * FROM {sub(node.input)} AS _i WHERE {node.predicate})"
+    if isinstance(node, Project):
+        sel = ", ".join(f"{e} AS {n}" for n, e in node.exprs)
+        return f"(SELECT {sel or 'NULL AS _z'} FROM {sub(node.input)} AS _i)"
+    if isinstance(node, Join):
+        kind = {
+            "inner": "JOIN",
+            "cross": "JOIN",
+            "left": "LEFT JOIN",
+            "right": "RIGHT JOIN",
+            "full": "FULL JOIN",
+        }[node.kind]
+        on = join_condition(node.left_keys, node.right_keys, node.residual, node.null_safe)
+        return (
+            f"(SELECT {cols(node) or 'NULL AS _z'} FROM {sub(node.left)} AS _l "
+            f"{kind} {sub(node.right)} AS _r ON {on})"
+        )
+    if isinstance(node, SemiJoin):
+        if node.null_aware:  # NOT IN: a comparison that is not false (true or NULL) excludes
+            lk, rk = node.left_keys[1:], node.right_keys[1:]
+            test = f"(({node.left_keys[0]}) = ({node.right_keys[0]})) IS NOT FALSE"
+            on = f"{join_condition(lk, rk, node.residual, False)} AND {test}"
+        else:
+            on = join_condition(node.left_keys, node.right_keys, node.residual, False)
+        neg = "NOT " if node.anti else ""
+        return (
+            f"(SELECT * FROM {sub(node.left)} AS _l WHERE {neg}EXISTS "
+            f"(SELECT 1 FROM {sub(node.right)} AS _r WHERE {on}))"
+        )
+    if isinstance(node, Aggregate):
+        sel = [f"{e} AS {n}" for n, e in node.group] + [
+            f"{agg_sql(a, pg_aggregates)} AS {a.name}" for a in node.aggs
+        ]
+        group = f" GROUP BY {', '.join(e for _, e in node.group)}" if node.group else ""
+        src = sub(node.input)
+        return f"(SELECT {', '.join(sel) or 'NULL AS _z'} FROM {src} AS _i{group})"
+    if isinstance(node, Distinct):
+        return f"(SELECT DISTINCT * FROM {sub(node.input)} AS _i)"
+    if isinstance(node, SetOp):
+        op = {"union": "UNION", "intersect": "INTERSECT", "except": "EXCEPT"}[node.op]
+        op += " ALL" if node.all else ""
+        left = ", ".join(
+            f"{a} AS {b}" for a, b in zip(node.left.columns, node.columns, strict=True)
+        )
+        return (
+            f"(SELECT {left} FROM {sub(node.left)} AS _l {op} "
+            f"SELECT {cols(node.right)} FROM {sub(node.right)} AS _r)"
+        )
+    if isinstance(node, Window):
+        calls = ", ".join(f"{c} AS {n}" for n, c in node.calls)
+        inner = f"(SELECT {cols(node.input, '_i.') or 'NULL AS _z'}, {calls}"
+        inner += f" FROM {sub(node.input)} AS _i)"
+        if node.keep is None:
+            return inner
+        return f"(SELECT * FROM {inner} AS _w WHERE {node.keep})"
+    if isinstance(node, Difference):
+        return (
+            f"(SELECT * FROM {sub(node.left)} AS _l EXCEPT ALL "
+            f"SELECT * FROM {sub(node.right)} AS _r)"
+        )
+    raise TypeError(f"no SQL for {type(node).__name__}")
+
+
+def _inner_join(node: Node) -> bool:
+    """An inner or cross Join, or a Filter over one."""
+    if isinstance(node, Filter):
+        node = node.input
+    return isinstance(node, Join) and node.kind in ("inner", "cross")
+
+
+def _flatten(node: Node, leaves: list[Node], conds: list[str]) -> None:
+    """The inputs of a tree of inner joins in column order, and its conditions."""
+    if not _inner_join(node):
+        leaves.append(node)
+        return
+    if isinstance(node, Filter):
+        conds.append(f"({node.predicate})")
+        node = node.input
+    assert isinstance(node, Join)
+    _flatten(node.left, leaves, conds)
+    _flatten(node.right, leaves, conds)
+    on = join_condition(node.left_keys, node.right_keys, node.residual, node.null_safe)
+    if on != "true":
+        conds.append(f"({on})")
+
+
+def plan_sql(plan: Plan, scan: Callable[[Scan], str]) -> str:
+    """The whole SELECT as plain reads run it: the root's rows under the user-visible
+    column names, in the top-level ORDER BY, LIMIT and OFFSET (columns of the root past
+    `plan.output` exist only to sort by)."""
+    names = ", ".join(
+        f"{c} AS {q(n)}" for c, n in zip(plan.root.columns, plan.output, strict=False)
+    )
+    sql = f"SELECT {names or '*'} FROM {full_sql(plan.root, scan, pg_aggregates=True)} AS _hw_p"
+    if plan.order:
+        sql += f" ORDER BY {', '.join(plan.order)}"
+    if plan.limit is not None:
+        sql += f" LIMIT {plan.limit}"
+    if plan.offset is not None:
+        sql += f" OFFSET {plan.offset}"
+    return sql

@@ -1,0 +1,85 @@
+"""CHECK constraints: their condition as DuckDB SQL, and the rows that violate one.
+
+A row passes a CHECK when its expression is true or NULL (PostgreSQL). Constraints
+are tested in name order, as PostgreSQL's relcache sorts them, so the one reported
+first is the same.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import duckdb
+import pyarrow as pa
+from headwater.catalog.catalog import Catalog
+from headwater.catalog.constraints import shown_row
+from headwater.catalog.objects import Check, Table
+from headwater.catalog.pgtypes import text_encoder
+from headwater.planner import pg_compat
+from headwater.planner.relations import Binder
+from headwater.server.duckdb_calls import fetch
+from headwater.storage.replica import quote
+from pglast import parse_sql
+
+from headwater.errors import SQLError
+
+
+@lru_cache(maxsize=512)
+def condition_sql(expr: str) -> str:
+    """The CHECK expression as DuckDB SQL over the table's columns (no relations:
+    PostgreSQL refuses subqueries in CHECK)."""
+    stmt = parse_sql(f"SELECT ({expr})")[0].stmt
+    pg_compat.rewrite(stmt)
+    binder = Binder(Catalog(), (), lambda t: "")
+    return binder.to_sql(stmt.targetList[0].val)
+
+
+def failing_sql(check: Check, source: str) -> str:
+    """The rows of `source` (a relation with the table's columns) that violate `check`."""
+    cond = condition_sql(check.expr)
+    return f"SELECT * FROM {source} AS _hw_c WHERE NOT coalesce(CAST(({cond}) AS BOOLEAN), true)"
+
+
+def _shown(table: Table, row: list[object]) -> str:
+    """The row as PostgreSQL's "Failing row contains" prints it: each value's text."""
+    out = []
+    for col, v in zip(table.columns, row, strict=True):
+        if v is None:
+            out.append("null")
+            continue
+        try:
+            out.append(text_encoder(col.type)(v).decode())
+        except Exception:  # a value the codec does not take as is: Python's text
+            out.append(shown_row([v]))
+    return ", ".join(out)
+
+
+def check_violation(table: Table, check: Check, row: list[object] | None) -> SQLError:
+    if row is None:  # ALTER TABLE ADD CONSTRAINT over existing rows
+        return SQLError(
+            f'check constraint "{check.name}" of relation "{table.name}" is violated by some row',
+            "23514",
+        )
+    return SQLError(
+        f'new row for relation "{table.name}" violates check constraint "{check.name}"',
+        "23514",
+        detail=f"Failing row contains ({_shown(table, row)}).",
+    )
+
+
+def check_rows(table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> None:
+    """Raise 23514 for the first of `new`'s rows (user columns by name) that violates
+    one of the table's CHECK constraints."""
+    if not table.checks or not new.num_rows:
+        return
+    name = "_hw_check_rows"
+    cols = ", ".join(quote(c.name) for c in table.columns)
+    cur.register(name, new)
+    try:
+        for check in sorted(table.checks, key=lambda c: c.name):
+            bad, _ = fetch(cur, f"SELECT {cols} FROM ({failing_sql(check, name)}) LIMIT 1")
+            if bad.num_rows:
+                row = bad.to_pylist()[0]
+                raise check_violation(table, check, [row[c.name] for c in table.columns])
+    finally:
+        cur.unregister(name)

@@ -1,0 +1,78 @@
+"""COMMENT ON TABLE | VIEW | MATERIALIZED VIEW | INDEX | COLUMN | SCHEMA ... IS '...' | NULL.
+
+A comment is part of the object it describes (catalog/objects.py), so it is renamed,
+moved and dropped with it, and is durable with the transaction's catalog changes.
+pg_description shows them (catalog/pg/pg_catalog.py), hence obj_description(),
+col_description() and psql's \\d+.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pglast.ast as A
+from headwater.catalog.objects import Relation, replace
+from headwater.server.results import Result
+from headwater.server.session import Session, WriteTxn
+from pglast.enums import ObjectType
+
+from headwater.errors import (
+    FeatureNotSupported,
+    InvalidSchemaName,
+    UndefinedColumn,
+    UndefinedTable,
+    WrongObjectType,
+)
+
+_RELATION_KINDS = {
+    ObjectType.OBJECT_TABLE: "table",
+    ObjectType.OBJECT_VIEW: "view",
+    ObjectType.OBJECT_MATVIEW: "materialized view",
+    ObjectType.OBJECT_INDEX: "index",
+}
+
+
+def execute(s: Session, w: WriteTxn, stmt: A.CommentStmt) -> Result:
+    """COMMENT ON in the writing transaction `w` (blocking)."""
+    cat = w.catalog
+    text = stmt.comment or None  # '' removes the comment, as NULL does
+    kind = stmt.objtype
+    if kind == ObjectType.OBJECT_SCHEMA:
+        name = stmt.object.sval
+        schema = cat.schemas.get(name)
+        if schema is None:
+            raise InvalidSchemaName(f'schema "{name}" does not exist')
+        cat.replace_schema(replace(schema, comment=text))
+        return Result("COMMENT")
+    if kind in _RELATION_KINDS:
+        rel = _relation(s, w, [n.sval for n in stmt.object])
+        want = _RELATION_KINDS[kind]
+        if rel.kind != want:
+            article = "an" if want == "index" else "a"
+            raise WrongObjectType(f'"{rel.name}" is not {article} {want}')
+        cat.replace_relation(replace(rel, comment=text))
+        return Result("COMMENT")
+    if kind == ObjectType.OBJECT_COLUMN:
+        names = [n.sval for n in stmt.object]
+        if len(names) < 2:
+            raise FeatureNotSupported("column name must be qualified")
+        rel = _relation(s, w, names[:-1])
+        col = rel.column(names[-1])
+        if col is None:
+            raise UndefinedColumn(f'column "{names[-1]}" of relation "{rel.name}" does not exist')
+        cols = tuple(replace(c, comment=text) if c is col else c for c in rel.columns)
+        cat.replace_relation(replace(rel, columns=cols))
+        return Result("COMMENT")
+    raise FeatureNotSupported(
+        f"COMMENT ON {kind.name.removeprefix('OBJECT_').replace('_', ' ')} is not supported"
+    )
+
+
+def _relation(s: Session, w: WriteTxn, names: list[Any]) -> Relation:
+    schema, name = (names[-2], names[-1]) if len(names) > 1 else (None, names[-1])
+    rel = w.catalog.resolve(schema, name, s.search_path())
+    if rel is None:
+        if schema is not None and schema not in w.catalog.schemas:
+            raise InvalidSchemaName(f'schema "{schema}" does not exist')
+        raise UndefinedTable(f'relation "{name}" does not exist')
+    return rel

@@ -1,0 +1,74 @@
+"""The checks a table's new row versions pass before they are written: NOT NULL,
+varchar(n)/char(n) lengths, unique keys (against each other and the table) and CHECK
+constraints (server/checks.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+from headwater.catalog.constraints import not_null_violation, unique_violation
+from headwater.catalog.objects import Key, Table
+from headwater.catalog.types import BPCHAR, VARCHAR
+from headwater.server.checks import check_rows
+from headwater.server.duckdb_calls import fetch
+from headwater.storage.replica import CURRENT, Replica, quote
+
+from headwater.errors import StringTooLong
+
+
+def check(table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> pa.Table:
+    """`new` if its rows satisfy the table's constraints (read on `cur`); else the error."""
+    for col in table.columns:
+        arr = new.column(col.name)
+        if col.not_null and arr.null_count:
+            row = new.filter(pc.is_null(arr)).slice(0, 1).to_pylist()[0]
+            raise not_null_violation(table, col.name, [row[c.name] for c in table.columns])
+        n = col.type.length
+        if n is not None and col.type.pg in (VARCHAR, BPCHAR):
+            lengths = pc.utf8_length(arr)
+            if pc.any(pc.greater(lengths, n)).as_py():
+                raise StringTooLong(f"value too long for type {col.type.sql()}")
+    check_rows(table, new, cur)  # as PostgreSQL: before the unique indexes see the row
+    for key in table.keys:
+        _check_unique(table, key, new, cur)
+    return new
+
+
+def _check_unique(table: Table, key: Key, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> None:
+    cols = list(key.columns)
+    dup = duplicate_mask(new, cols)
+    if dup is not None and pc.any(dup).as_py():
+        row = new.filter(dup).slice(0, 1)
+        raise unique_violation(key, [row.to_pylist()[0][c] for c in key.columns])
+    name = "_hw_check"
+    cur.register(name, new.select(cols))
+    try:
+        on = " AND ".join(f"t.{quote(c)} = n.{quote(c)}" for c in cols)
+        hit, _ = fetch(
+            cur,
+            f"SELECT n.* FROM {name} n JOIN {Replica.scan(table, CURRENT)} t ON {on} LIMIT 1",
+        )
+    finally:
+        cur.unregister(name)
+    if hit.num_rows:
+        raise unique_violation(key, [hit.to_pylist()[0][c] for c in key.columns])
+
+
+def duplicate_mask(t: pa.Table, cols: list[str]) -> pa.Array | None:
+    """True for rows whose key (no NULLs) already appeared earlier in `t`."""
+    if not cols or t.num_rows < 2:
+        return None
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for key in zip(*(t.column(c).to_pylist() for c in cols), strict=True):
+        if any(k is None for k in key):
+            out.append(False)
+        elif key in seen:
+            out.append(True)
+        else:
+            seen.add(key)
+            out.append(False)
+    return pa.array(out, pa.bool_())

@@ -1,0 +1,536 @@
+"""CREATE and DROP of schemas, tables, views, materialized views and indexes.
+
+Each runs in the writing transaction on its copy of the catalog, which becomes the
+instance's at COMMIT (server/transactions.py). DROP follows PostgreSQL's dependency
+order; a materialized view is planned at CREATE (0A000 outside the engine's scope)
+and backfilled once the transaction's epoch is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pglast.ast as A
+from headwater.catalog.objects import (
+    Column,
+    Index,
+    Key,
+    MaterializedView,
+    Relation,
+    Sequence,
+    Table,
+    View,
+    replace,
+)
+from headwater.planner import foreign_keys as fk_plan
+from headwater.planner import pg_compat
+from headwater.planner.ddl import table_from_create
+from headwater.planner.naming import name_targets
+from headwater.planner.relations import deparse
+from headwater.planner.sequences import with_sequence_defaults
+from headwater.server import foreign_keys, sequence_ddl, temp_tables
+from headwater.server.binders import write_binder
+from headwater.server.duckdb_calls import fetch
+from headwater.server.queries import with_sources
+from headwater.server.results import Result, arrow_fields
+from headwater.server.session import Session, WriteTxn
+from headwater.server.writes import target_table
+from headwater.storage.duckdb_errors import translate
+from headwater.storage.replica import CURRENT, Replica, quote
+from pglast import parse_sql
+from pglast.enums import ObjectType
+
+from headwater.errors import (
+    DependentObjects,
+    FeatureNotSupported,
+    SQLError,
+    UndefinedTable,
+    UniqueViolation,
+    WrongObjectType,
+)
+
+
+def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
+    """A CREATE or DROP in the writing transaction `w` (blocking)."""
+    cat = w.catalog
+    sp = s.search_path()
+    if isinstance(stmt, A.CreateStmt):
+        temp_tables.check_on_commit(stmt.relation, stmt.oncommit)
+        if temp_tables.wants_temp(stmt.relation):  # CREATE TEMP TABLE: server/temp_tables.py
+            schema = temp_tables.creation_schema(s, w, stmt.relation)
+        else:
+            schema = cat.creation_schema(stmt.relation.schemaname, sp)
+        if cat.resolve(schema, stmt.relation.relname, ()) is not None:
+            if stmt.if_not_exists:
+                return Result(
+                    "CREATE TABLE",
+                    notices=[f'relation "{stmt.relation.relname}" already exists, skipping'],
+                )
+        made = sequence_ddl.column_sequences(s, w, stmt, schema)  # serial, identity
+        table = with_sequence_defaults(
+            table_from_create(stmt, cat.next_oid, schema),
+            made,
+            lambda schema, name: cat.get_relation(schema, name, sp),
+        )
+        table = fk_plan.from_create(
+            stmt,
+            table,
+            foreign_keys.resolver(cat, sp),
+            foreign_keys.constraint_names(cat, schema),
+        )
+        foreign_keys.refuse_set_default(table)
+        cat.add_relation(table)
+        cat.allocate_oid()
+        try:
+            Replica.create_table(w.cur, table)
+        except duckdb.Error as e:
+            raise translate(e) from None
+        w.touched.add(table.oid)
+        if temp_tables.wants_temp(stmt.relation):
+            temp_tables.created(s, table, stmt.oncommit)
+        return Result("CREATE TABLE")
+    if isinstance(stmt, A.ViewStmt):
+        return _create_view(s, w, stmt)
+    if isinstance(stmt, A.CreateTableAsStmt):
+        return _create_matview(s, w, stmt)
+    if isinstance(stmt, A.CreateSchemaStmt):
+        if stmt.schemaElts:
+            raise FeatureNotSupported("CREATE SCHEMA with elements is not supported")
+        if stmt.schemaname in cat.schemas and stmt.if_not_exists:
+            return Result(
+                "CREATE SCHEMA",
+                notices=[f'schema "{stmt.schemaname}" already exists, skipping'],
+            )
+        cat.add_schema(stmt.schemaname)
+        return Result("CREATE SCHEMA")
+    if isinstance(stmt, A.DropStmt):
+        return _drop(s, w, stmt)
+    if isinstance(stmt, A.IndexStmt):
+        return _create_index(s, w, stmt)
+    if isinstance(stmt, A.CreateSeqStmt):
+        return sequence_ddl.create(s, w, stmt)
+    if isinstance(stmt, A.AlterSeqStmt):
+        return sequence_ddl.alter(s, w, stmt)
+    raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
+
+
+def _create_view(s: Session, w: WriteTxn, stmt: A.ViewStmt) -> Result:
+    cat = w.catalog
+    rv = stmt.view
+    definition, cols, depends = _view_columns(s, w, stmt.query, stmt.aliases, "CREATE VIEW")
+    notices: list[str | SQLError] = []
+    if rv.relpersistence != "t" and temp_tables.reads_temp(cat, depends):
+        notices.append(f'view "{rv.relname}" will be a temporary view')
+        rv.relpersistence = "t"
+    if temp_tables.wants_temp(rv):  # a temporary view: server/temp_tables.py
+        schema = temp_tables.creation_schema(s, w, rv)
+    else:
+        schema = cat.creation_schema(rv.schemaname, s.search_path())
+    existing = cat.resolve(schema, rv.relname, ())
+    if existing is not None and not (stmt.replace and isinstance(existing, View)):
+        if stmt.replace:
+            raise WrongObjectType(f'"{rv.relname}" is not a view')
+        raise SQLError(f'relation "{rv.relname}" already exists', "42P07")
+    if existing is not None:
+        _refuse_if_maintained(s, w, existing)
+        view = View(existing.oid, schema, rv.relname, cols, definition)
+        cat.replace_relation(view)
+    else:
+        view = View(cat.allocate_oid(), schema, rv.relname, cols, definition)
+        cat.add_relation(view)
+    s.instance.view_deps[view.oid] = depends
+    return Result("CREATE VIEW", notices=notices)
+
+
+def _view_columns(
+    s: Session, w: WriteTxn, query: Any, aliases: Any, what: str, params: Any = None
+) -> tuple[str, tuple[Column, ...], set[int]]:
+    """A view's definition text, its columns (names and types, as a SELECT of the
+    query would describe them) and the relations it names. (`params`: CREATE TABLE AS's
+    parameters, server/create_as.py.)"""
+    binder = write_binder(s, w)
+    name_targets(query)
+    definition = deparse(query)
+    pg_compat.rewrite(query)
+    sql = f"SELECT * FROM ({binder.to_sql(query)}) AS _hw_v LIMIT 0"
+    probe, types = fetch(w.cur, sql, params or None)
+    fields = with_sources(s, query, arrow_fields(probe.schema, types))
+    names = [f.name for f in fields]
+    if aliases:
+        given = [a.sval for a in aliases]
+        if len(given) > len(names):
+            raise SQLError(f"{what} specifies more column names than columns", "42601")
+        names[: len(given)] = given
+    if len(set(names)) != len(names):
+        dupe = next(n for n in names if names.count(n) > 1)
+        raise SQLError(f'column "{dupe}" specified more than once', "42701")
+    cols = tuple(Column(n, f.type) for n, f in zip(names, fields, strict=True))
+    return definition, cols, set(binder.depends)
+
+
+def _create_matview(s: Session, w: WriteTxn, stmt: A.CreateTableAsStmt) -> Result:
+    """CREATE MATERIALIZED VIEW: planned now (0A000 outside the engine's scope),
+    backfilled once this transaction's epoch is durable (transactions.commit_write)."""
+    cat = w.catalog
+    into = stmt.into
+    rv = into.rel
+    if into.skipData:
+        raise FeatureNotSupported(
+            "WITH NO DATA is not supported: materialized views are always populated"
+        )
+    if into.options or into.accessMethod or into.tableSpaceName:
+        raise FeatureNotSupported("storage options on a materialized view are not supported")
+    schema = cat.creation_schema(rv.schemaname, s.search_path())
+    if cat.resolve(schema, rv.relname, ()) is not None:
+        if stmt.if_not_exists:
+            return Result(
+                "CREATE MATERIALIZED VIEW",
+                notices=[
+                    SQLError(
+                        f'relation "{rv.relname}" already exists, skipping',
+                        "42P07",
+                        severity="NOTICE",
+                    )
+                ],
+            )
+        raise SQLError(f'relation "{rv.relname}" already exists', "42P07")
+    if not isinstance(stmt.query, A.SelectStmt):
+        raise FeatureNotSupported("a materialized view must be defined by a SELECT")
+    definition, cols, depends = _view_columns(
+        s, w, stmt.query, into.colNames, "CREATE MATERIALIZED VIEW"
+    )
+    if temp_tables.reads_temp(cat, depends):
+        raise FeatureNotSupported("materialized views must not use temporary tables or views")
+    mv = s.instance.matviews
+    plan = mv.plan(definition, cat, s.search_path())  # 0A000 names what is out of scope
+    if len(plan.output) != len(cols):
+        raise FeatureNotSupported("this materialized view's output columns")
+    for c in cols:  # e.g. an array: the view's rows are stored and read as this type
+        try:
+            c.type.duckdb()
+        except KeyError:
+            raise FeatureNotSupported(
+                f'type {c.type.sql()} (column "{c.name}") is not supported in materialized views'
+            ) from None
+    if w.explicit:  # fail here, as PostgreSQL does, not at a COMMIT that keeps the rest
+        _evaluate(s, w, definition)
+    view = MaterializedView(cat.allocate_oid(), schema, rv.relname, cols, definition)
+    cat.add_relation(view)
+    s.instance.view_deps[view.oid] = depends
+    mv.open_engine()  # spooling starts before this epoch closes
+    w.created_matviews.append(view.oid)
+    return Result("CREATE MATERIALIZED VIEW")
+
+
+def _evaluate(s: Session, w: WriteTxn, definition: str) -> None:
+    """Run a view's query over the transaction's data (every row and column: hashing
+    the row keeps DuckDB from skipping any), so that its errors (22012, ...) come now."""
+    query = parse_sql(definition)[0].stmt
+    name_targets(query)
+    pg_compat.rewrite(query)
+    sql = write_binder(s, w).to_sql(query)
+    fetch(w.cur, f"SELECT count(*), max(hash(_hw_v)) FROM ({sql}) AS _hw_v")
+
+
+def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
+    cat = w.catalog
+    rv = stmt.relation
+    if isinstance(cat.resolve(rv.schemaname, rv.relname, s.search_path()), MaterializedView):
+        raise FeatureNotSupported("CREATE INDEX on a materialized view is not supported")
+    table = target_table(s, w, stmt.relation)
+    if stmt.whereClause is not None or any(e.expr is not None for e in stmt.indexParams):
+        raise FeatureNotSupported("partial and expression indexes are not supported")
+    cols = tuple(e.name for e in stmt.indexParams)
+    for c in cols:
+        if table.column(c) is None:
+            raise SQLError(f'column "{c}" does not exist', "42703")
+    name = stmt.idxname or f"{table.name}_{'_'.join(cols)}_idx"
+    if cat.resolve(table.schema, name, ()) is not None:
+        if stmt.if_not_exists:
+            return Result("CREATE INDEX", notices=[f'relation "{name}" already exists, skipping'])
+        raise SQLError(f'relation "{name}" already exists', "42P07")
+    if stmt.unique:
+        qcols = ", ".join(quote(c) for c in cols)
+        notnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in cols)
+        dup, _ = fetch(
+            w.cur,
+            f"SELECT {qcols} FROM {Replica.scan(table, CURRENT)} AS t WHERE {notnull} "
+            f"GROUP BY {qcols} HAVING count(*) > 1 LIMIT 1",
+        )
+        if dup.num_rows:
+            shown = ", ".join(str(v) for v in dup.to_pylist()[0].values())
+            raise UniqueViolation(
+                f'could not create unique index "{name}"',
+                detail=f"Key ({', '.join(cols)})=({shown}) is duplicated.",
+            )
+        table = replace(table, keys=table.keys + (Key(name, cols, False),))
+        cat.replace_relation(table)
+    cat.add_relation(
+        Index(cat.allocate_oid(), table.schema, name, (), table.oid, cols, bool(stmt.unique))
+    )
+    return Result("CREATE INDEX")
+
+
+def _refuse_if_maintained(s: Session, w: WriteTxn, view: View) -> None:
+    """CREATE OR REPLACE of a view that a materialized view reads, directly or not:
+    PostgreSQL keeps the materialized view's rows until REFRESH; Headwater's views are
+    maintained, and their state was built from the old definition, so it refuses."""
+    for dependent, _ in _dependency_order(s, w, view):
+        if isinstance(dependent, MaterializedView):
+            raise FeatureNotSupported(
+                f'cannot replace view "{view.name}" because materialized view'
+                f' "{dependent.name}" depends on it',
+                hint="Drop the materialized view, replace the view, then create the"
+                " materialized view again.",
+            )
+
+
+# -- DROP and dependencies --------------------------------------------------------------------
+def _dependents(s: Session, w: WriteTxn, oid: int) -> list[Relation]:
+    out: list[Relation] = []
+    view_deps = s.instance.view_deps
+    for view in [*w.catalog.views(), *w.catalog.matviews()]:
+        deps = view_deps.get(view.oid)
+        if deps is None:
+            deps = view_deps[view.oid] = _names_in(s, w, view)
+        if oid in deps:
+            out.append(view)
+    return out
+
+
+def _dependency_order(s: Session, w: WriteTxn, rel: Relation) -> list[tuple[Relation, Relation]]:
+    """Everything that depends on `rel`, directly or not, each once with the object it
+    was reached from, in PostgreSQL's order (findDependentObjects: dependents in
+    descending OID order, depth first, each added after its own dependents; reported
+    last added first)."""
+    seen = {rel.oid}
+    post: list[tuple[Relation, Relation]] = []
+
+    def visit(obj: Relation) -> None:
+        for d in sorted(_dependents(s, w, obj.oid), key=lambda r: r.oid, reverse=True):
+            if d.oid not in seen:
+                seen.add(d.oid)
+                visit(d)
+                post.append((d, obj))
+
+    visit(rel)
+    return post[::-1]
+
+
+def _names_in(s: Session, w: WriteTxn, view: View | MaterializedView) -> set[int]:
+    """The relations a view's definition names (after a restart, from its text)."""
+    binder = write_binder(s, w)
+    try:
+        if isinstance(view, View):
+            binder.view_sql(view)
+        else:
+            stmt = parse_sql(view.definition)[0].stmt
+            binder.bind(stmt, frozenset())
+    except SQLError:
+        pass
+    return set(binder.depends)
+
+
+def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
+    cat = w.catalog
+    kinds = {
+        ObjectType.OBJECT_TABLE: ("table", Table, "DROP TABLE"),
+        ObjectType.OBJECT_VIEW: ("view", View, "DROP VIEW"),
+        ObjectType.OBJECT_INDEX: ("index", Index, "DROP INDEX"),
+        ObjectType.OBJECT_SEQUENCE: ("sequence", Sequence, "DROP SEQUENCE"),
+        ObjectType.OBJECT_MATVIEW: (
+            "materialized view",
+            MaterializedView,
+            "DROP MATERIALIZED VIEW",
+        ),
+    }
+    if stmt.removeType == ObjectType.OBJECT_SCHEMA:
+        notices: list[str | SQLError] = []
+        for obj in stmt.objects:
+            name = obj.sval
+            if name not in cat.schemas:
+                if stmt.missing_ok:
+                    continue
+                raise SQLError(f'schema "{name}" does not exist', "3F000")
+            inside = [r for r in cat.relations.values() if r.schema == name]
+            path = s.search_path()
+            fks = [  # foreign keys of tables elsewhere that reference tables inside
+                (r, t, f)
+                for r in inside
+                if isinstance(r, Table)
+                for t, f in foreign_keys.referencing_others(cat, r)
+                if t.schema != name
+            ]
+            fk_lines = [
+                f"constraint {f.name} on table "
+                f"{t.name if t.schema in path else f'{t.schema}.{t.name}'}"
+                for _, t, f in fks
+            ]
+            if inside and not stmt.behavior:
+                raise DependentObjects(
+                    f"cannot drop schema {name} because other objects depend on it",
+                    detail="\n".join(
+                        [f"{r.kind} {name}.{r.name} depends on schema {name}" for r in inside]
+                        + [
+                            f"{line} depends on table {name}.{r.name}"
+                            for line, (r, _, _) in zip(fk_lines, fks, strict=True)
+                        ]
+                    ),
+                    hint="Use DROP ... CASCADE to drop the dependent objects too.",
+                )
+            if fks:  # PostgreSQL's notice lists these with the schema's objects
+                shown = [
+                    DroppedConstraint(f"{name}.{r.name}", r.kind)
+                    for r in inside
+                    if not isinstance(r, Index | Sequence)
+                ]
+                shown += [DroppedConstraint(line.removeprefix("constraint ")) for line in fk_lines]
+                notices.extend(_cascade_notices(shown))
+            for r in inside:
+                drop_relation(s, w, r, cascade=True, dropping=frozenset(x.oid for x in inside))
+            for k in [k for k in cat.sinks.values() if k.schema == name]:
+                cat.drop_sink(k)
+            cat.drop_schema(name)
+        return Result("DROP SCHEMA", notices=notices)
+    if stmt.removeType not in kinds:
+        raise FeatureNotSupported(
+            f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported"
+        )
+    word, cls, tag = kinds[stmt.removeType]
+    notices = []
+    named = frozenset(
+        r.oid
+        for obj in stmt.objects
+        if (r := cat.resolve(*_schema_and_name(obj), s.search_path())) is not None
+    )
+    for obj in stmt.objects:
+        names = [n.sval for n in obj]
+        schema, name = (names[-2], names[-1]) if len(names) > 1 else (None, names[-1])
+        rel = cat.resolve(schema, name, s.search_path())
+        if rel is None:
+            if stmt.missing_ok:
+                notices.append(f'{word} "{name}" does not exist, skipping')
+                continue
+            if word == "index":
+                raise UndefinedTable(f'index "{name}" does not exist')
+            raise UndefinedTable(f'{word} "{name}" does not exist')
+        if not isinstance(rel, cls):
+            raise WrongObjectType(
+                f'"{name}" is not a {word}',
+                hint=f"Use DROP {rel.kind.upper()} to remove a {rel.kind}.",
+            )
+        if isinstance(rel, Sequence):
+            notices.extend(sequence_ddl.before_drop(s, w, rel, bool(stmt.behavior)))
+        dropped = drop_relation(s, w, rel, cascade=bool(stmt.behavior), dropping=named)
+        notices.extend(_cascade_notices(dropped))
+    return Result(tag, notices=notices)
+
+
+def _schema_and_name(obj: Any) -> tuple[str | None, str]:
+    names = [n.sval for n in obj]
+    return (names[-2], names[-1]) if len(names) > 1 else (None, names[-1])
+
+
+def drop_relation(
+    s: Session, w: WriteTxn, rel: Relation, cascade: bool, dropping: frozenset[int] = frozenset()
+) -> list[Relation | DroppedConstraint]:
+    """Drop `rel` (and, with cascade, what depends on it); returns the dependents dropped.
+    (`dropping`: the other tables the same DROP names, whose foreign keys do not count.)"""
+    cat = w.catalog
+    if (rel.schema, rel.name) not in cat.relations:
+        return []
+    order = _dependency_order(s, w, rel)
+    fks = []
+    if isinstance(rel, Table):
+        fks = [
+            (t, f) for t, f in foreign_keys.referencing_others(cat, rel) if t.oid not in dropping
+        ]
+    if (order or fks) and not cascade:
+        lines = [f"{d.kind} {d.name} depends on {p.kind} {p.name}" for d, p in order]
+        lines += [
+            f"constraint {f.name} on table {t.name} depends on table {rel.name}" for t, f in fks
+        ]
+        raise DependentObjects(
+            f"cannot drop {rel.kind} {rel.name} because other objects depend on it",
+            detail="\n".join(lines),
+            hint="Use DROP ... CASCADE to drop the dependent objects too.",
+        )
+    sinks = [k for k in cat.sinks.values() if k.source == rel.oid]  # CREATE SINK
+    if sinks and not cascade:
+        raise DependentObjects(
+            f"cannot drop {rel.kind} {rel.name} because other objects depend on it",
+            detail="\n".join(f"sink {k.name} depends on {rel.kind} {rel.name}" for k in sinks),
+            hint="Use DROP ... CASCADE to drop the dependent objects too.",
+        )
+    for k in sinks:
+        cat.drop_sink(k)
+    for d, _ in reversed(order):  # every dependent before what it depends on
+        drop_relation(s, w, d, cascade=True)
+    dropped: list[Relation | DroppedConstraint] = [d for d, _ in order]
+    for t, f in fks:
+        foreign_keys.drop_constraint(cat, t.oid, f.name)
+        dropped.append(DroppedConstraint(f"{f.name} on table {t.name}"))
+    if isinstance(rel, Table):  # its indexes and the sequences it owns go with it
+        sequence_ddl.before_drop(s, w, rel, cascade)
+        for ix in [
+            r for r in cat.relations.values() if isinstance(r, Index) and r.table_oid == rel.oid
+        ]:
+            cat.drop_relation(ix)
+    if isinstance(rel, Index):
+        table = cat.by_oid(rel.table_oid)
+        if isinstance(table, Table) and any(k.name == rel.name for k in table.keys):
+            cat.replace_relation(
+                replace(table, keys=tuple(k for k in table.keys if k.name != rel.name))
+            )
+    cat.drop_relation(rel)
+    s.instance.view_deps.pop(rel.oid, None)
+    if isinstance(rel, MaterializedView):
+        w.dropped_matviews.append(rel.oid)
+    if isinstance(rel, Table):
+        Replica.drop_table(w.cur, rel.oid)
+        w.changes.pop(rel.oid, None)
+        w.touched.discard(rel.oid)
+        w.dropped_logs.extend(s.instance.changelog.log_keys(rel.oid))
+    return dropped
+
+
+@dataclass(frozen=True)
+class DroppedConstraint:
+    """A foreign key a DROP ... CASCADE removed, as its notice names it."""
+
+    name: str
+    kind: str = "constraint"
+
+
+def _cascade_notices(dropped: Seq[Relation | DroppedConstraint]) -> list[str | SQLError]:
+    if not dropped:
+        return []
+    if len(dropped) == 1:
+        return [f"drop cascades to {dropped[0].kind} {dropped[0].name}"]
+    lines = "\n".join(f"drop cascades to {d.kind} {d.name}" for d in dropped)
+    return [  # as PostgreSQL: the count in the message, the objects in DETAIL
+        SQLError(
+            f"drop cascades to {len(dropped)} other objects",
+            "00000",
+            detail=lines,
+            severity="NOTICE",
+        )
+    ]
+
+
+# -- for ALTER (server/alter.py) ----------------------------------------------------------------
+def dependents(s: Session, w: WriteTxn, oid: int) -> list[Relation]:
+    """The views and materialized views that name relation `oid` directly."""
+    return _dependents(s, w, oid)
+
+
+def dependency_order(s: Session, w: WriteTxn, rel: Relation) -> list[tuple[Relation, Relation]]:
+    """Everything depending on `rel`, as DROP reports it (see _dependency_order)."""
+    return _dependency_order(s, w, rel)
+
+
+def cascade_notices(dropped: Seq[Relation | DroppedConstraint]) -> list[str | SQLError]:
+    return _cascade_notices(dropped)

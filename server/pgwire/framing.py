@@ -1,0 +1,118 @@
+"""PostgreSQL protocol v3 message framing: a message's type, length and body, read
+from the client with the length limits checked before a body is buffered. No state."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from headwater.server.settings import format_size
+
+from headwater.errors import ProtocolViolation
+
+# Lengths a client may declare. PostgreSQL 15 checks the length word before it reads a
+# body (pq_getmessage), so a client cannot make the server allocate more than these.
+MAX_MESSAGE = 64 << 20  # default for Query, Parse, Bind, CopyData (--max-message-size)
+MAX_MESSAGE_CAP = 1 << 30  # PostgreSQL's PQ_LARGE_MESSAGE_LIMIT: the most the option allows
+SMALL_MESSAGE = 10_000  # PQ_SMALL_MESSAGE_LIMIT: Sync, Execute, Describe, Close, CopyDone, ...
+AUTH_MESSAGE = 65_535  # PG_MAX_AUTH_TOKEN_LENGTH: a password or SASL message
+LARGE_KINDS = frozenset("QPBd")  # the messages that carry statements and data
+
+
+class Reader:
+    """Parses the body of one message."""
+
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def int16(self) -> int:
+        v = struct.unpack_from("!h", self.buf, self.pos)[0]
+        self.pos += 2
+        return int(v)
+
+    def int32(self) -> int:
+        v = struct.unpack_from("!i", self.buf, self.pos)[0]
+        self.pos += 4
+        return int(v)
+
+    def uint32(self) -> int:
+        v = struct.unpack_from("!I", self.buf, self.pos)[0]
+        self.pos += 4
+        return int(v)
+
+    def cstr(self) -> str:
+        end = self.buf.index(b"\x00", self.pos)
+        s = self.buf[self.pos : end].decode("utf-8")
+        self.pos = end + 1
+        return s
+
+    def bytes_(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise ValueError("insufficient data left in message")
+        b = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+    def byte(self) -> str:
+        return chr(self.bytes_(1)[0])
+
+    def rest(self) -> bytes:
+        b = self.buf[self.pos :]
+        self.pos = len(self.buf)
+        return b
+
+
+class MessageTooLong(ProtocolViolation):  # type: ignore[misc, valid-type]
+    """A declared length over the limit: the body was not read, so the connection ends."""
+
+    def __init__(
+        self, message: str, *, detail: str | None = None, hint: str | None = None, unread: int = 0
+    ) -> None:
+        super().__init__(message, detail=detail, hint=hint)
+        self.unread = unread  # bytes the client declared and may still be sending
+
+
+def message_limit(kind: str, max_size: int) -> int:
+    """The longest message of this type a client may send (bytes, length word included)."""
+    if kind in LARGE_KINDS:
+        return max_size
+    return AUTH_MESSAGE if kind == "p" else SMALL_MESSAGE
+
+
+async def read_message(
+    reader: asyncio.StreamReader, max_size: int = AUTH_MESSAGE
+) -> tuple[str, Reader]:
+    """One message. max_size bounds Query, Parse, Bind and CopyData (the server's
+    --max-message-size once the client is authenticated; before, PostgreSQL's bound
+    for a password message, so an unknown client cannot make the server buffer more)."""
+    head = await reader.readexactly(5)
+    kind = chr(head[0])
+    (length,) = struct.unpack_from("!i", head, 1)
+    limit = message_limit(kind, max_size)
+    if length < 4 or length > limit:
+        raise _too_long(kind, length, limit, max_size)
+    body = await reader.readexactly(length - 4)
+    return kind, Reader(body)
+
+
+def _too_long(kind: str, length: int, limit: int, max_size: int) -> MessageTooLong:
+    """PostgreSQL only logs "invalid message length" (08P01) and hangs up; the client
+    is told here why, and which option raises the limit."""
+    if length < 4:
+        return MessageTooLong("invalid message length")
+    shown = kind if kind.isprintable() else f"0x{ord(kind):02x}"
+    detail = (
+        f'The message (type "{shown}") declares {length} bytes; the limit for this type '
+        f"is {format_size(limit)}."
+    )
+    hint = None
+    if kind in LARGE_KINDS and max_size != AUTH_MESSAGE:
+        hint = (
+            f"The limit is headwater.max_message_size ({format_size(max_size)}); start the "
+            f"server with headwater start --max-message-size to raise it (at most 1GB). "
+            "COPY FROM STDIN data of any total size may be sent in several CopyData messages."
+        )
+    return MessageTooLong("invalid message length", detail=detail, hint=hint, unread=length - 4)

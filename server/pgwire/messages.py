@@ -1,0 +1,162 @@
+"""PostgreSQL protocol v3 backend messages: Python values in, the bytes to send out.
+
+One function per message the server sends; each returns the whole message (type
+byte, length word, body). No state.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from headwater.errors import SQLError
+
+# Authentication request codes (the 'R' message)
+AUTH_OK, AUTH_CLEARTEXT, AUTH_MD5 = 0, 3, 5
+AUTH_SASL, AUTH_SASL_CONTINUE, AUTH_SASL_FINAL = 10, 11, 12
+
+
+def msg(kind: bytes, body: bytes = b"") -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def cstr(s: str) -> bytes:
+    return s.encode("utf-8") + b"\x00"
+
+
+def authentication(code: int, data: bytes = b"") -> bytes:
+    """An Authentication* message: AUTH_OK, or a request for a password or SASL step."""
+    return msg(b"R", struct.pack("!i", code) + data)
+
+
+def auth_ok() -> bytes:
+    return authentication(AUTH_OK)
+
+
+def parameter_status(name: str, value: str) -> bytes:
+    return msg(b"S", cstr(name) + cstr(value))
+
+
+def backend_key(pid: int, secret: int) -> bytes:
+    return msg(b"K", struct.pack("!ii", pid, secret))
+
+
+def ready(status: str) -> bytes:
+    return msg(b"Z", status.encode())
+
+
+def notification_response(pid: int, channel: str, payload: str) -> bytes:
+    """NotificationResponse: a NOTIFY on a channel the session listens on."""
+    return msg(b"A", struct.pack("!i", pid) + cstr(channel) + cstr(payload))
+
+
+def command_complete(tag: str) -> bytes:
+    return msg(b"C", cstr(tag))
+
+
+def empty_query() -> bytes:
+    return msg(b"I")
+
+
+def parse_complete() -> bytes:
+    return msg(b"1")
+
+
+def bind_complete() -> bytes:
+    return msg(b"2")
+
+
+def close_complete() -> bytes:
+    return msg(b"3")
+
+
+def no_data() -> bytes:
+    return msg(b"n")
+
+
+def portal_suspended() -> bytes:
+    return msg(b"s")
+
+
+def parameter_description(oids: list[int]) -> bytes:
+    return msg(b"t", struct.pack("!h", len(oids)) + b"".join(struct.pack("!I", o) for o in oids))
+
+
+def row_description(fields: list[Any], formats: list[int]) -> bytes:
+    """fields: objects with .name and .type (ColumnType)."""
+    parts = [struct.pack("!h", len(fields))]
+    for i, f in enumerate(fields):
+        fmt = formats[i] if i < len(formats) else (formats[0] if len(formats) == 1 else 0)
+        t = f.type
+        parts.append(
+            cstr(f.name)
+            + struct.pack(
+                "!IhIhih",
+                getattr(f, "table_oid", 0),
+                getattr(f, "attnum", 0),
+                t.pg.oid,
+                t.pg.typlen,
+                t.typmod,
+                fmt,
+            )
+        )
+    return msg(b"T", b"".join(parts))
+
+
+def data_row(values: list[bytes | None]) -> bytes:
+    parts = [struct.pack("!h", len(values))]
+    for v in values:
+        if v is None:
+            parts.append(b"\xff\xff\xff\xff")
+        else:
+            parts.append(struct.pack("!i", len(v)))
+            parts.append(v)
+    body = b"".join(parts)
+    return b"D" + struct.pack("!i", len(body) + 4) + body
+
+
+def copy_in_response(ncols: int, binary: bool = False) -> bytes:
+    fmt = 1 if binary else 0
+    return msg(b"G", struct.pack("!bh", fmt, ncols) + struct.pack("!h", fmt) * ncols)
+
+
+def copy_out_response(ncols: int) -> bytes:
+    return msg(b"H", struct.pack("!bh", 0, ncols) + struct.pack("!h", 0) * ncols)
+
+
+def copy_data(data: bytes) -> bytes:
+    return msg(b"d", data)
+
+
+def copy_done() -> bytes:
+    return msg(b"c")
+
+
+def _fields(err: SQLError) -> bytes:
+    sev = err.severity
+    parts = [
+        b"S" + cstr(sev),
+        b"V" + cstr(sev),
+        b"C" + cstr(err.sqlstate),
+        b"M" + cstr(err.message),
+    ]
+    if err.detail:
+        parts.append(b"D" + cstr(err.detail))
+    if err.hint:
+        parts.append(b"H" + cstr(err.hint))
+    if err.position:
+        parts.append(b"P" + cstr(str(err.position)))
+    return b"".join(parts) + b"\x00"
+
+
+def error_response(err: SQLError) -> bytes:
+    return msg(b"E", _fields(err))
+
+
+def notice_response(
+    message: str | SQLError, code: str = "00000", severity: str = "NOTICE"
+) -> bytes:
+    """A NoticeResponse: a message, or an SQLError for a notice with a code or DETAIL."""
+    if isinstance(message, SQLError):
+        return msg(b"N", _fields(message))
+    return msg(b"N", _fields(SQLError(message, code, severity=severity)))

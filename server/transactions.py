@@ -1,0 +1,338 @@
+"""Transactions: BEGIN / COMMIT / ROLLBACK / savepoints, and the writing transaction.
+
+A transaction that writes holds the instance's write lock from its first write until
+it ends (server/session.py). At COMMIT its DuckDB transaction commits, its change rows
+(consolidated per table) and catalog changes go to the committer under its epoch, and
+once that epoch is durable the engine follows the catalog (views dropped, new views
+backfilled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+import pglast.ast as A
+import pyarrow as pa
+from headwater.catalog.objects import MaterializedView, Table
+from headwater.server import cursors, ddl, read_only, temp_tables
+from headwater.server.results import Result
+from headwater.server.session import Session, WriteTxn
+from headwater.storage.changelog import RETAINED_FROM, RID, WEIGHT
+from headwater.storage.duckdb_errors import translate
+from headwater.storage.replica import PENDING, Replica, quote
+from pglast.enums import TransactionStmtKind
+
+from headwater.errors import FeatureNotSupported, InFailedTransaction, LockNotAvailable, SQLError
+
+log = logging.getLogger("headwater.transactions")
+
+_SAVEPOINT_KINDS = (
+    TransactionStmtKind.TRANS_STMT_SAVEPOINT,
+    TransactionStmtKind.TRANS_STMT_RELEASE,
+    TransactionStmtKind.TRANS_STMT_ROLLBACK_TO,
+)
+Savepoints = list[tuple[str, bool]]  # (name, had written), innermost last
+
+
+async def transaction(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> Result:
+    kind = stmt.kind
+    if kind in (TransactionStmtKind.TRANS_STMT_BEGIN, TransactionStmtKind.TRANS_STMT_START):
+        tag = "BEGIN" if kind == TransactionStmtKind.TRANS_STMT_BEGIN else "START TRANSACTION"
+        if s.status != "I":
+            return Result(tag, notices=["there is already a transaction in progress"])
+        s.settings.begin()
+        read_only.begin(s, stmt)
+        s.status = "T"
+        return Result(tag)
+    if kind in (TransactionStmtKind.TRANS_STMT_COMMIT, TransactionStmtKind.TRANS_STMT_ROLLBACK):
+        read_only.end(s)
+        savepoints.clear()
+        if s.cursors:  # cursors live until the end of their transaction
+            cursors.close(s, None)
+    if kind == TransactionStmtKind.TRANS_STMT_COMMIT:
+        if s.status == "I":
+            return Result("COMMIT", notices=["there is no transaction in progress"])
+        if s.status == "E":
+            await rollback_write(s)
+            s.settings.end(committed=False)
+            s.status = "I"
+            return Result("ROLLBACK")
+        s.settings.end(committed=True)
+        try:
+            notices = await commit_write(s)
+        finally:
+            s.status = "I"
+        return Result("COMMIT", notices=notices)
+    if kind == TransactionStmtKind.TRANS_STMT_ROLLBACK:
+        if s.status == "I":
+            return Result("ROLLBACK", notices=["there is no transaction in progress"])
+        await rollback_write(s)
+        s.settings.end(committed=False)
+        s.status = "I"
+        return Result("ROLLBACK")
+    if kind in _SAVEPOINT_KINDS:
+        return _savepoint(s, savepoints, stmt)
+    if s.status == "E":
+        raise InFailedTransaction(
+            "current transaction is aborted, commands ignored until end of transaction block"
+        )
+    raise FeatureNotSupported("two-phase commit is not supported")
+
+
+def _savepoint(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> Result:
+    """SAVEPOINT, RELEASE and ROLLBACK TO. Rolling back to a savepoint undoes reads
+    only: a transaction that wrote since then cannot go back (0A000)."""
+    if s.status == "I":
+        savepoints.clear()
+        word = stmt.kind.name.removeprefix("TRANS_STMT_").replace("_", " ")
+        raise SQLError(f"{word} can only be used in transaction blocks", "25P01")
+    name = stmt.savepoint_name
+    if stmt.kind == TransactionStmtKind.TRANS_STMT_SAVEPOINT:
+        if s.status == "E":
+            raise InFailedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        savepoints.append((name, s.write is not None))
+        return Result("SAVEPOINT")
+    names = [n for n, _ in savepoints]
+    if name not in names:
+        raise SQLError(f'savepoint "{name}" does not exist', "3B001")
+    pos = len(names) - 1 - names[::-1].index(name)
+    if stmt.kind == TransactionStmtKind.TRANS_STMT_RELEASE:
+        if s.status == "E":
+            raise InFailedTransaction(
+                "current transaction is aborted, commands ignored until end of transaction block"
+            )
+        del savepoints[pos:]
+        return Result("RELEASE")
+    if s.write is not None:
+        raise FeatureNotSupported(
+            "ROLLBACK TO SAVEPOINT after a write in the transaction is not supported"
+        )
+    del savepoints[pos + 1 :]
+    s.status = "T"
+    return Result("ROLLBACK")
+
+
+async def in_write(s: Session, blocking: Callable[..., Result], *args: Any) -> Result:
+    """Run `blocking(txn, *args)` in a writing transaction; autocommit ends it here."""
+    w = await begin_write(s)
+    try:
+        result = await asyncio.to_thread(blocking, w, *args)
+    except BaseException:
+        if not w.explicit:
+            await rollback_write(s)
+        raise
+    if not w.explicit:
+        result.notices = [*(result.notices or []), *await commit_write(s)]
+    return result
+
+
+async def begin_write(s: Session) -> WriteTxn:
+    if s.write is not None:
+        return s.write
+    instance = s.instance
+    committer = instance.committer
+    assert committer is not None
+    try:
+        await asyncio.wait_for(committer.write_lock.acquire(), instance.config.write_lock_timeout)
+    except TimeoutError:
+        raise LockNotAvailable(
+            "could not obtain the write lock: another transaction has been writing for "
+            f"{instance.config.write_lock_timeout:.0f}s",
+            hint="Headwater runs one writing transaction at a time; end open transactions "
+            "with COMMIT or ROLLBACK.",
+        ) from None
+    explicit = s.status == "T"
+    epoch = None if explicit else committer.begin_stamp()
+    try:
+        await instance.batcher.flush_now()  # fast-path rows first
+        cur = await asyncio.to_thread(_new_write_cursor, s)
+    except BaseException:
+        if epoch is not None:
+            committer.end_stamp(epoch, None)
+        committer.write_lock.release()
+        raise
+    s.write = WriteTxn(
+        cur=cur,
+        explicit=explicit,
+        stamp=PENDING if explicit else epoch or 0,
+        epoch=epoch,
+        catalog=instance.catalog.copy(),
+    )
+    s.write.catalog.creator = s.role_oid  # owner of what this transaction creates
+    return s.write
+
+
+def _new_write_cursor(s: Session) -> duckdb.DuckDBPyConnection:
+    cur = s.in_session_zone(s.instance.replica.cursor(), fresh=True)
+    cur.execute("BEGIN TRANSACTION")
+    return cur
+
+
+async def commit_write(s: Session) -> list[str]:
+    """Commit the writing transaction; returns NOTICEs (materialized view backfills)."""
+    w = s.write
+    if w is None:
+        return []
+    instance = s.instance
+    committer = instance.committer
+    assert committer is not None
+    epoch = w.epoch if w.epoch is not None else committer.begin_stamp()
+    reshaping = bool(w.rewritten)
+    instance.reshaping += reshaping  # until the catalog below is current
+    try:
+        if s.temp_on_commit:  # ON COMMIT DELETE ROWS / DROP of temporary tables
+            await asyncio.to_thread(temp_tables.at_commit, s, w, ddl.drop_relation)
+        changes, rewrites = await asyncio.to_thread(_finish_duckdb, w, epoch)
+        for oid in rewrites:  # what the older log of these tables held is superseded
+            w.dropped_logs.extend(await asyncio.to_thread(instance.changelog.log_keys, oid))
+            # history vacuumed before the rewrite is not in it: AS OF stays refused there
+            rewrites[oid] = rewrites[oid].replace_schema_metadata(
+                {RETAINED_FROM: str(instance.retained_from)}
+            )
+        instance.rebuilding.update(w.rebuilt_matviews)  # reads of them wait (queries.py)
+        for oid in reversed(w.rebuilt_matviews):  # before the epoch is spooled
+            await instance.matviews.dropped(oid)
+    except BaseException:
+        instance.reshaping -= reshaping
+        instance.rebuilding.difference_update(w.rebuilt_matviews)
+        committer.end_stamp(epoch, None)
+        await _release(s, w)
+        raise
+    has_catalog = bool(w.catalog.changes)
+    # temporary tables' rows and catalog entries are not made durable
+    durable, objects = temp_tables.durable(instance.catalog, w.catalog, changes, w.catalog.changes)
+    durable_rewrites, _ = temp_tables.durable(instance.catalog, w.catalog, rewrites, {})
+    fut = (
+        committer.end_stamp(epoch, durable, objects or None, w.dropped_logs, durable_rewrites)
+        if (changes or has_catalog or rewrites)
+        else committer.end_stamp(epoch, None)
+    )
+    if has_catalog:
+        dropped = {oid for oid, obj in w.catalog.changes.items() if obj is None}
+        instance.catalog = w.catalog
+        w.catalog.changes = {}
+        instance.batcher.forget(dropped | set(rewrites))
+    instance.reshaping -= reshaping
+    if changes:
+        instance.batcher.observe(changes)
+    s.write = None
+    committer.write_lock.release()
+    await asyncio.to_thread(w.cur.close)
+    if fut is None:
+        return []
+    try:
+        await fut
+    except BaseException:
+        instance.rebuilding.difference_update(w.rebuilt_matviews)
+        raise
+    s.last_write_epoch = epoch
+    return await _after_commit(s, w, epoch)
+
+
+async def _after_commit(s: Session, w: WriteTxn, epoch: int) -> list[str]:
+    """The engine follows the catalog: drop views, backfill new ones at `epoch`. A
+    backfill that fails (say, division by zero over existing rows) drops the view
+    again, so that CREATE fails as a whole, as in PostgreSQL."""
+    mv = s.instance.matviews
+    for oid in w.dropped_matviews:
+        await mv.dropped(oid)
+    notices: list[str] = []
+    try:
+        for oid in w.rebuilt_matviews:  # a table under it was ALTERed: no NOTICE, as PostgreSQL
+            view = s.instance.catalog.by_oid(oid)
+            if isinstance(view, MaterializedView) and oid not in w.created_matviews:
+                try:
+                    await mv.created(view, epoch)
+                except Exception:  # the ALTER is durable; a restart backfills it again
+                    log.exception("rebuilding materialized view %s after ALTER", view.name)
+            s.instance.rebuilding.discard(oid)
+    finally:
+        s.instance.rebuilding.difference_update(w.rebuilt_matviews)
+    for oid in w.created_matviews:
+        view = s.instance.catalog.by_oid(oid)
+        assert isinstance(view, MaterializedView)
+        try:
+            notices += await mv.created(view, epoch)
+        except BaseException:
+            await _drop_failed(s, view)
+            raise
+    return notices
+
+
+async def _drop_failed(s: Session, view: MaterializedView) -> None:
+    w = await begin_write(s)
+    try:
+        current = w.catalog.by_oid(view.oid)
+        if current is not None:
+            ddl.drop_relation(s, w, current, cascade=True)
+    except BaseException:
+        await rollback_write(s)
+        raise
+    await commit_write(s)
+
+
+def _finish_duckdb(w: WriteTxn, epoch: int) -> tuple[dict[int, pa.Table], dict[int, pa.Table]]:
+    """Commit in DuckDB; returns the change rows per table, and the whole history of
+    each table ALTER rewrote (its changes are in it)."""
+    rewritten = {o for o in w.rewritten if isinstance(w.catalog.by_oid(o), Table)}
+    try:
+        if w.stamp == PENDING:
+            Replica.restamp(w.cur, w.touched, epoch)
+        rewrites = {oid: Replica.history(w.cur, w.catalog.by_oid(oid)) for oid in rewritten}
+        w.cur.execute("COMMIT")
+    except duckdb.Error as e:
+        raise translate(e) from None
+    changes = {
+        oid: consolidate(w.cur, parts) for oid, parts in w.changes.items() if oid not in rewritten
+    }
+    return changes, rewrites
+
+
+async def rollback_write(s: Session) -> None:
+    w = s.write
+    if w is None:
+        return
+    committer = s.instance.committer
+    assert committer is not None
+    if w.epoch is not None:
+        committer.end_stamp(w.epoch, None)
+    await _release(s, w)
+
+
+async def _release(s: Session, w: WriteTxn) -> None:
+    s.write = None
+    committer = s.instance.committer
+    assert committer is not None
+
+    def _close() -> None:
+        try:
+            w.cur.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+        w.cur.close()
+
+    await asyncio.to_thread(_close)
+    if committer.write_lock.locked():
+        committer.write_lock.release()
+
+
+def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Table:
+    """Sum the weights of equal change rows and drop those that cancel out."""
+    if len(parts) == 1:
+        return parts[0]
+    t = pa.concat_tables(parts, promote_options="permissive")
+    cur.register("_hw_parts", t)
+    try:
+        cols = ", ".join(quote(c) for c in t.column_names if c != WEIGHT)
+        return cur.execute(
+            f"SELECT {cols}, CAST(sum({WEIGHT}) AS BIGINT) AS {WEIGHT} FROM _hw_parts "
+            f"GROUP BY ALL HAVING sum({WEIGHT}) <> 0 ORDER BY {RID}"
+        ).to_arrow_table()
+    finally:
+        cur.unregister("_hw_parts")

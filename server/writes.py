@@ -1,0 +1,442 @@
+"""INSERT, UPDATE, DELETE, TRUNCATE and COPY FROM: the row changes of a table.
+
+A write computes its change rows in DuckDB (planner/dml.py) on the writing
+transaction's connection, checks new versions against the table's constraints
+(server/constraints.py), applies them to the replica under the transaction's stamp
+and collects them as the epoch's change log. An autocommitted INSERT of constants
+skips all that: the batcher (server/batcher.py) adds its rows to a shared epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from functools import partial
+from typing import Any
+
+import duckdb
+import pglast.ast as A
+import pyarrow as pa
+import pyarrow.compute as pc
+from headwater.catalog.objects import Column, Key, Sequence, Table
+from headwater.catalog.pgtypes import SessionFormat
+from headwater.planner import dml, pg_compat
+from headwater.planner.params import epoch_parameter
+from headwater.server import constraints, foreign_keys, reads
+from headwater.server.auth import privilege_checks
+from headwater.server.batcher import fast_rows
+from headwater.server.binders import read_binder, write_binder
+from headwater.server.duckdb_calls import fetch
+from headwater.server.results import Field, Result, arrow_fields, rows_of
+from headwater.server.session import Session, WriteTxn
+from headwater.storage.changelog import RID, WEIGHT
+from headwater.storage.replica import Replica, quote
+from pglast.enums import OnConflictAction
+
+from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError, WrongObjectType
+
+
+async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None:
+    """An autocommitted INSERT of constants, through the batcher; None for any other
+    write (it runs in a writing transaction: `change`)."""
+    if s.status == "I" and s.write is None and isinstance(stmt, A.InsertStmt):
+        rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+        if isinstance(rel, Table) and not rel.foreign_keys:  # FOREIGN KEYs: the general path
+            fmt = _format(s)
+            if any((c.default or "").startswith("nextval(") for c in rel.columns):
+                # serial defaults: nextval may wait for a durable reservation
+                defaults = partial(s.instance.sequences.default_generator, s)
+                rows = await asyncio.to_thread(fast_rows, stmt, rel, params, fmt, defaults)
+            else:
+                rows = fast_rows(stmt, rel, params, fmt)
+            if rows is not None:
+                try:
+                    s.last_write_epoch = await s.instance.batcher.insert(rel, rows)
+                except SQLError as e:
+                    if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
+                        return None  # ALTERed meanwhile: the general path, on the new table
+                    raise
+                return Result(f"INSERT 0 {len(rows)}")
+    return None
+
+
+def _format(s: Session) -> SessionFormat:
+    v = s.settings.values
+    return SessionFormat(timezone=v["TimeZone"], extra_float_digits=int(v["extra_float_digits"]))
+
+
+def change(s: Session, w: WriteTxn, stmt: Any, params: list[Any]) -> Result:
+    """INSERT, UPDATE, DELETE or TRUNCATE in the writing transaction `w` (blocking)."""
+    if getattr(stmt, "withClause", None) is not None:
+        raise FeatureNotSupported("WITH in INSERT, UPDATE or DELETE is not supported")
+    if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
+        # PostgreSQL's spellings, as SELECT has them (interval '1' minute,
+        # pg_catalog.timezone(...), ...); string constants stay as written
+        pg_compat.rewrite(stmt, array_literals=False)
+    if isinstance(stmt, A.InsertStmt):
+        return _insert(s, w, stmt, params)
+    if isinstance(stmt, A.UpdateStmt):
+        return _update(s, w, stmt, params)
+    if isinstance(stmt, A.DeleteStmt):
+        return _delete(s, w, stmt, params)
+    if isinstance(stmt, A.TruncateStmt):
+        return _truncate(s, w, stmt)
+    raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
+
+
+def target_table(s: Session, w: WriteTxn, rv: A.RangeVar) -> Table:
+    rel = w.catalog.get_relation(rv.schemaname, rv.relname, s.search_path())
+    if not isinstance(rel, Table):
+        raise WrongObjectType(
+            f'cannot change {rel.kind} "{rel.name}"',
+            hint="Only tables accept INSERT, UPDATE, DELETE and TRUNCATE.",
+        )
+    return rel
+
+
+def _insert(s: Session, w: WriteTxn, stmt: A.InsertStmt, params: list[Any]) -> Result:
+    table = target_table(s, w, stmt.relation)
+    binder = write_binder(s, w)
+    plan = dml.insert_rows_sql(stmt, table, binder)
+    if plan.source is not None:
+        probe, _ = fetch(w.cur, f"SELECT * FROM ({plan.source}) AS _hw_p LIMIT 0", params)
+        if not stmt.cols and probe.num_columns < plan.width:  # the rest take defaults
+            plan = dml.insert_rows_sql(stmt, table, binder, probe.num_columns)
+        if probe.num_columns > plan.width:
+            raise SQLError("INSERT has more expressions than target columns", "42601")
+        if probe.num_columns < plan.width:
+            raise SQLError("INSERT has more target columns than expressions", "42601")
+    if plan.values is not None:  # many rows of constants, as Arrow (planner/dml.py)
+        w.cur.register(dml.VALUES_TABLE, plan.values)
+    try:
+        new, _ = fetch(w.cur, plan.sql, params)
+    finally:
+        if plan.values is not None:
+            with contextlib.suppress(duckdb.Error):  # (refused once the statement failed)
+                w.cur.unregister(dml.VALUES_TABLE)
+    alias = stmt.relation.alias.aliasname if stmt.relation.alias else table.name
+    old = None
+    conflict = stmt.onConflictClause
+    if conflict is not None:
+        new, old_upd, new_upd = _on_conflict(s, w, table, new, conflict, alias, params)
+        old = old_upd
+    else:
+        new_upd = None
+    first = s.instance.allocate_rids(new.num_rows)
+    new = new.add_column(0, RID, pa.array(range(first, first + new.num_rows), pa.int64()))
+    if new_upd is not None and new_upd.num_rows:
+        new = pa.concat_tables([new, new_upd.select(new.column_names)])
+    apply(w, table, old, new)
+    n = new.num_rows
+    sel = dml.Selection("", alias)
+    return _returning(s, w, returning_list(stmt), new, sel, f"INSERT 0 {n}", params)
+
+
+def _on_conflict(
+    s: Session,
+    w: WriteTxn,
+    table: Table,
+    new: pa.Table,
+    clause: A.OnConflictClause,
+    alias: str,
+    params: list[Any],
+) -> tuple[pa.Table | None, pa.Table | None, pa.Table | None]:
+    """Split proposed rows into inserts and (for DO UPDATE) updates of existing rows."""
+    key = _conflict_key(table, clause)
+    cols = list(key.columns)
+    # Later duplicates of a key within the statement: DO NOTHING keeps the first.
+    dup = constraints.duplicate_mask(new, cols)
+    if (
+        clause.action == OnConflictAction.ONCONFLICT_UPDATE
+        and dup is not None
+        and pc.any(dup).as_py()
+    ):
+        raise SQLError(
+            "ON CONFLICT DO UPDATE command cannot affect row a second time",
+            "21000",
+            hint="Ensure that no rows proposed for insertion within the same command "
+            "have duplicate constrained values.",
+        )
+    if dup is not None:
+        new = new.filter(pc.invert(dup))
+    name = "_hw_proposed"
+    w.cur.register(name, new.append_column("_hw_pos", pa.array(range(new.num_rows), pa.int64())))
+    try:
+        on = " AND ".join(f"t.{quote(c)} = p.{quote(c)}" for c in cols)
+        existing = Replica.scan_with_rid(table)
+        hits, _ = fetch(w.cur, f"SELECT p._hw_pos, t.{RID} FROM {name} p JOIN {existing} t ON {on}")
+        hit_pos = hits.column(0)
+        mask = pc.is_in(pa.array(range(new.num_rows), pa.int64()), value_set=hit_pos)
+        inserts = new.filter(pc.invert(mask))
+        if clause.action != OnConflictAction.ONCONFLICT_UPDATE or hits.num_rows == 0:
+            return inserts, None, None
+        binder = write_binder(s, w)
+        sets = []
+        for rt in clause.targetList:
+            col = table.column(rt.name)
+            if col is None:
+                raise SQLError(
+                    f'column "{rt.name}" of relation "{table.name}" does not exist', "42703"
+                )
+            sets.append((col.name, dml.cast_sql(rt.val, col, binder)))
+        assigned = dict(sets)
+        a = quote(alias)
+        new_exprs = ", ".join(
+            f"{assigned.get(c.name, f'{a}.{quote(c.name)}')} AS {quote(c.name)}"
+            for c in table.columns
+        )
+        old_exprs = ", ".join(f"{a}.{quote(c.name)}" for c in table.columns)
+        where = (
+            f" AND ({binder.to_sql(clause.whereClause)})" if clause.whereClause is not None else ""
+        )
+        match = " AND ".join(f"{a}.{quote(c)} = excluded.{quote(c)}" for c in cols)
+        sql = (
+            f"SELECT {a}.{RID}, {old_exprs}, {new_exprs} FROM {dml.target_scan(table, alias)} "
+            f"JOIN {name} AS excluded ON {match} WHERE true{where}"
+        )
+        both, _ = fetch(w.cur, sql, params)
+    finally:
+        w.cur.unregister(name)
+    n = len(table.columns)
+    old = _slice_cols(both, 0, n, table)
+    upd = pa.table(
+        [both.column(0)] + both.columns[1 + n :], names=[RID] + [c.name for c in table.columns]
+    )
+    return inserts, old, upd
+
+
+def _conflict_key(table: Table, clause: A.OnConflictClause) -> Key | _NoKey:
+    infer = clause.infer
+    if infer is None or not infer.indexElems:
+        if clause.action == OnConflictAction.ONCONFLICT_UPDATE:
+            raise SQLError(
+                "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+                "42601",
+            )
+        if infer is not None and infer.conname:
+            key = next((k for k in table.keys if k.name == infer.conname), None)
+            if key is None:
+                raise SQLError(
+                    f'constraint "{infer.conname}" for table "{table.name}" does not exist',
+                    "42704",
+                )
+            return key
+        if not table.keys:
+            return _NoKey()
+        return table.primary_key or table.keys[0]
+    cols = tuple(e.name for e in infer.indexElems)
+    for k in table.keys:
+        if set(k.columns) == set(cols):
+            return k
+    raise SQLError(
+        "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+        "42P10",
+    )
+
+
+class _NoKey:
+    """ON CONFLICT DO NOTHING on a table without keys: nothing conflicts."""
+
+    columns: tuple[str, ...] = ()
+
+
+def _update(s: Session, w: WriteTxn, stmt: A.UpdateStmt, params: list[Any]) -> Result:
+    table = target_table(s, w, stmt.relation)
+    sel = dml.update_sql(stmt, table, write_binder(s, w))
+    both, _ = fetch(w.cur, sel.sql, params)
+    both = _dedupe_rids(both)
+    n = len(table.columns)
+    old = _slice_cols(both, 0, n, table)
+    new = _slice_cols(both, n, n, table)
+    apply(w, table, old, new)
+    rows = _with_extras(new, both, 1 + 2 * n, sel.extras)
+    tag = f"UPDATE {new.num_rows}"
+    return _returning(s, w, returning_list(stmt), rows, sel, tag, params)
+
+
+def _delete(s: Session, w: WriteTxn, stmt: A.DeleteStmt, params: list[Any]) -> Result:
+    table = target_table(s, w, stmt.relation)
+    sel = dml.delete_sql(stmt, table, write_binder(s, w))
+    old, _ = fetch(w.cur, sel.sql, params)
+    both = _dedupe_rids(old)
+    old = _slice_cols(both, 0, len(table.columns), table)
+    apply(w, table, old, None)
+    rows = _with_extras(old, both, 1 + len(table.columns), sel.extras)
+    tag = f"DELETE {old.num_rows}"
+    return _returning(s, w, returning_list(stmt), rows, sel, tag, params)
+
+
+def _with_extras(rows: pa.Table, both: pa.Table, start: int, extras: tuple[str, ...]) -> pa.Table:
+    """The affected rows and, for RETURNING, the FROM items' rows that matched them:
+    then the target's row is the struct `_hw_t`, each FROM item's `_hw_f<i>`."""
+    if not extras:
+        return rows
+    target = rows.drop_columns([RID])
+    struct = pa.StructArray.from_arrays(
+        [c.combine_chunks() for c in target.columns], names=target.column_names
+    )
+    cols = [rows.column(RID), struct] + [both.column(start + i) for i in range(len(extras))]
+    return pa.table(cols, names=[RID, "_hw_t"] + [f"_hw_f{i}" for i in range(len(extras))])
+
+
+def _truncate(s: Session, w: WriteTxn, stmt: A.TruncateStmt) -> Result:
+    tables: list[Table] = []
+    for rv in stmt.relations:
+        rel = w.catalog.get_relation(rv.schemaname, rv.relname, s.search_path())
+        if not isinstance(rel, Table):
+            raise WrongObjectType(f'"{rv.relname}" is not a table')  # PostgreSQL's words
+        tables.append(target_table(s, w, rv))
+    # referencing tables: 0A000, or (CASCADE) truncated too
+    extra = foreign_keys.truncate_check(w.catalog, tables, bool(stmt.behavior))
+    for table in tables + extra:
+        old, _ = fetch(w.cur, f"SELECT * FROM {Replica.scan_with_rid(table)} AS t")
+        apply(w, table, old, None, actions=False)
+        if stmt.restart_seqs:  # RESTART IDENTITY: the sequences the table's columns own
+            restart_owned_sequences(s, w.catalog, table)
+    notices: list[str | SQLError] = [f'truncate cascades to table "{t.name}"' for t in extra]
+    return Result("TRUNCATE TABLE", notices=notices)
+
+
+def restart_owned_sequences(s: Session, catalog: Any, table: Table) -> None:
+    for rel in list(catalog.relations.values()):
+        if isinstance(rel, Sequence) and rel.owned_by and rel.owned_by[0] == table.oid:
+            s.instance.sequences.restart(rel, rel.start)
+
+
+def returning_list(stmt: Any) -> Any:
+    rc = stmt.returningClause
+    return rc.exprs if rc is not None else None
+
+
+def _returning(
+    s: Session,
+    w: WriteTxn,
+    returning: Any,
+    rows: pa.Table,
+    sel: dml.Selection,
+    tag: str,
+    params: list[Any],
+) -> Result:
+    if not returning:
+        return Result(tag)
+    name = "_hw_affected"
+    w.cur.register(name, rows.drop_columns([RID]))
+    try:
+        sql = dml.returning_sql(returning, name, sel.alias, write_binder(s, w), sel.extras)
+        out, types = fetch(w.cur, sql, params)
+    finally:
+        try:
+            w.cur.unregister(name)
+        except duckdb.Error:
+            pass  # the transaction failed; the error above is the one to report
+    return Result(tag, arrow_fields(out.schema, types), rows_of(out))
+
+
+async def describe_returning(s: Session, stmt: Any, nparams: int) -> list[Field] | None:
+    """The RETURNING columns of an INSERT, UPDATE or DELETE, without running it."""
+    rel = s.catalog.get_relation(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+    if not isinstance(rel, Table):
+        return None
+    alias = stmt.relation.alias.aliasname if stmt.relation.alias else rel.name
+    binder = read_binder(s, epoch_parameter(stmt))
+    sql = dml.returning_shape_sql(stmt, Replica.scan(rel, "false"), alias, binder)
+    sql += " LIMIT 0"
+    used, epoch_param = reads.split_params(sql, binder.epoch_param)
+    args = reads.args(used, [None] * nparams, epoch_param, 0)  # no rows: any epoch
+    cur = s.cursor()
+    table, types = await asyncio.to_thread(fetch, cur, sql, args)
+    return arrow_fields(table.schema, types)
+
+
+# -- COPY FROM ------------------------------------------------------------------------------
+def copy_target(s: Session, stmt: A.CopyStmt) -> list[Column]:
+    """The columns COPY FROM fills (checked before the client sends data)."""
+    if s.status == "E":
+        raise InFailedTransaction(
+            "current transaction is aborted, commands ignored until end of transaction block"
+        )
+    table = s.catalog.get_relation(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+    if not isinstance(table, Table):
+        raise WrongObjectType(f'cannot copy to {table.kind} "{table.name}"')
+    privilege_checks.check_copy_in(s, stmt.relation)
+    return dml.target_columns(
+        table, [A.ResTarget(name=a.sval) for a in stmt.attlist] if stmt.attlist else None
+    )
+
+
+def copy_rows(
+    s: Session, w: WriteTxn, stmt: A.CopyStmt, cols: list[Column], data: pa.Table
+) -> Result:
+    """COPY FROM STDIN (blocking): the strings in `data` become rows of the table."""
+    table = target_table(s, w, stmt.relation)
+    binder = write_binder(s, w)
+    given = {c.name for c in cols}
+    name = "_hw_copy"
+    w.cur.register(name, data)
+    try:
+        select = ", ".join(
+            (
+                f"CAST({quote(c.name)} AS {c.type.duckdb()})"
+                if c.name in given
+                else dml.default_sql(c, binder)
+            )
+            + f" AS {quote(c.name)}"
+            for c in table.columns
+        )
+        new, _ = fetch(w.cur, f"SELECT {select} FROM {name}")
+    finally:
+        w.cur.unregister(name)
+    first = s.instance.allocate_rids(new.num_rows)
+    new = new.add_column(0, RID, pa.array(range(first, first + new.num_rows), pa.int64()))
+    apply(w, table, None, new)
+    return Result(f"COPY {new.num_rows}")
+
+
+# -- applying changes -----------------------------------------------------------------------
+def apply(
+    w: WriteTxn,
+    table: Table,
+    old: pa.Table | None,
+    new: pa.Table | None,
+    actions: bool = True,
+) -> None:
+    """Retire `old` versions, check and add `new` ones, record the change rows; then the
+    foreign keys (server/foreign_keys.py; `actions` False: TRUNCATE, which checks its
+    referencing tables itself)."""
+    cur = w.cur
+    if old is not None and old.num_rows:
+        Replica.retire_versions(cur, table, old.column(RID), w.stamp)
+    if new is not None and new.num_rows:
+        new = constraints.check(table, new, cur)
+        Replica.insert_versions(cur, table, new, w.stamp)
+        foreign_keys.check_rows(w.catalog, table, new, cur)
+    if actions and old is not None and old.num_rows:
+        foreign_keys.on_parent_change(w, table, old, new, apply)
+    w.touched.add(table.oid)
+    if old is not None and old.num_rows:
+        w.changes[table.oid].append(
+            old.append_column(WEIGHT, pa.array([-1] * old.num_rows, pa.int64()))
+        )
+    if new is not None and new.num_rows:
+        w.changes[table.oid].append(
+            new.append_column(WEIGHT, pa.array([1] * new.num_rows, pa.int64()))
+        )
+
+
+def _slice_cols(both: pa.Table, start: int, n: int, table: Table) -> pa.Table:
+    return pa.table(
+        [both.column(0)] + both.columns[1 + start : 1 + start + n],
+        names=[RID] + [c.name for c in table.columns],
+    )
+
+
+def _dedupe_rids(t: pa.Table) -> pa.Table:
+    """UPDATE/DELETE ... FROM may match a row several times; it changes once."""
+    if t.num_rows < 2:
+        return t
+    rids = t.column(0)
+    if pc.count_distinct(rids).as_py() == t.num_rows:
+        return t
+    positions = pa.table({"r": rids, "i": pa.array(range(t.num_rows), pa.int64())})
+    first = positions.group_by("r").aggregate([("i", "min")]).column("i_min")
+    return t.take(first.take(pc.sort_indices(first)))

@@ -1,0 +1,148 @@
+"""DISTINCT ON and GROUPING SETS / ROLLUP / CUBE with grouping() in views, against
+PostgreSQL 15 at every epoch.
+
+The machinery of tests/test_engine_windows.py (tables t and u under random INSERT/
+UPDATE/DELETE, mirrored into PostgreSQL and the spool): each view is created over
+existing data (backfill), then advanced without Spark in batches of 1-5 epochs, and
+equals its query in PostgreSQL at every epoch. DISTINCT ON orders are total (ties
+broken by `id`), so the row PostgreSQL keeps is the one the view keeps.
+HW_ENGINE_SEED=n reruns a seed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from headwater.engine.engine import Engine
+
+from headwater.errors import SQLError
+from tests.test_engine_support import (
+    Workload,
+    advance_at_random,
+    assert_views_equal,
+    catalog,
+    normalize,
+    plan_of,
+    scans,
+)
+
+pytestmark = pytest.mark.oracle
+
+QUERIES = [
+    # DISTINCT ON: a per-group top-1
+    "SELECT DISTINCT ON (a) a, id, b FROM t ORDER BY a, b DESC NULLS LAST, id",
+    "SELECT DISTINCT ON (a, s) id, s FROM t ORDER BY s, a, id DESC",
+    "SELECT DISTINCT ON (b % 3) b % 3 AS m, id FROM t WHERE b IS NOT NULL ORDER BY b % 3, id",
+    "SELECT DISTINCT ON (a) a, count(*) AS n, sum(b) AS sb FROM t GROUP BY a, s"
+    " ORDER BY a, count(*) DESC, s NULLS FIRST",
+    "SELECT DISTINCT ON (t.a) t.a, u.x, t.id FROM t JOIN u ON t.a = u.a"
+    " ORDER BY t.a, u.x DESC NULLS LAST, t.id, u.id",
+    "SELECT DISTINCT ON (a) a, id FROM t ORDER BY a, id LIMIT {k3}",
+    "SELECT DISTINCT ON (1) a, b FROM t ORDER BY 1, 2 NULLS FIRST",
+    # GROUPING SETS, ROLLUP, CUBE with grouping()
+    "SELECT a, s, grouping(a, s) AS g, count(*) AS n, sum(b) AS sb FROM t GROUP BY ROLLUP (a, s)",
+    "SELECT a, s, grouping(s) AS gs, count(b) AS n, max(b) AS mb FROM t GROUP BY CUBE (a, s)",
+    "SELECT a, s, avg(b) AS ab, count(*) AS n FROM t GROUP BY GROUPING SETS ((a, s), (s), ())",
+    "SELECT a, b % 2 AS p, count(*) AS n FROM t GROUP BY a, ROLLUP (b % 2) HAVING count(*) > {k}",
+    "SELECT s, grouping(s) AS g, count(DISTINCT a) AS da, string_agg(s, ',' ORDER BY s) AS ss"
+    " FROM t GROUP BY GROUPING SETS (s, (), s)",
+    "SELECT t.a, u.x, count(*) AS n FROM t JOIN u ON t.a = u.a GROUP BY ROLLUP (t.a, u.x)",
+    "SELECT count(*) AS n, sum(x) AS sx FROM u WHERE x > 100 GROUP BY ROLLUP (a)",
+    "SELECT a, grouping(a) AS g, count(*) AS n FROM t GROUP BY a",
+    # ordered-set aggregates
+    "SELECT a, percentile_cont(0.5) WITHIN GROUP (ORDER BY b) AS med,"
+    " percentile_disc(0.25) WITHIN GROUP (ORDER BY b) AS q1 FROM t GROUP BY a",
+    "SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY b) AS p90 FROM t WHERE s IS NOT NULL",
+]
+
+
+def views_of(rng: random.Random) -> list[str]:
+    return [q.format(k=rng.randrange(4), k3=rng.randrange(1, 4)) for q in QUERIES]
+
+
+@pytest.fixture
+def pg(pg_oracle: object) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(pg_oracle.dsn) as c:  # type: ignore[attr-defined]
+        yield c
+
+
+def _expect(pg: psycopg.Connection, sqls: list[str]) -> list[list[tuple]]:
+    out = []
+    with pg.cursor() as cur:
+        for sql in sqls:
+            cur.execute(sql)
+            out.append(normalize(cur.fetchall()))
+    pg.commit()
+    return out
+
+
+def test_grouping_views_equal_postgres_at_every_epoch(
+    pg: psycopg.Connection, tmp_path: Path
+) -> None:
+    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
+    rng = random.Random(seed)
+    work = Workload(pg, tmp_path / "spool", seed)
+    for _ in range(20):
+        work.epoch()
+    cat, sc = catalog(), scans()
+    engine = Engine(tmp_path / "state", tmp_path / "spool")
+    sqls = views_of(rng)
+    for i, sql in enumerate(sqls):
+        plan = plan_of(sql, cat)
+        engine.create_view(70000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
+    expected = {work.epoch_no: _expect(pg, sqls)}
+    expected |= advance_at_random(engine, work, rng, 40, lambda _: _expect(pg, sqls))
+    assert_views_equal(engine, expected, 70000, sqls, seed)
+
+
+@pytest.mark.parametrize(
+    ("sql", "state"),
+    [
+        ("SELECT DISTINCT ON (a) a, b FROM t ORDER BY b, a", "42P10"),
+        ("SELECT a, grouping(b) FROM t GROUP BY ROLLUP (a)", "42803"),
+        ("SELECT a FROM t WHERE grouping(a) = 0", "42803"),
+        ("SELECT a, count(*) FROM t GROUP BY DISTINCT ROLLUP (a, b)", "0A000"),
+    ],
+)
+def test_refusals(sql: str, state: str) -> None:
+    with pytest.raises(SQLError) as err:
+        plan_of(sql, catalog())
+    assert err.value.sqlstate == state, err.value
+
+
+SERVER_VIEWS = {
+    "grp_first": "SELECT DISTINCT ON (g) g, id, v FROM grp_t ORDER BY g, v DESC, id",
+    "grp_rollup": "SELECT g, h, grouping(g, h) AS gg, count(*) AS n, sum(v) AS sv FROM grp_t"
+    " GROUP BY ROLLUP (g, h)",
+    "grp_median": "SELECT g, percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS med FROM grp_t"
+    " GROUP BY g",
+}
+
+
+def test_through_the_server(conn: psycopg.Connection, pg: psycopg.Connection) -> None:
+    """The same shapes through the server (CREATE, writes, reads), equal to PostgreSQL."""
+    ddl = "CREATE TABLE grp_t (id int, g int, h text, v int)"
+    pg.execute("DROP TABLE IF EXISTS grp_t")
+    pg.execute(ddl)
+    conn.execute(ddl)
+    writes = [
+        "INSERT INTO grp_t VALUES (1, 1, 'a', 5), (2, 1, 'b', 7), (3, 2, 'a', NULL),"
+        " (4, 2, NULL, 1)",
+        "UPDATE grp_t SET v = 9 WHERE id = 1",
+        "DELETE FROM grp_t WHERE id = 2",
+        "INSERT INTO grp_t VALUES (5, NULL, 'c', 3), (6, 1, 'a', 9)",
+    ]
+    for name, sql in SERVER_VIEWS.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    for w in writes:
+        conn.execute(w)
+        pg.execute(w)
+        pg.commit()
+        for name, sql in SERVER_VIEWS.items():
+            got = normalize(conn.execute(f"SELECT * FROM {name}").fetchall())
+            assert got == normalize(pg.execute(sql).fetchall()), (name, w)
