@@ -118,7 +118,13 @@ def test_tpch_views_under_churn_equal_postgres(
     check("after backfill", hw)
     churn = tpch.Churn(seed, next_orderkey=loaded.max_orderkey + 1)
     for b in range(BATCHES):
-        stmts = churn.batch()
+        # q5's few rows (one region, one year) escape the churn's key arithmetic now and
+        # then; this statement reaches them at every batch
+        stmts = churn.batch() + [
+            "UPDATE lineitem SET l_extendedprice = l_extendedprice + 1 WHERE l_orderkey IN"
+            " (SELECT o_orderkey FROM orders WHERE o_orderdate >= date '1994-01-01'"
+            f" AND o_orderdate < date '1995-01-01' AND o_orderkey % 4 = {b % 4})"
+        ]
         mode = ("transaction", "autocommit", "rolled back")[b % 3]
         if mode == "rolled back":  # nothing of it may show; then the next batch
             with hw.transaction(force_rollback=True):
