@@ -47,7 +47,7 @@ log = logging.getLogger("headwater.engine")
 
 # functions the rendered rules may call that Spark does not have (no UDF registered)
 NO_SPARK_FORM = ("hw_jsonb_in", "hw_avg_w")
-_AVG_DECIMAL = "decimal(37,16)"  # what DuckDB's hw_avg_int / hw_avg_numeric return
+_AVG_DECIMAL = "decimal(37,16)"  # what DuckDB's hw_avg_int / hw_avg_exact return
 
 
 def register_udfs(spark: Any) -> None:

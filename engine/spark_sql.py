@@ -201,6 +201,8 @@ def type_of(node: exp.Expression, types: Types) -> str | None:
 
     >>> type_of(parse("SELECT (c1 + 2) * c2").expressions[0], {"c1": "INTEGER", "c2": "BIGINT"})
     'int'
+    >>> type_of(parse("SELECT CASE WHEN c1 THEN c2 END").expressions[0], {"c2": "DECIMAL(9,2)"})
+    'decimal'
     """
     if isinstance(node, exp.Paren | exp.Neg):
         return type_of(node.this, types)
@@ -226,6 +228,11 @@ def type_of(node: exp.Expression, types: Types) -> str | None:
         if (a, b) == ("int", "int"):
             return "int"
         return "decimal" if "decimal" in (a, b) and {a, b} <= {"decimal", "int"} else "float"
+    if isinstance(node, exp.Case):  # a FILTER as CASE WHEN f THEN x END: x's family
+        values = [i.args["true"] for i in node.args.get("ifs") or []]
+        values += [node.args["default"]] if node.args.get("default") else []
+        families = {type_of(v, types) for v in values if not isinstance(v, exp.Null)}
+        return families.pop() if len(families) == 1 else None
     return None
 
 
@@ -369,7 +376,7 @@ def hw_functions(tree: exp.Expression, types: Types) -> exp.Expression:
             else:
                 sql = f"SUM({arg})"
         elif family in ("int", "decimal"):
-            # the sum as DuckDB's hw_avg_int / hw_avg_numeric get it: exact, as a decimal
+            # the sum as DuckDB's hw_avg_int / hw_avg_exact get it: exact, as a decimal
             total = f"{d}CAST({x.sql(dialect='spark')} AS DECIMAL(38, 16))"
             sql = f"hw_avg_exact(CAST(SUM({total}) AS DECIMAL(38, 16)), COUNT({arg}))"
         else:

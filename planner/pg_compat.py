@@ -1815,7 +1815,7 @@ def _sum_avg_macros() -> list[str]:
             f"(x {t}) AS hw_avg_int(CAST(sum({d}x) AS DECIMAL(38,0)), count({d}x))"
             for t in _INT_TYPES
         ]
-        avgs.append(f"(x {_NUMERIC}) AS hw_avg_numeric(sum({d}x), count({d}x))")
+        avgs.append(f"(x {_NUMERIC}) AS hw_avg_exact(sum({d}x), count({d}x))")
         out.append(f"CREATE OR REPLACE MACRO hw_avg{sfx}{', '.join(avgs)}, (x) AS avg({d}x)")
     # avg over a window (a macro cannot hold the window): DuckDB's avg a, or, for integers
     # and numerics, the window's exact sum s over its count n
@@ -1838,7 +1838,7 @@ def _sum_avg_macros() -> list[str]:
     out.append(
         "CREATE OR REPLACE MACRO hw_json_value(v) AS coalesce(CAST(to_json(v) AS VARCHAR), 'null')"
     )
-    win = [f"(a, x {t}, s, n) AS hw_avg_numeric(s, n)" for t in (*_INT_TYPES, _NUMERIC)]
+    win = [f"(a, x {t}, s, n) AS hw_avg_exact(s, n)" for t in (*_INT_TYPES, _NUMERIC)]
     out.append(f"CREATE OR REPLACE MACRO hw_avg_w{', '.join(win)}, (a, x, s, n) AS a")
     for kind in sorted(set(_SPREADS.values())):
         for d in ("", "DISTINCT "):
@@ -1963,9 +1963,9 @@ def install_functions(db: Any) -> None:
     other.create_function("//", _numeric_div_udf, [_NUMERIC, _NUMERIC], _QUOTIENT, type="arrow")
     _REGISTRARS.append(other)
     db.create_function("hw_quotient_text", _quotient_text_udf, [_QUOTIENT], "VARCHAR", type="arrow")
-    # avg at most 16 decimals: a materialized view maintains avg as a double
-    # (engine/rules/linear_aggregate.py), which DuckDB casts to 20 decimals inexactly
-    for name, total in (("hw_avg_int", "DECIMAL(38,0)"), ("hw_avg_numeric", _NUMERIC)):
+    # avg from an exact sum and a count, at most 16 decimals (DECIMAL(37,16)): reads,
+    # and views' running sums (engine/rules/linear_aggregate.py; Spark: the same UDF)
+    for name, total in (("hw_avg_int", "DECIMAL(38,0)"), ("hw_avg_exact", _NUMERIC)):
         db.create_function(name, _avg_udf(16), [total, "BIGINT"], "DECIMAL(37,16)", type="arrow")
     for kind in sorted(set(_SPREADS.values())):
         db.create_function(

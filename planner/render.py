@@ -11,7 +11,8 @@ rows a Scan reads. Two callers render the same IR:
   SELECT with its output names and its top-level ORDER BY / LIMIT / OFFSET.
 
 `pg_aggregates` renders aggregate calls as plain reads run them (planner/pg_compat.py:
-sum and avg with PostgreSQL's result types); the engine keeps DuckDB's own.
+sum and avg with PostgreSQL's result types); the engine keeps DuckDB's own, but for avg,
+whose type (numeric, not double) and digits the views must share with reads.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def agg_sql(call: AggCall, pg_aggregates: bool = False) -> str:
     elif call.func == "string_agg":
         order = f" ORDER BY {', '.join(call.order)}" if call.order else ""
         body = f"string_agg({d}{call.arg}, {call.extra[0]}{order})"
+    elif call.func == "avg" and not pg_aggregates:
+        # PostgreSQL's avg (pg_compat's hw_avg macro): an exact numeric of integers and
+        # numerics, as reads give it; a macro takes no FILTER clause
+        arg = call.arg if call.filter is None else f"CASE WHEN {call.filter} THEN {call.arg} END"
+        return f"hw_avg{'_distinct' if call.distinct else ''}({arg})"
     elif call.func == "avg":
         body = f"avg({d}{call.arg})"
     elif call.func == "percentile_cont":  # PostgreSQL's: over float8, linear interpolation

@@ -81,3 +81,47 @@ def test_matview_extract_to_char(hw_server: Any, pg_oracle: Any) -> None:
             "1", "2001", "982355920.123456", "40.123456", "5", "7",
             "2001-02-16 20:38:40.123 Fri", "February 16th, 2001", "1,234.50",
         )  # fmt: skip
+
+
+AVG_VIEWS = {
+    # the linear aggregate rule (running sums): avg of integers and numerics exact
+    "lin": "SELECT g, avg(i) AS ai, avg(n) AS an, avg(f) AS af, avg(i) FILTER (WHERE i > 1) AS fi,"
+    " count(*) AS c, sum(n) AS sn FROM {t} GROUP BY g",
+    # the general aggregate rule (touched groups recomputed): DISTINCT, and max beside avg
+    "gen": "SELECT g, avg(DISTINCT i) AS di, avg(n) AS an, max(i) AS mi FROM {t} GROUP BY g",
+    "all": "SELECT avg(i) AS ai, avg(n) AS an, sum(n) / count(*) AS q FROM {t}",
+}
+AVG_STEPS = [
+    "INSERT INTO {t} VALUES (1, 1, 1.5, 1), (1, 2, 2.25, 2), (1, 2, 3, 3), (2, 7, NULL, NULL)",
+    "INSERT INTO {t} VALUES (1, 5, 0.001, 1.5), (2, 8, 10, 2), (3, 2, 3.333, 0.1)",
+    "UPDATE {t} SET i = i + 1, n = n * 3 - 1 WHERE g = 1 AND i < 3",
+    "DELETE FROM {t} WHERE i = 8",
+    "DELETE FROM {t} WHERE g = 3",
+]
+
+
+def test_matview_avg_prints_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
+    """avg in a view is PostgreSQL's exact numeric (1.6666666666666667, not a double's
+    ...668) on the backfill and at every later write, as a read of the query gives it.
+    (Not in the data: an avg whose first base-10000 digit is 1, e.g. avg(1.333) of one
+    row, where PostgreSQL may show 4 more zeros than the value alone tells: see
+    catalog/pgtypes/numeric.py quotient_scale.)"""
+    t = f"avg_{secrets.token_hex(3)}"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        hw.execute("SET headwater.freshness_timeout = '600s'")
+        for conn in (hw, pg):
+            conn.execute(f"CREATE TABLE {t} (g int, i int, n numeric, f float8)")
+            conn.execute(AVG_STEPS[0].format(t=t))
+        for name, sql in AVG_VIEWS.items():
+            hw.execute(f"CREATE MATERIALIZED VIEW {t}_{name} AS {sql.format(t=t)}")
+        for step in ["backfill", *AVG_STEPS[1:]]:
+            if step != "backfill":
+                for conn in (hw, pg):
+                    conn.execute(step.format(t=t))
+            for name, sql in AVG_VIEWS.items():
+                want = text_rows(pg, sql.format(t=t))
+                assert text_rows(hw, f"SELECT * FROM {t}_{name}") == want, (name, step)
+                assert text_rows(hw, sql.format(t=t)) == want, (name, step, "read")

@@ -149,6 +149,8 @@ def linear_aggregate(node: Aggregate | Distinct, op: Operator, ctx: BatchContext
             f"SELECT {', '.join(pk + ['_p._e'] + running)}, _s._n IS NOT NULL AS _had,{tail}",
         )
 
+    types = dict(zip(node.columns, op.types, strict=True))
+
     def final(old: bool) -> str:
         sfx = "_old" if old else ""
         out = list(keys)
@@ -158,10 +160,12 @@ def linear_aggregate(node: Aggregate | Distinct, op: Operator, ctx: BatchContext
                 out.append(f"{c} AS {a.name}")
             elif a.func == "sum":
                 out.append(f"CASE WHEN {c} = 0 THEN NULL ELSE {s} END AS {a.name}")
-            else:  # avg
-                out.append(
-                    f"CASE WHEN {c} = 0 THEN NULL ELSE CAST({s} AS DOUBLE) / {c} END AS {a.name}"
-                )
+            else:  # avg: exact for integers and numerics (typed a decimal, as hw_avg is)
+                if types[a.name].upper().startswith("DECIMAL"):
+                    value = f"hw_avg_exact(CAST({s} AS DECIMAL(38,16)), CAST({c} AS BIGINT))"
+                else:
+                    value = f"CAST({s} AS DOUBLE) / {c}"
+                out.append(f"CASE WHEN {c} = 0 THEN NULL ELSE {value} END AS {a.name}")
         return ", ".join(out)
 
     sep = ", " if keys or aggs else ""
