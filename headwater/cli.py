@@ -107,6 +107,13 @@ def main(argv: list[str] | None = None) -> int:
         help="history kept for AS OF and SUBSCRIBE ... AS OF (headwater.retention; 1h)",
     )
     start.add_argument(
+        "--clock-tick",
+        default="1s",
+        help="while a materialized view has a temporal filter (now() in WHERE), close an "
+        "empty epoch when none closed for this long, so its rows leave as time passes "
+        "without writes (1s; 'off': only writes move its time)",
+    )
+    start.add_argument(
         "--metrics-address",
         default="127.0.0.1:9188",
         help="host:port serving Prometheus metrics at /metrics (127.0.0.1:9188; 'off': none)",
@@ -174,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         executor=args.executor,
         spark_stall_timeout=seconds(args.spark_stall_timeout, "--spark-stall-timeout"),
         retention=seconds(args.retention, "headwater.retention"),
+        clock_tick=(
+            0.0 if args.clock_tick.lower() == "off" else seconds(args.clock_tick, "--clock-tick")
+        ),
         metrics_address=(
             f"127.0.0.1:{args.metrics_port}"
             if args.metrics_port is not None

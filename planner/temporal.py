@@ -11,9 +11,10 @@ view: at each epoch, the input's new rows are tested at the new time and the inp
 rows so far are tested again at the new time and at the old one (the join's
 `state ⋈ d(clock)`), so the cost of an epoch is the input's size.
 
-Epochs close when transactions commit (group commit), not on a timer: a view's time
-moves with the epochs, so with no write at all it stays at the last epoch's time, and
-a read at an epoch sees the view as of that epoch's close time.
+Epochs close when transactions commit (group commit) and, while a temporal view
+exists, at least every `--clock-tick` (server/clock_tick.py closes an empty epoch): a
+view's time moves with the epochs, and a read at an epoch sees the view as of that
+epoch's close time.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from typing import Any
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Table
 from headwater.planner.pg_compat import install_functions
+from headwater.server import clock_tick
 from headwater.server.batcher import InsertBatcher
 from headwater.server.channels import Notifications
 from headwater.server.matviews import MaterializedViews
@@ -60,6 +61,7 @@ class Config:
     # seconds the stage may have work and finish no batch before its JVM is killed
     spark_stall_timeout: float = 120.0
     retention: float = 3600.0  # seconds of history kept for AS OF and SUBSCRIBE ... AS OF
+    clock_tick: float = 1.0  # seconds without an epoch before temporal views get an empty one
     metrics_address: str | None = None  # host:port of GET /metrics (server/metrics.py)
     # s3://bucket/prefix holding SlateDB (storage/object_store.py); data_dir is a cache
     object_store: ObjectStoreURL | None = None
@@ -94,6 +96,7 @@ class Instance:
         self.retained_from = 0  # oldest epoch AS OF can read (history before it vacuumed)
         self._vacuum_task: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
+        self._clock_task: asyncio.Task[None] | None = None
         self._vacuum_lock = asyncio.Lock()  # one vacuum pass at a time (VACUUM, background)
         self.notifications = Notifications()  # LISTEN / NOTIFY (server/notify.py)
         self.sinks = SinkManager(self)  # CREATE SINK (server/sinks.py)
@@ -131,6 +134,15 @@ class Instance:
         self.matviews.start(asyncio.get_running_loop())
         self.committer.start()
         self._vacuum_task = asyncio.get_running_loop().create_task(self._vacuum_loop())
+        if self.config.clock_tick > 0:
+            self._clock_task = asyncio.get_running_loop().create_task(
+                clock_tick.tick(
+                    self.committer,
+                    self.config.clock_tick,
+                    self.matviews.has_temporal_views,
+                    lambda: self.epoch_closed_at(self.committer.durable_epoch) or 0.0,
+                )
+            )
         if self.config.object_store is not None:
             self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot_loop())
         self.sinks.start()
@@ -316,6 +328,8 @@ class Instance:
             self._vacuum_task.cancel()
         if self._snapshot_task is not None:
             self._snapshot_task.cancel()
+        if self._clock_task is not None:
+            self._clock_task.cancel()
         await self.sinks.close()
         await asyncio.to_thread(self.matviews.close)
         await asyncio.to_thread(self.ship_engine)  # the stage stopped: its last frontiers

@@ -488,6 +488,13 @@ class MaterializedViews:
             e += 1
         return e
 
+    def has_temporal_views(self) -> bool:
+        """Whether a view reads the clock (a temporal filter: server/clock_tick.py)."""
+        engine = self.engine
+        return engine is not None and any(
+            CLOCK_OID in engine.base_tables(oid) for oid in list(engine.views)
+        )
+
     def base_tables(self, oid: int) -> set[int]:
         """The tables under a view, through the views it reads."""
         return self.engine.base_tables(oid) if self.engine is not None else set()

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -214,33 +215,71 @@ def test_clock_outside_where_conjuncts(sql: str, named: str) -> None:
     assert named in err.value.message
 
 
+def _temporal_reads(conn: psycopg.Connection, views: dict[str, str]) -> dict[str, list[int]]:
+    """Each view's ids, equal to its query at the read epoch's closed_at (the newest
+    epoch's, unchanged across the reads: else read again, an epoch closed meanwhile)."""
+
+    def newest() -> Any:
+        return conn.execute("SELECT max(closed_at) FROM headwater_catalog.epochs").fetchone()[0]  # type: ignore[index]
+
+    while True:
+        before = newest()
+        got = {n: [r[0] for r in conn.execute(f"SELECT id FROM {n} ORDER BY id")] for n in views}
+        if newest() == before:
+            break
+    for name, sql in views.items():
+        at = oracle_sql(sql, before.timestamp())
+        assert got[name] == [r[0] for r in conn.execute(at + " ORDER BY id")], name
+    return got
+
+
 def test_server_rows_leave_as_time_passes(conn: psycopg.Connection) -> None:
     """Through the server: rows enter and leave temporal views as epochs close later
-    (any write closes one: here to another table); each read equals the query at the
-    read epoch's closed_at (headwater_catalog.epochs)."""
+    (a write to another table closes one); each read equals the query at the read
+    epoch's closed_at (headwater_catalog.epochs)."""
     conn.execute("CREATE TABLE tmp_ev (id int, ts timestamptz)")
     conn.execute("CREATE TABLE tmp_tick (n int)")
     views = {
         "tmp_recent": "SELECT id FROM tmp_ev WHERE ts + interval '2 seconds' > now()",
         "tmp_due": "SELECT id FROM tmp_ev WHERE mz_now() >= ts",
     }
-    for name, sql in views.items():
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-    conn.execute(
-        "INSERT INTO tmp_ev VALUES (1, now() - interval '1.5 seconds'),"
-        " (2, now() + interval '1 hour'), (3, now() - interval '1 hour'),"
-        " (4, now() + interval '1 second')"
-    )
-
-    def check() -> dict[str, list[int]]:
-        got = {n: [r[0] for r in conn.execute(f"SELECT id FROM {n} ORDER BY id")] for n in views}
-        closed = conn.execute("SELECT max(closed_at) FROM headwater_catalog.epochs").fetchone()
+    try:
         for name, sql in views.items():
-            at = oracle_sql(sql, closed[0].timestamp())  # type: ignore[index]
-            assert got[name] == [r[0] for r in conn.execute(at + " ORDER BY id")], name
-        return got
+            conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+        conn.execute(
+            "INSERT INTO tmp_ev VALUES (1, now() - interval '1.5 seconds'),"
+            " (2, now() + interval '1 hour'), (3, now() - interval '1 hour'),"
+            " (4, now() + interval '1 second')"
+        )
+        _temporal_reads(conn, views)
+        time.sleep(3.5)  # past every deadline but row 2's (T + 3 s for row 4)
+        conn.execute("INSERT INTO tmp_tick VALUES (1)")  # an epoch closes 3.5 s later
+        assert _temporal_reads(conn, views) == {"tmp_recent": [2], "tmp_due": [1, 3, 4]}
+    finally:  # the shared server ticks while a temporal view exists
+        for name in views:
+            conn.execute(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
 
-    check()
-    time.sleep(3.5)  # past every deadline but row 2's (T + 3 s for row 4)
-    conn.execute("INSERT INTO tmp_tick VALUES (1)")  # an epoch closes 3.5 s later
-    assert check() == {"tmp_recent": [2], "tmp_due": [1, 3, 4]}
+
+def test_server_clock_ticks_without_writes(conn: psycopg.Connection) -> None:
+    """With no write at all, a temporal view's rows leave as time passes: the server
+    closes an empty epoch each --clock-tick (1 s) while a temporal view exists, and
+    none when no view has a clock."""
+    conn.execute("CREATE TABLE tmp_quiet (id int, ts timestamptz)")
+    conn.execute("INSERT INTO tmp_quiet VALUES (1, now()), (2, now() + interval '1 hour')")
+    epochs = "SELECT count(*) FROM headwater_catalog.epochs"
+    views = {"tmp_quiet_v": "SELECT id FROM tmp_quiet WHERE ts + interval '1 second' > now()"}
+    try:
+        conn.execute(f"CREATE MATERIALIZED VIEW tmp_quiet_v AS {views['tmp_quiet_v']}")
+        n = conn.execute(epochs).fetchone()[0]  # type: ignore[index]
+        time.sleep(2.5)
+        assert conn.execute(epochs).fetchone()[0] > n, "no epoch closed without writes"  # type: ignore[index]
+        deadline = time.monotonic() + 60
+        while _temporal_reads(conn, views)["tmp_quiet_v"] != [2]:  # no write in between
+            assert time.monotonic() < deadline, "row 1 did not leave the view without writes"
+            time.sleep(0.5)
+    finally:
+        conn.execute("DROP MATERIALIZED VIEW IF EXISTS tmp_quiet_v")
+    time.sleep(1.5)  # a tick already under way
+    n = conn.execute(epochs).fetchone()[0]  # type: ignore[index]
+    time.sleep(2.5)
+    assert conn.execute(epochs).fetchone()[0] == n  # type: ignore[index]
