@@ -172,8 +172,9 @@ def view_lags(instance: Instance) -> dict[str, float]:
     visible, now = instance.visible_epoch, time.time()
     out = {}
     for v in instance.catalog.matviews():
-        if v.oid in states:
-            _, lag_ms = _lag(instance, mv.fresh_until(v.oid), visible, now)
+        st = states.get(v.oid)
+        if st is not None and st.status == "running":
+            _, lag_ms = _lag(instance, mv.fresh_until(v.oid, st.frontier), visible, now)
             if lag_ms is not None:
                 out[f"{v.schema}.{v.name}"] = lag_ms
     return out

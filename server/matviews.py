@@ -491,12 +491,12 @@ class MaterializedViews:
     def frontier(self, oid: int) -> int:
         return self.engine.frontier(oid) if self.engine is not None else -1
 
-    def fresh_until(self, oid: int) -> int:
-        """The newest epoch the view's state answers for: its frontier, extended over
-        the following epochs that changed none of the tables under it (its state at
-        those epochs is the same). So a view is fresh after writes to other tables or
-        DDL without waiting for the stage."""
-        front = self.frontier(oid)
+    def fresh_until(self, oid: int, frontier: int | None = None) -> int:
+        """The newest epoch the view's state answers for: its frontier (given, or read
+        from the engine), extended over the following epochs that changed none of the
+        tables under it (its state at those epochs is the same). So a view is fresh
+        after writes to other tables or DDL without waiting for the stage."""
+        front = self.frontier(oid) if frontier is None else frontier
         if front < 0:
             return front
         bases = self.base_tables(oid)
