@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
             application_name="headwater status",
         )
     except psycopg.OperationalError as e:
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        # libpq's first line ends with the cause: '... port 6544 failed: Connection refused'
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = first.rsplit("failed: ", 1)[-1]
         print(
             f"headwater status: cannot connect to a server at {args.host}:{args.port} as "
             f"{args.user}: {reason}\nIs it running (`headwater start`)? "

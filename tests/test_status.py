@@ -210,6 +210,7 @@ def test_status_cli(hw: HeadwaterServer, tmp_path: Path) -> None:
     )
     assert gone.returncode == 1
     assert "cannot connect to a server at 127.0.0.1:" in gone.stderr, gone.stderr
+    assert "Connection refused" in gone.stderr
     assert "headwater start" in gone.stderr
 
 
