@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 import urllib.request
 from collections import deque
@@ -43,13 +44,19 @@ class Freshness:
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
         self.rings: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()  # the sampler's thread and the page's
 
     def sample(self) -> None:
         lags = hw_catalog.view_lags(self.instance)
-        for name, lag_ms in lags.items():
-            self.rings.setdefault(name, deque(maxlen=SAMPLES)).append(lag_ms / 1000.0)
-        for gone in self.rings.keys() - lags.keys():  # dropped (or in error)
-            del self.rings[gone]
+        with self._lock:
+            for name, lag_ms in lags.items():
+                self.rings.setdefault(name, deque(maxlen=SAMPLES)).append(lag_ms / 1000.0)
+            for gone in self.rings.keys() - lags.keys():  # dropped (or in error)
+                del self.rings[gone]
+
+    def snapshot(self) -> dict[str, list[float]]:
+        with self._lock:
+            return {name: list(ring) for name, ring in self.rings.items()}
 
     async def run(self) -> None:
         while True:
@@ -181,7 +188,7 @@ def render(
     sinks: list[dict[str, Any]],
     work: list[dict[str, Any]],
     cluster: dict[str, Any],
-    rings: dict[str, deque[float]],
+    rings: dict[str, list[float]],
     version: str,
 ) -> str:
     out = [
@@ -205,7 +212,7 @@ def render(
             fresh = (
                 _bar(v["progress"], v["progress_phase"])
                 if v["status"] == "backfilling"
-                else sparkline(list(rings.get(name, ())))
+                else sparkline(rings.get(name, []))
             )
             out.append(
                 f'<tr class="view">{_cell(name)}{_status(v["status"], v["error"])}'
@@ -298,7 +305,7 @@ class StatusPage:
             inst.sinks.rows(),
             inst.progress.rows(),
             self.workers.describe(),
-            dict(self.freshness.rings),
+            self.freshness.snapshot(),
             __version__,
         )
         return page.encode("utf-8")
