@@ -372,7 +372,7 @@ class MaterializedViews:
             path.unlink(missing_ok=True)
         raise RuntimeError(f"injected fault ({name})")
 
-    def _hold(self, name: str, limit: float = 60.0) -> None:
+    def _hold(self, name: str, limit: float = 300.0) -> None:
         """Fault injection for tests (FAULTS_ENV=1): wait while {data_dir}/faults/{name}
         exists, at most `limit` seconds (`backfill_pause`: a backfill after each input
         it read, so that its progress can be watched)."""
