@@ -30,6 +30,9 @@ machine, figures taken under load are noisy.
     .venv/bin/python bench/matviews.py               # starts both servers
     .venv/bin/python bench/matviews.py --quick
     .venv/bin/python bench/matviews.py --only freshness,idle --json /tmp/mv.json
+
+The freshness section also draws each sample's freshness over time, Headwater next to
+PostgreSQL, into a PNG (--plot; its path is printed at the end).
 """
 
 from __future__ import annotations
@@ -54,9 +57,10 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 try:
-    from bench import common, tpch, write_throughput
+    from bench import common, plots, tpch, write_throughput
 except ImportError:  # run as a script: bench/ is sys.path[0]
     import common  # type: ignore[no-redef]
+    import plots  # type: ignore[no-redef]
     import tpch  # type: ignore[no-redef]
     import write_throughput  # type: ignore[no-redef]
 
@@ -110,6 +114,11 @@ class Results:
         self.notes: list[str] = []
         self.params: dict[str, Any] = {}
         self.servers: dict[str, str] = {}
+        # freshness samples over time for the plot: case -> label -> [(s into run, s)]
+        self.series: plots.Series = {}
+
+    def sample(self, case: str, label: str, at: float, seconds: float) -> None:
+        self.series.setdefault(case, {}).setdefault(label, []).append((at, seconds))
 
     def row(self, name: str, unit: str, **kw: Any) -> Row:
         for r in self.rows:
@@ -431,6 +440,7 @@ def freshness_run(
     every_ms: float = 0.0,
 ) -> None:
     views = fresh_views(nviews)
+    case = f"{nviews} view" + ("s" if nviews > 1 else "")
     w = connect(dsn, side)
     try:
         if side == HW:
@@ -443,6 +453,7 @@ def freshness_run(
             poll.execute("SET headwater.freshness = 'none'")
             fresh, write, total, timeouts = [], [], [], 0
             stream = EpochStream(dsn, side, every_ms, next_id)
+            start = time.perf_counter()
             for _ in range(samples):
                 i = next_id[0]
                 next_id[0] += 1
@@ -459,6 +470,7 @@ def freshness_run(
                     time.sleep(0.005)
                 t2 = time.perf_counter()
                 fresh.append(t2 - t1)
+                res.sample(case, "Headwater (INSERT ack to visible)", t1 - start, t2 - t1)
                 write.append(t1 - t0)
                 total.append(t2 - t0)
                 time.sleep(random.uniform(0.1, 0.3))
@@ -476,6 +488,7 @@ def freshness_run(
         for name, sql, _ in views:
             w.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
         refresh: list[float] = []
+        start = time.perf_counter()
         for _ in range(samples):
             i = next_id[0]
             next_id[0] += 1
@@ -484,17 +497,22 @@ def freshness_run(
             for name, _, _ in views:
                 w.execute(f"REFRESH MATERIALIZED VIEW {name}")
             refresh.append(time.perf_counter() - t0)
+            res.sample(case, "PostgreSQL REFRESH (INSERT + REFRESH)", t0 - start, refresh[-1])
+            time.sleep(random.uniform(0.1, 0.3))  # Headwater's pace: the plot's times compare
         for name, _, _ in reversed(views):
             w.execute(f"DROP MATERIALIZED VIEW {name}")
         for name, _, keys in views:
             w.execute(trigger_sql("fr", f"{name}_sum", keys, "$v"))
         trig: list[float] = []
+        start = time.perf_counter()
         for _ in range(samples):
             i = next_id[0]
             next_id[0] += 1
             t0 = time.perf_counter()
             w.execute("INSERT INTO fr VALUES (%s, %s, 1)", (i, 1_000_000 + i))
             trig.append(time.perf_counter() - t0)
+            res.sample(case, "PostgreSQL triggers (INSERT, summary tables)", t0 - start, trig[-1])
+            time.sleep(random.uniform(0.1, 0.3))
         row = w.execute(
             "SELECT n FROM fr_v0_sum WHERE g = %s", (str(1_000_000 + next_id[0] - 1),)
         ).fetchone()
@@ -779,6 +797,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, help="seconds of INSERTs per run (10; quick 4)")
     p.add_argument("--warmup", type=float, help="INSERT warm-up seconds (1; quick 0.5)")
     p.add_argument("--idle-seconds", type=float, default=10.0, help="idle window (10)")
+    p.add_argument(
+        "--plot",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "headwater-matviews-freshness.png",
+        help="PNG of freshness over time, Headwater next to PostgreSQL (freshness section; "
+        "default: %(default)s)",
+    )
     common.add_server_args(p)
     args = p.parse_args(argv)
     q = args.quick
@@ -852,6 +877,12 @@ def main(argv: list[str] | None = None) -> int:
             + ("equal on both systems" if not diffs else f"{len(diffs)} DIFFERENCES: {diffs[:3]}")
         )
     res.print()
+    if res.series:
+        title = (
+            f"Freshness over time: {args.fresh_rows:,} rows, an epoch every {args.epoch_ms:g} ms"
+            f" (Headwater); load {load1():.1f} on {os.cpu_count()} cpus"
+        )
+        print(f"freshness plot: {plots.freshness_png(res.series, args.plot, title)}", flush=True)
     if args.json:
         res.to_json(args.json)
     return 1 if res.failed or diffs else 0

@@ -211,6 +211,10 @@ class EngineAPI:
         """The newest epoch the stage has processed."""
         return self._engine.last_epoch
 
+    def statement_progress(self) -> float | None:
+        """Percent done of the DuckDB statement the engine runs now (None: none)."""
+        return self._engine.statement_progress()
+
     def frontier(self, oid: int) -> int:
         """The newest epoch the view's state reflects (-1: no such view)."""
         return self._engine.frontier(oid)

@@ -199,6 +199,9 @@ class Engine:
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         cur = self._db.cursor()
         cur.execute("SET integer_division = true")
+        # DuckDB tracks a statement's progress (statement_progress), printing nothing
+        cur.execute("SET enable_progress_bar = true")
+        cur.execute("SET enable_progress_bar_print = false")
         if self.schema:
             home = cur.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
             cur.execute(f"USE {ATTACHED}")
@@ -889,6 +892,12 @@ class Engine:
         return False
 
     # -- reading --------------------------------------------------------------------
+    def statement_progress(self) -> float | None:
+        """DuckDB's percent done of the statement the engine runs now (a step of a
+        backfill or a batch); None when none runs. Any thread, without the lock."""
+        p = self._cur.query_progress()
+        return p if p >= 0 else None
+
     def frontier(self, view: int) -> int:
         rows = fetch_all(self._reader(), "SELECT frontier FROM hw_views WHERE view = ?", [view])
         return int(rows[0][0]) if rows else -1

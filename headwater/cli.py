@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from headwater import __version__
+from headwater import __version__, status
 from headwater.server.settings import size_option
 
 DESCRIPTION = """\
@@ -17,6 +17,8 @@ Headwater: a streaming SQL database that speaks the PostgreSQL wire protocol.
 
 Connect with any PostgreSQL client once the server is up, for example:
     psql -h 127.0.0.1 -p 6544 -U headwater
+`headwater status` shows its views, sinks and long work; its status page is at
+http://127.0.0.1:9188/ (--metrics-address).
 """
 
 
@@ -88,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         help="Spark master for the materialized views' stage (local[2]; spark://host:7077)",
     )
     start.add_argument(
+        "--spark-master-ui",
+        metavar="URL",
+        help="a spark:// master's web UI, whose workers the status page lists "
+        "(default: http://MASTER-HOST:8080)",
+    )
+    start.add_argument(
         "--executor",
         default="duckdb",
         choices=["auto", "spark", "duckdb"],
@@ -130,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         "http://). One server per prefix: a second one fences the first, which stops",
     )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    status.add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "status":
+        return status.run(args)
     if args.command != "start":
         parser.print_help()
         return 2
@@ -178,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         max_message_size=args.max_message_size,
         memory_limit=args.memory_limit,
         spark_master=args.spark_master,
+        spark_master_ui=args.spark_master_ui,
         executor=args.executor,
         spark_stall_timeout=seconds(args.spark_stall_timeout, "--spark-stall-timeout"),
         retention=seconds(args.retention, "headwater.retention"),

@@ -101,6 +101,9 @@ if [ "$MODE" != venv ]; then
         if [ "$MODE" = full ]; then
             # PostgreSQL 15 is the test oracle and the benchmark peer; pgjdbc for JDBC.
             apt_install postgresql-15 postgresql-client-15 libpostgresql-jdbc-java
+            # headless Chromium loads the status page in tests/test_status_page.py
+            apt_install chromium
+            say "chromium: $(chromium --version 2>/dev/null | head -n1)"
             say "postgresql: $(/usr/lib/postgresql/15/bin/postgres --version)"
             if [ -f /usr/share/java/postgresql.jar ]; then
                 say "pgjdbc: /usr/share/java/postgresql.jar"
@@ -111,7 +114,7 @@ if [ "$MODE" != venv ]; then
         fi
     else
         say "not a Debian system: skipping system packages (install Java 17 yourself;" \
-            "tests also need javac, PostgreSQL 15 and pgjdbc)"
+            "tests also need javac, PostgreSQL 15, pgjdbc and chromium)"
     fi
 fi
 

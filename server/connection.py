@@ -519,31 +519,44 @@ class Connection:
         cols = await self.executor.copy_target(stmt)
         self.send(messages.copy_in_response(len(cols)))
         await self.flush()
-        chunks: list[bytes] = []
-        failed: str | None = None
-        while True:
-            kind, r = await self.read_message()
-            if kind == "d":
-                chunks.append(r.rest())
-            elif kind == "c":
-                break
-            elif kind == "f":
-                failed = r.cstr()
-                break
-            elif kind in ("H", "S"):
-                continue
-            else:
-                raise ProtocolViolation(
-                    f"unexpected message type 0x{ord(kind):02x} during COPY from stdin"
-                )
-        if failed is not None:
-            raise SQLError(f"COPY from stdin failed: {failed}", "57014")
-        data = b"".join(chunks)
-        del chunks  # the payload is held once, and not while the write is made durable
-        # pyarrow's CSV reader, off the event loop: the other sessions go on meanwhile
-        table = await asyncio.to_thread(parse_copy, data, len(cols), [c.name for c in cols], opts)
-        del data
-        result = await self.executor.copy_in(stmt, cols, table)
+        rel = stmt.relation
+        target = f"{rel.schemaname}.{rel.relname}" if rel.schemaname else rel.relname
+        # on the progress board (console, headwater_catalog.progress) while it runs
+        with self.instance.progress.task("copy", target, "receiving", "lines") as task:
+            chunks: list[bytes] = []
+            failed: str | None = None
+            received = 0
+            while True:
+                kind, r = await self.read_message()
+                if kind == "d":
+                    chunk = r.rest()
+                    chunks.append(chunk)
+                    received += len(chunk)
+                    task.done += chunk.count(b"\n")
+                    task.detail = f"{received / 1e6:,.1f} MB"
+                elif kind == "c":
+                    break
+                elif kind == "f":
+                    failed = r.cstr()
+                    break
+                elif kind in ("H", "S"):
+                    continue
+                else:
+                    raise ProtocolViolation(
+                        f"unexpected message type 0x{ord(kind):02x} during COPY from stdin"
+                    )
+            if failed is not None:
+                raise SQLError(f"COPY from stdin failed: {failed}", "57014")
+            data = b"".join(chunks)
+            del chunks  # the payload is held once, and not while the write is made durable
+            task.phase = "parsing"
+            # pyarrow's CSV reader, off the event loop: the other sessions go on meanwhile
+            table = await asyncio.to_thread(
+                parse_copy, data, len(cols), [c.name for c in cols], opts
+            )
+            del data
+            task.phase, task.unit, task.done = "writing", "rows", table.num_rows
+            result = await self.executor.copy_in(stmt, cols, table)
         self.send(messages.command_complete(result.tag))
         self._report_epoch()
 

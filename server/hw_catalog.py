@@ -2,6 +2,8 @@
 
 headwater_catalog.views   one row per materialized view: frontier, lag, rows,
                           state size, status, last error, backfill progress
+headwater_catalog.progress one row per backfill or COPY running now: phase, done of
+                          total, percent (server/progress.py)
 headwater_catalog.epochs  one row per retained epoch and table it changed:
                           closed_at, rows changed (table NULL: no table changed)
 headwater_catalog.sinks   one row per sink: source, target, mode, epoch written, lag,
@@ -38,6 +40,8 @@ VIEWS = pa.schema(
         ("executor", pa.string()),  # who ran the view's last batch: spark | duckdb
         ("executor_reason", pa.string()),
         ("spark_tasks", pa.int64()),  # Spark tasks run for the view so far
+        ("progress", pa.float64()),  # percent of its backfill's phase, while it runs
+        ("progress_phase", pa.string()),  # counting inputs | reading inputs | computing
     ]
 )
 
@@ -48,6 +52,21 @@ EPOCHS = pa.schema(
         ("table_oid", pa.int64()),
         ("table_name", pa.string()),
         ("rows_changed", pa.int64()),
+    ]
+)
+
+PROGRESS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("kind", pa.string()),  # backfill | copy
+        ("target", pa.string()),
+        ("phase", pa.string()),
+        ("done", pa.int64()),
+        ("total", pa.int64()),
+        ("unit", pa.string()),
+        ("percent", pa.float64()),
+        ("detail", pa.string()),
+        ("elapsed_s", pa.float64()),
     ]
 )
 
@@ -80,6 +99,8 @@ def relation(instance: Instance, name: str) -> pa.Table | None:
         return epochs(instance)
     if name == "sinks":
         return pa.Table.from_pylist(instance.sinks.rows(), schema=SINKS)
+    if name == "progress":
+        return pa.Table.from_pylist(instance.progress.rows(), schema=PROGRESS)
     return None
 
 
@@ -93,15 +114,11 @@ def views(instance: Instance) -> pa.Table:
     for v in sorted(instance.catalog.matviews(), key=lambda m: m.oid):
         st = status.get(v.oid)
         bf = mv.backfills.get(v.oid)
+        task = bf.task if bf else None
         # the newest epoch the view reflects: its engine frontier, extended over epochs
         # that changed none of its tables (MaterializedViews.fresh_until)
         frontier = mv.fresh_until(v.oid) if st is not None else None
-        lag = max(visible - frontier, 0) if frontier is not None else None
-        lag_ms = None
-        if lag is not None and frontier is not None:
-            # time since the oldest epoch the view has not reflected was closed
-            closed = instance.epoch_closed_at(frontier + 1) if lag else None
-            lag_ms = max(now - closed, 0.0) * 1000.0 if closed else 0.0
+        lag, lag_ms = _lag(instance, frontier, visible, now)
         state = st.status if st is not None else "backfilling"
         stage = mv.stage_fault()  # the Spark stage restarting: ('restarting'|'error', why)
         if state == "running" and stage is not None:
@@ -127,9 +144,40 @@ def views(instance: Instance) -> pa.Table:
                 "executor": st.executor if st is not None else None,
                 "executor_reason": st.executor_reason if st is not None else None,
                 "spark_tasks": st.spark_tasks if st is not None else None,
+                "progress": task.percent() if task else None,
+                "progress_phase": task.phase if task else None,
             }
         )
     return pa.Table.from_pylist(rows, schema=VIEWS)
+
+
+def _lag(
+    instance: Instance, frontier: int | None, visible: int, now: float
+) -> tuple[int | None, float | None]:
+    """(epochs visible the view does not reflect, ms since the oldest of them closed)."""
+    if frontier is None:
+        return None, None
+    lag = max(visible - frontier, 0)
+    closed = instance.epoch_closed_at(frontier + 1) if lag else None
+    return lag, max(now - closed, 0.0) * 1000.0 if closed else 0.0
+
+
+def view_lags(instance: Instance) -> dict[str, float]:
+    """lag_ms of every running view by 'schema.name', cheaply (no sizes): the status
+    page samples it every second for its freshness sparklines."""
+    mv = instance.matviews
+    if mv.engine is None:
+        return {}
+    states = mv.engine.view_states()
+    visible, now = instance.visible_epoch, time.time()
+    out = {}
+    for v in instance.catalog.matviews():
+        st = states.get(v.oid)
+        if st is not None and st.status == "running":
+            _, lag_ms = _lag(instance, mv.fresh_until(v.oid, st.frontier), visible, now)
+            if lag_ms is not None:
+                out[f"{v.schema}.{v.name}"] = lag_ms
+    return out
 
 
 def epochs(instance: Instance) -> pa.Table:

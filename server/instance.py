@@ -22,6 +22,7 @@ from headwater.server import clock_tick
 from headwater.server.batcher import InsertBatcher
 from headwater.server.channels import Notifications
 from headwater.server.matviews import MaterializedViews
+from headwater.server.progress import Board
 from headwater.server.sequences import Sequences
 from headwater.server.sinks import SinkManager
 from headwater.storage.changelog import EVENT_EPOCH, RETAINED_FROM, ChangeLog, EpochRecord
@@ -57,6 +58,8 @@ class Config:
     min_free_mb: int = 64  # writes are refused (53100) when the data dir has less free space
     max_connections: int = 100  # as PostgreSQL's max_connections (superusers get 3 more)
     spark_master: str = "local[2]"  # where the engine's Spark stage runs
+    # the standalone master's web UI (the status page lists its workers); None: port 8080
+    spark_master_ui: str | None = None
     executor: str = "duckdb"  # who runs views' batches: auto | spark | duckdb (engine/executors)
     # seconds the stage may have work and finish no batch before its JVM is killed
     spark_stall_timeout: float = 120.0
@@ -100,6 +103,7 @@ class Instance:
         self._vacuum_lock = asyncio.Lock()  # one vacuum pass at a time (VACUUM, background)
         self.notifications = Notifications()  # LISTEN / NOTIFY (server/notify.py)
         self.sinks = SinkManager(self)  # CREATE SINK (server/sinks.py)
+        self.progress = Board()  # backfills and COPYs running now (server/progress.py)
 
     def _install_functions(self, db: Any) -> None:
         install_functions(db)

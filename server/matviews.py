@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the engine (and pyspark) is imported once a view needs it
     from headwater.engine.api import EngineAPI, Jvm, StageFault, ViewState
     from headwater.planner.ir import Plan
     from headwater.server.instance import Instance
+    from headwater.server.progress import Task
 
 log = logging.getLogger("headwater.matviews")
 
@@ -73,6 +74,7 @@ CLOSE_WAIT = 5.0
 # Fault injection for tests (tests/test_crash_views.py): with this variable set to 1,
 # files in {data_dir}/faults/ make the stage fail: `batch` (one-shot) fails the next
 # micro-batch after its views committed; `start` fails every stage start while it exists;
+# `backfill_pause` holds a backfill after each input it read while it exists (_hold);
 # `stall_timeout` (seconds) replaces the stall timeout while it exists (a test lowers it
 # only while it hangs the JVM: on a loaded machine batches can be that far apart).
 FAULTS_ENV = "HEADWATER_FAULT_INJECTION"
@@ -84,6 +86,7 @@ class Backfill:
     rows_done: int = 0
     started: float = 0.0
     finished: float | None = None
+    task: Task | None = None  # on the progress board while it runs
 
 
 class MaterializedViews:
@@ -91,6 +94,8 @@ class MaterializedViews:
         self.instance = instance
         self.engine: EngineAPI | None = None
         self.backfills: dict[int, Backfill] = {}
+        # .bf: the backfill whose inputs _snapshot reads (on the backfill's own thread)
+        self._reading = threading.local()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._advanced: asyncio.Event | None = None
         # called on the stage's thread after each batch: (end, seconds, executors) (metrics)
@@ -367,6 +372,17 @@ class MaterializedViews:
             path.unlink(missing_ok=True)
         raise RuntimeError(f"injected fault ({name})")
 
+    def _hold(self, name: str, limit: float = 300.0) -> None:
+        """Fault injection for tests (FAULTS_ENV=1): wait while {data_dir}/faults/{name}
+        exists, at most `limit` seconds (`backfill_pause`: a backfill after each input
+        it read, so that its progress can be watched)."""
+        if os.environ.get(FAULTS_ENV) != "1":
+            return
+        path = self.instance.config.data_dir / "faults" / name
+        deadline = time.monotonic() + limit
+        while path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def close(self) -> None:
         self._stopping.set()
         if self.engine is not None:
@@ -435,10 +451,18 @@ class MaterializedViews:
         catalog = self.instance.catalog
         plan = EngineAPI.plan_view(mv, catalog)
         bf = self.backfills[mv.oid] = Backfill(started=time.time())
-        bf.rows_total = sum(
-            self._count(o, epoch) for o in plan.tables if isinstance(catalog.by_oid(o), Table)
-        )
-        engine.create_view(mv, catalog, at_epoch=epoch)
+        board = self.instance.progress
+        with board.task("backfill", f"{mv.schema}.{mv.name}", "counting inputs") as task:
+            bf.task = task
+            bf.rows_total = task.total = sum(
+                self._count(o, epoch) for o in plan.tables if isinstance(catalog.by_oid(o), Table)
+            )
+            task.phase = "reading inputs"  # _snapshot counts the rows read
+            self._reading.bf = bf
+            try:
+                engine.create_view(mv, catalog, at_epoch=epoch)
+            finally:
+                self._reading.bf, bf.task = None, None
         bf.rows_done, bf.finished = bf.rows_total, time.time()
 
     async def created(self, mv: MaterializedView, epoch: int) -> list[str]:
@@ -467,12 +491,12 @@ class MaterializedViews:
     def frontier(self, oid: int) -> int:
         return self.engine.frontier(oid) if self.engine is not None else -1
 
-    def fresh_until(self, oid: int) -> int:
-        """The newest epoch the view's state answers for: its frontier, extended over
-        the following epochs that changed none of the tables under it (its state at
-        those epochs is the same). So a view is fresh after writes to other tables or
-        DDL without waiting for the stage."""
-        front = self.frontier(oid)
+    def fresh_until(self, oid: int, frontier: int | None = None) -> int:
+        """The newest epoch the view's state answers for: its frontier (given, or read
+        from the engine), extended over the following epochs that changed none of the
+        tables under it (its state at those epochs is the same). So a view is fresh
+        after writes to other tables or DDL without waiting for the stage."""
+        front = self.frontier(oid) if frontier is None else frontier
         if front < 0:
             return front
         bases = self.base_tables(oid)
@@ -564,11 +588,19 @@ class MaterializedViews:
         cols = ", ".join(quote(c.name) for c in table.columns)
         cur = self.instance.replica.cursor()
         try:
-            return cur.execute(
+            rows = cur.execute(
                 f"SELECT {cols} FROM {physical(oid)} WHERE {visible_at(epoch)}"
             ).to_arrow_table()
         finally:
             cur.close()
+        bf: Backfill | None = getattr(self._reading, "bf", None)
+        if bf is not None and bf.task is not None:  # a backfill reads its inputs
+            bf.rows_done = bf.task.done = min(bf.task.done + rows.num_rows, bf.rows_total)
+            if bf.task.done >= bf.rows_total:  # all read: the engine's statements run
+                bf.task.phase = "computing"
+                bf.task.poll = self.engine.statement_progress if self.engine else None
+            self._hold("backfill_pause")
+        return rows
 
     def _count(self, oid: int, epoch: int) -> int:
         cur = self.instance.replica.cursor()

@@ -1,5 +1,7 @@
 """Prometheus metrics over HTTP: `headwater start --metrics-address 127.0.0.1:9188`.
 
+GET / on the same address is the status page (server/status_page.py).
+
 GET /metrics answers Prometheus' text format (prometheus-client), built at each scrape
 from what headwater_catalog.views and headwater_catalog.sinks show:
 
@@ -38,6 +40,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from headwater.server import hw_catalog
+from headwater.server.status_page import StatusPage
 from headwater.storage.changelog import EpochRecord
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -210,6 +213,7 @@ class MetricsServer:
             instance.committer.on_durable(self._durable)
         instance.matviews.batch_listeners.append(self._view_batch)
         instance.sinks.batch_listeners.append(self._sink_batch)
+        self.page = StatusPage(instance)  # GET /
         self._server: asyncio.base_events.Server | None = None
 
     def _durable(self, rec: EpochRecord) -> None:
@@ -241,10 +245,12 @@ class MetricsServer:
                 "metrics: cannot listen on %s:%d (%s); serving without metrics", host, port, e
             )
             return False
-        log.info("metrics on http://%s:%d/metrics", host, port)
+        self.page.start()
+        log.info("metrics on http://%s:%d/metrics, status page on http://%s:%d/", *(host, port) * 2)
         return True
 
     async def close(self) -> None:
+        self.page.stop()
         if self._server is not None:
             self._server.close()
 
@@ -259,8 +265,11 @@ class MetricsServer:
             elif path == "/metrics":
                 body = await asyncio.to_thread(generate_latest, self.registry)
                 status, ctype = "200 OK", CONTENT_TYPE_LATEST
+            elif path == "/":
+                body = await asyncio.to_thread(self.page.html)
+                status, ctype = "200 OK", "text/html; charset=utf-8"
             else:
-                status, ctype, body = "404 Not Found", "text/plain", b"see /metrics\n"
+                status, ctype, body = "404 Not Found", "text/plain", b"see / or /metrics\n"
             head = (
                 f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"

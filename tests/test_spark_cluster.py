@@ -173,10 +173,15 @@ def server(cluster: Cluster) -> Iterator[HeadwaterServer]:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # HeadwaterServer passes os.environ to the server process
     try:
+        metrics = free_port()
         srv = HeadwaterServer(
             root / "data",
-            args=["--executor", "spark", "--spark-master", cluster.url],
+            args=[
+                *("--executor", "spark", "--spark-master", cluster.url),
+                *("--spark-master-ui", cluster.master_ui, "--metrics-port", str(metrics)),
+            ],
         ).start()
+        srv.metrics_port = metrics  # type: ignore[attr-defined]
     finally:
         for k, v in saved.items():
             if v is None:
@@ -266,3 +271,15 @@ def test_views_on_standalone_cluster(
     assert set(by_executor) == {worker_exec}, by_executor
     # the catalog counts the views' tasks; the stage's own epoch jobs come on top
     assert by_executor[worker_exec] >= sum(r[2] for r in rows), (by_executor, rows)
+
+
+def test_status_page_lists_the_workers(cluster: Cluster, server: HeadwaterServer) -> None:
+    """The status page (GET / on the metrics address) lists the workers the standalone
+    master reports (server/status_page.py; tests/test_status.py loads it in Chromium)."""
+    port = server.metrics_port  # type: ignore[attr-defined]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=60) as r:
+        page = r.read().decode()
+    worker = cluster.master_json()["workers"][0]
+    assert f"master {cluster.url} (ALIVE): 1 alive worker(s)" in page, page
+    row = f'<tr class="worker"><td>{worker["id"]}</td><td>127.0.0.1:{worker["port"]}</td>'
+    assert row + "<td>ALIVE</td>" in page, page
