@@ -29,6 +29,7 @@ every system are compared with PostgreSQL's answer to their queries.
     .venv/bin/python bench/maintenance.py                  # SF 0.1, 20 x 4,000 rows
     .venv/bin/python bench/maintenance.py --batches 4 --batch-rows 1000 --json /tmp/m.json
     .venv/bin/python bench/maintenance.py --modes headwater,pg_ivm
+    .venv/bin/python bench/maintenance.py --views topn   # top-N and window views (issue 14)
 """
 
 from __future__ import annotations
@@ -101,6 +102,26 @@ VIEWS = (
         ("l_suppkey", "min_price", "max_price", "lines"),
     ),
 )
+# --views topn (issue 14): a top-N view and a window-function view; pg_ivm refuses both
+# (no ORDER BY/LIMIT, no window functions in an IMMV), so REFRESH is their peer
+TOPN_VIEWS = (
+    View(
+        "top_orders",
+        "select l_orderkey, sum(l_extendedprice * (1 - l_discount)) as revenue from lineitem"
+        " group by l_orderkey order by revenue desc, l_orderkey limit 20",
+        ("l_orderkey",),
+        ("l_orderkey", "revenue"),
+    ),
+    View(
+        "mode_rank",
+        "select l_shipmode, l_suppkey, count(*) as lines, rank() over (partition by"
+        " l_shipmode order by count(*) desc, l_suppkey) as rnk from lineitem"
+        " group by l_shipmode, l_suppkey",
+        ("l_shipmode", "l_suppkey"),
+        ("l_shipmode", "l_suppkey", "lines", "rnk"),
+    ),
+)
+VIEW_SETS = {"tpch": VIEWS, "topn": TOPN_VIEWS}
 
 
 @dataclass(frozen=True)
@@ -270,7 +291,8 @@ def setup(conn: psycopg.Connection[Any], mode: Mode, data: Path, args: argparse.
         conn.execute("ANALYZE")
     common.log(f"{mode.label}: tables loaded in {time.perf_counter() - t0:.1f}s")
     t0 = time.perf_counter()
-    for v in VIEWS:
+    views = VIEW_SETS[args.views]
+    for v in views:
         if mode.views in ("headwater", "refresh"):
             conn.execute(f"CREATE MATERIALIZED VIEW {v.name} AS {v.sql}")
         elif mode.views == "immv":
@@ -280,7 +302,7 @@ def setup(conn: psycopg.Connection[Any], mode: Mode, data: Path, args: argparse.
     for sql in tpch.PRIME:
         conn.execute(sql)
     if mode.views != "none":
-        for v in VIEWS:
+        for v in views:
             if mode.views == "refresh":
                 conn.execute(f"REFRESH MATERIALIZED VIEW {v.name}")
             read_view(conn, v)
@@ -298,6 +320,7 @@ def run_mode(
     """Every phase on a fresh schema; `snapshots[phase][view][label]` gets the views (or,
     on PostgreSQL without views, its answer to their queries) at the end of each phase."""
     schema = "mt_" + mode.key.replace("-", "_")
+    views = VIEW_SETS[args.views]
     conn = connect(dsn, mode.side)
     try:
         conn.execute(f"CREATE SCHEMA {schema}")
@@ -307,7 +330,7 @@ def run_mode(
         setup(conn, mode, data, args)
 
         def current() -> None:
-            for v in VIEWS:
+            for v in views:
                 if mode.views == "refresh":
                     conn.execute(f"REFRESH MATERIALIZED VIEW {v.name}")
                 read_view(conn, v)
@@ -333,7 +356,7 @@ def run_mode(
                 f" = {res.changed / res.seconds:,.0f} rows/s (load {res.load:.1f})"
             )
             if mode.views != "none" or mode.side == PG:
-                for v in VIEWS:
+                for v in views:
                     if mode.views == "none":  # PostgreSQL's own answer: the reference
                         with conn.cursor() as cur:
                             cur.execute(f"SELECT {', '.join(v.columns)} FROM ({v.sql}) AS q")
@@ -342,7 +365,7 @@ def run_mode(
                     else:
                         rows = read_view(conn, v)
                     snapshots.setdefault(phase, {}).setdefault(v.name, {})[mode.label] = rows
-        for v in reversed(VIEWS):
+        for v in reversed(views):
             if mode.views in ("headwater", "refresh"):
                 conn.execute(f"DROP MATERIALIZED VIEW {v.name}")
             elif mode.views == "immv":
@@ -357,7 +380,9 @@ def run_mode(
 # --- checks and report -----------------------------------------------------------------
 
 
-def compare_views(snapshots: dict[str, dict[str, dict[str, Rows]]]) -> tuple[list[str], bool]:
+def compare_views(
+    snapshots: dict[str, dict[str, dict[str, Rows]]], views: tuple[View, ...]
+) -> tuple[list[str], bool]:
     """Notes on each phase's views against the reference (PostgreSQL's answer, else its
     REFRESHed views), and whether they all agreed."""
     notes, ok = [], True
@@ -372,7 +397,8 @@ def compare_views(snapshots: dict[str, dict[str, dict[str, Rows]]]) -> tuple[lis
             for label, rows in by_label.items():
                 if label == ref:
                     continue
-                bad = tpch.compare(view, by_label[ref], rows, _view(view).keys)
+                keys = next(v.keys for v in views if v.name == view)
+                bad = tpch.compare(view, by_label[ref], rows, keys)
                 equal[label] = equal.get(label, True) and not bad
                 diffs += [f"{label}: {d}" for d in bad[:3]]
         if not equal:
@@ -385,10 +411,6 @@ def compare_views(snapshots: dict[str, dict[str, dict[str, Rows]]]) -> tuple[lis
             + (f"; {diffs[:5]}" if diffs else "")
         )
     return notes, ok
-
-
-def _view(name: str) -> View:
-    return next(v for v in VIEWS if v.name == name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -405,6 +427,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=["copy", "values"],
         default="copy",
         help="the insert phase's batches as COPY FROM STDIN (default) or INSERT ... VALUES",
+    )
+    p.add_argument(
+        "--views",
+        choices=sorted(VIEW_SETS),
+        default="tpch",
+        help="tpch: q1, q3 (no LIMIT), supplier MIN/MAX (default); topn: the top 20 orders"
+        " by revenue (ORDER BY ... LIMIT) and suppliers ranked per ship mode (rank() OVER)",
     )
     p.add_argument(
         "--modes",
@@ -437,8 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
 
     report = common.Report(
-        title=f"View maintenance: TPC-H SF {args.scale:g}, views q1, q3 (no LIMIT), supplier"
-        " MIN/MAX; changed rows/s with every view read after each batch",
+        title=f"View maintenance: TPC-H SF {args.scale:g}, views "
+        + ", ".join(v.name for v in VIEW_SETS[args.views])
+        + "; changed rows/s with every view read after each batch",
         params={
             "scale": args.scale,
             "batches": args.batches,
@@ -505,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, why in failed.items():
         for m in metrics.values():
             m.errors[label] = why
-    equal_notes, equal = compare_views(snapshots)
+    equal_notes, equal = compare_views(snapshots, VIEW_SETS[args.views])
     report.notes += equal_notes + details
     hw_vs_ivm = [
         (ph, m.values["Headwater"] / m.values["pg_ivm"])
