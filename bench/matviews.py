@@ -11,6 +11,9 @@
     and, as the other common practice, summary tables maintained by row triggers
     (visible at commit: the figure is the write's latency with the triggers). "write
     to visible" compares the time from sending the INSERT to its effect being readable.
+(1b) topn: the same for a top-N view (`ORDER BY v DESC, id LIMIT 10`) and a window
+    view (`rank() OVER (PARTITION BY g ORDER BY v DESC, id)`): a row that enters both
+    is inserted; PostgreSQL: INSERT + REFRESH of both.
 (2) Maintenance throughput: TPC-H 1, 3, 5, 6, 10, 12, 14 as views (3 and 10 without
     ORDER BY/LIMIT) over tpchgen-cli data, under batches of INSERT/UPDATE/DELETE on
     lineitem and orders (bench/tpch.py); changed rows (the statements' row counts)
@@ -65,7 +68,7 @@ except ImportError:  # run as a script: bench/ is sys.path[0]
     import write_throughput  # type: ignore[no-redef]
 
 PG, HW = common.PG_SIDE, common.HW_SIDE
-SECTIONS = ("writes", "freshness", "maintenance", "idle")
+SECTIONS = ("writes", "freshness", "topn", "maintenance", "idle")
 WAIT = "600s"  # freshness_timeout for reads that wait for views (Spark may be starting)
 
 
@@ -377,11 +380,11 @@ def fresh_views(n: int) -> list[tuple[str, str, list[tuple[str, str]]]]:
     return out
 
 
-def setup_fresh_table(conn: psycopg.Connection[Any], rows: int) -> None:
-    conn.execute("CREATE TABLE fr (id bigint PRIMARY KEY, g int NOT NULL, v bigint NOT NULL)")
+def setup_fresh_table(conn: psycopg.Connection[Any], rows: int, table: str = "fr") -> None:
+    conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, g int NOT NULL, v bigint NOT NULL)")
     rng = random.Random(7)
     payload = "".join(f"{i}\t{rng.randrange(1000)}\t{rng.randrange(10**6)}\n" for i in range(rows))
-    with conn.cursor() as cur, cur.copy("COPY fr (id, g, v) FROM STDIN") as cp:
+    with conn.cursor() as cur, cur.copy(f"COPY {table} (id, g, v) FROM STDIN") as cp:
         cp.write(payload.encode())
 
 
@@ -559,6 +562,70 @@ def bench_freshness(side: str, dsn: str, args: argparse.Namespace, res: Results)
     for n in (1, 10):
         common.log(f"{side}: freshness with {n} view(s), {args.samples} samples")
         freshness_run(side, dsn, n, args.samples, next_id, res, args.epoch_ms)
+
+
+# --- (1b) freshness of a top-N and a window-function view (issue 14) --------------------
+
+TOPN_VIEWS = (
+    ("ft_top", "SELECT id, v FROM ft ORDER BY v DESC, id LIMIT 10"),
+    ("ft_rank", "SELECT id, g, v, rank() OVER (PARTITION BY g ORDER BY v DESC, id) AS r FROM ft"),
+)
+
+
+def bench_topn(side: str, dsn: str, args: argparse.Namespace, res: Results) -> None:
+    """Each sample INSERTs a row that enters both views (the largest v: the top 10; a new
+    g: its own partition of the ranking). Headwater: from the INSERT's acknowledgement
+    until a reader sees it in both; PostgreSQL: INSERT + REFRESH of both views."""
+    w = connect(dsn, side)
+    try:
+        setup_fresh_table(w, args.fresh_rows, "ft")
+        for name, sql in TOPN_VIEWS:
+            w.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+        names = [n for n, _ in TOPN_VIEWS]
+        poll = None
+        if side == HW:
+            took = start_stage(
+                w, names, "INSERT INTO ft VALUES (-1, -1, 0)", "DELETE FROM ft WHERE id = -1"
+            )
+            common.log(f"{side}: top-N and window views fresh after {took:.1f}s")
+            poll = connect(dsn, side)
+            poll.execute("SET headwater.freshness = 'none'")
+        times: list[float] = []
+        for k in range(args.samples):
+            i = args.fresh_rows + 1 + k
+            t0 = time.perf_counter()
+            w.execute("INSERT INTO ft VALUES (%s, %s, %s)", (i, 1_000_000 + i, 10**12 + i))
+            t1 = time.perf_counter()
+            if poll is None:
+                for name in names:
+                    w.execute(f"REFRESH MATERIALIZED VIEW {name}")
+            else:
+                while not poll.execute(
+                    "SELECT (SELECT count(*) FROM ft_top WHERE id = %s)"
+                    " + (SELECT count(*) FROM ft_rank WHERE id = %s) = 2",
+                    (i, i),
+                ).fetchone()[0]:  # type: ignore[index]
+                    if time.perf_counter() - t1 > 60:
+                        break
+                    time.sleep(0.005)
+            times.append(time.perf_counter() - (t1 if poll is not None else t0))
+            time.sleep(random.uniform(0.1, 0.3))
+        for q in (0.5, 0.99):
+            res.put(
+                side,
+                f"top-N + window views, freshness p{int(q * 100)}",
+                "ms",
+                pct(times, q) * 1000,
+                note="INSERT ack to visible in both" if side == HW else "INSERT + REFRESH of both",
+                lower_is_better=True,
+            )
+        if poll is not None:
+            poll.close()
+        for name in reversed(names):
+            w.execute(f"DROP MATERIALIZED VIEW {name}")
+        w.execute("DROP TABLE ft")
+    finally:
+        w.close()
 
 
 # --- (2) maintenance throughput --------------------------------------------------------
@@ -856,6 +923,8 @@ def main(argv: list[str] | None = None) -> int:
                             bench_writes(side, dsn, args, res)
                         elif section == "freshness":
                             bench_freshness(side, dsn, args, res)
+                        elif section == "topn":
+                            bench_topn(side, dsn, args, res)
                         elif section == "maintenance":
                             assert data is not None
                             bench_maintenance(side, dsn, args, data, res, final)
