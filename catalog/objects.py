@@ -166,6 +166,8 @@ class MaterializedView(Relation):
     reads come from the engine's state at an epoch, never by expanding the query."""
 
     definition: str = ""  # the SELECT, as pglast deparses it
+    # WITH (freshness = '1s'): the freshness SLO's target in seconds (server/slo.py)
+    freshness: float | None = None
     kind: str = field(default="materialized view", init=False)
 
 
@@ -272,6 +274,8 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
             d["foreign_keys"] = [asdict(f) for f in obj.foreign_keys]
     if isinstance(obj, View | MaterializedView):
         d["definition"] = obj.definition
+    if isinstance(obj, MaterializedView) and obj.freshness is not None:
+        d["freshness"] = obj.freshness
     if isinstance(obj, Index):
         d.update(table_oid=obj.table_oid, keys=list(obj.keys), unique=obj.unique)
     if isinstance(obj, Sequence):
@@ -324,7 +328,15 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
     if kind == "view":
         return View(d["oid"], d["schema"], d["name"], cols, d["definition"], **own)
     if kind == "materialized view":
-        return MaterializedView(d["oid"], d["schema"], d["name"], cols, d["definition"], **own)
+        return MaterializedView(
+            d["oid"],
+            d["schema"],
+            d["name"],
+            cols,
+            d["definition"],
+            freshness=d.get("freshness"),
+            **own,
+        )
     if kind == "index":
         return Index(
             d["oid"],

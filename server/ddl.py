@@ -31,7 +31,7 @@ from headwater.planner.ddl import table_from_create
 from headwater.planner.naming import name_targets
 from headwater.planner.relations import deparse
 from headwater.planner.sequences import with_sequence_defaults
-from headwater.server import foreign_keys, sequence_ddl, temp_tables
+from headwater.server import foreign_keys, sequence_ddl, slo, temp_tables
 from headwater.server.binders import write_binder
 from headwater.server.duckdb_calls import fetch
 from headwater.server.queries import with_sources
@@ -181,8 +181,9 @@ def _create_matview(s: Session, w: WriteTxn, stmt: A.CreateTableAsStmt) -> Resul
         raise FeatureNotSupported(
             "WITH NO DATA is not supported: materialized views are always populated"
         )
-    if into.options or into.accessMethod or into.tableSpaceName:
+    if into.accessMethod or into.tableSpaceName:
         raise FeatureNotSupported("storage options on a materialized view are not supported")
+    freshness = slo.view_options(into.options)  # WITH (freshness = '1s'): server/slo.py
     schema = cat.creation_schema(rv.schemaname, s.search_path())
     if cat.resolve(schema, rv.relname, ()) is not None:
         if stmt.if_not_exists:
@@ -217,7 +218,9 @@ def _create_matview(s: Session, w: WriteTxn, stmt: A.CreateTableAsStmt) -> Resul
             ) from None
     if w.explicit:  # fail here, as PostgreSQL does, not at a COMMIT that keeps the rest
         _evaluate(s, w, definition)
-    view = MaterializedView(cat.allocate_oid(), schema, rv.relname, cols, definition)
+    view = MaterializedView(
+        cat.allocate_oid(), schema, rv.relname, cols, definition, freshness=freshness
+    )
     cat.add_relation(view)
     s.instance.view_deps[view.oid] = depends
     mv.open_engine()  # spooling starts before this epoch closes

@@ -1,7 +1,8 @@
 """headwater_catalog: Headwater's own system relations, built per statement.
 
 headwater_catalog.views   one row per materialized view: frontier, lag, rows,
-                          state size, status, last error, backfill progress
+                          state size, status, last error, backfill progress,
+                          freshness target, SLO compliance, degraded reason (server/slo.py)
 headwater_catalog.progress one row per backfill or COPY running now: phase, done of
                           total, percent (server/progress.py)
 headwater_catalog.epochs  one row per retained epoch and table it changed:
@@ -13,7 +14,7 @@ headwater_catalog.sinks   one row per sink: source, target, mode, epoch written,
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -42,6 +43,11 @@ VIEWS = pa.schema(
         ("spark_tasks", pa.int64()),  # Spark tasks run for the view so far
         ("progress", pa.float64()),  # percent of its backfill's phase, while it runs
         ("progress_phase", pa.string()),  # counting inputs | reading inputs | computing
+        # the freshness SLO (server/slo.py): WITH (freshness = ...), the share of the
+        # recent window within it, and why not (NULL at 1.0 or without a target)
+        ("freshness_target", pa.duration("us")),
+        ("slo_compliance", pa.float64()),
+        ("degraded_reason", pa.string()),
     ]
 )
 
@@ -118,7 +124,10 @@ def views(instance: Instance) -> pa.Table:
         # the newest epoch the view reflects: its engine frontier, extended over epochs
         # that changed none of its tables (MaterializedViews.fresh_until)
         frontier = mv.fresh_until(v.oid) if st is not None else None
-        lag, lag_ms = _lag(instance, frontier, visible, now)
+        lag, lag_ms = view_lag(instance, frontier, visible, now)
+        compliance = reason = None
+        if v.freshness is not None:
+            compliance, reason = instance.slo.verdict(v)
         state = st.status if st is not None else "backfilling"
         stage = mv.stage_fault()  # the Spark stage restarting: ('restarting'|'error', why)
         if state == "running" and stage is not None:
@@ -146,12 +155,17 @@ def views(instance: Instance) -> pa.Table:
                 "spark_tasks": st.spark_tasks if st is not None else None,
                 "progress": task.percent() if task else None,
                 "progress_phase": task.phase if task else None,
+                "freshness_target": (
+                    timedelta(seconds=v.freshness) if v.freshness is not None else None
+                ),
+                "slo_compliance": compliance,
+                "degraded_reason": reason,
             }
         )
     return pa.Table.from_pylist(rows, schema=VIEWS)
 
 
-def _lag(
+def view_lag(
     instance: Instance, frontier: int | None, visible: int, now: float
 ) -> tuple[int | None, float | None]:
     """(epochs visible the view does not reflect, ms since the oldest of them closed)."""
@@ -174,7 +188,7 @@ def view_lags(instance: Instance) -> dict[str, float]:
     for v in instance.catalog.matviews():
         st = states.get(v.oid)
         if st is not None and st.status == "running":
-            _, lag_ms = _lag(instance, mv.fresh_until(v.oid, st.frontier), visible, now)
+            _, lag_ms = view_lag(instance, mv.fresh_until(v.oid, st.frontier), visible, now)
             if lag_ms is not None:
                 out[f"{v.schema}.{v.name}"] = lag_ms
     return out

@@ -25,6 +25,7 @@ from headwater.server.matviews import MaterializedViews
 from headwater.server.progress import Board
 from headwater.server.sequences import Sequences
 from headwater.server.sinks import SinkManager
+from headwater.server.slo import FreshnessSLO
 from headwater.storage.changelog import EVENT_EPOCH, RETAINED_FROM, ChangeLog, EpochRecord
 from headwater.storage.commit import Committer
 from headwater.storage.object_store import ObjectStoreURL, claim_cache, download, upload
@@ -104,6 +105,7 @@ class Instance:
         self.notifications = Notifications()  # LISTEN / NOTIFY (server/notify.py)
         self.sinks = SinkManager(self)  # CREATE SINK (server/sinks.py)
         self.progress = Board()  # backfills and COPYs running now (server/progress.py)
+        self.slo = FreshnessSLO(self)  # WITH (freshness = ...) (server/slo.py)
 
     def _install_functions(self, db: Any) -> None:
         install_functions(db)
@@ -150,6 +152,7 @@ class Instance:
         if self.config.object_store is not None:
             self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot_loop())
         self.sinks.start()
+        self.slo.start()
 
     def _fenced(self, err: SQLError) -> None:
         log.critical("%s. %s %s", err.message, err.detail, err.hint)
@@ -328,6 +331,7 @@ class Instance:
         return removed
 
     async def close(self) -> None:
+        self.slo.close()
         if self._vacuum_task is not None:
             self._vacuum_task.cancel()
         if self._snapshot_task is not None:

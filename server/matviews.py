@@ -111,6 +111,9 @@ class MaterializedViews:
         self._start_failures = 0  # consecutive failures of Engine.start()
         self.backoff = _backoff_schedule()
         self.stall_timeout = instance.config.spark_stall_timeout
+        # the epoch durable when the server started: views behind it are recovering
+        self.recovery_epoch: int | None = None
+        self._started_at = -1  # _advances when the stage last started
 
     @property
     def state_dir(self) -> Any:
@@ -179,6 +182,7 @@ class MaterializedViews:
 
     def recover_after_replica(self, last_epoch: int) -> None:
         """The replica holds every durable epoch: backfill views the engine lacks."""
+        self.recovery_epoch = last_epoch
         if self.engine is None:
             return
         after = getattr(self, "_respool_after", None)
@@ -234,6 +238,14 @@ class MaterializedViews:
                 engine.advance_now()
             except Exception:
                 log.exception("advancing views while the Spark stage starts")
+
+    @property
+    def stage_warming(self) -> bool:
+        """The stage is starting, or started and has not completed a batch yet (a new
+        JVM plans and compiles its first batch for seconds)."""
+        return self.stage_state == "starting" or (
+            self.stage_state == "running" and self._advances == self._started_at
+        )
 
     def stage_fault(self) -> tuple[str, str] | None:
         """(status, error) that every running view shows while the stage is down."""
@@ -293,7 +305,7 @@ class MaterializedViews:
         log.info("Spark stage running")
         if self.stage_state == "starting":
             self.stage_state = "running"
-        seen = self._advances
+        seen = self._started_at = self._advances
         batched = False  # a batch completed since this start
         progress = time.monotonic()  # the last batch, or the last time there was no work
         pending: Future[StageFault | None] | None = None  # a health check asked

@@ -10,6 +10,8 @@ from what headwater_catalog.views and headwater_catalog.sinks show:
     headwater_view_lag_seconds{view}         since the oldest unreflected epoch closed
     headwater_view_rows{view}, headwater_view_state_rows{view}
     headwater_view_status{view,status}       1 for the view's status
+    headwater_view_slo_compliance{view}, headwater_view_freshness_target_seconds{view},
+    headwater_view_degraded{view,reason}     the freshness SLO (server/slo.py)
     headwater_sink_epoch_written{sink}       newest epoch the sink's target holds
     headwater_sink_lag_epochs{sink}, headwater_sink_lag_seconds{sink}
     headwater_sink_rows_total{sink}, headwater_sink_batches_total{sink}
@@ -39,7 +41,7 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from headwater.server import hw_catalog
+from headwater.server import hw_catalog, slo
 from headwater.server.status_page import StatusPage
 from headwater.storage.changelog import EpochRecord
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
@@ -77,6 +79,7 @@ class _Collector:
             log.exception("metrics: reading headwater_catalog.views")
             views = []
         yield from self._views(views)
+        yield from slo.metrics(views)  # headwater_view_slo_compliance, _degraded, ...
         yield from self._sinks(inst.sinks.rows())
         epochs = CounterMetricFamily("headwater_epochs", "epochs made durable")
         committer = inst.committer
