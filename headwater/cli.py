@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from headwater import __version__, status
+from headwater import __version__, status, verify
 from headwater.server.settings import size_option
 
 DESCRIPTION = """\
@@ -139,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     status.add_parser(sub)
+    verify.add_parser(sub)  # headwater verify VIEW (headwater/verify.py)
     args = parser.parse_args(argv)
     if args.command == "status":
         return status.run(args)
+    if args.command == "verify":
+        return verify.run(args)
     if args.command != "start":
         parser.print_help()
         return 2
