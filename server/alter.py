@@ -45,7 +45,7 @@ from headwater.planner.dml import default_sql, to_column_sql
 from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
 from headwater.planner.sequences import column_default
-from headwater.server import ddl, foreign_keys, sequence_ddl
+from headwater.server import ddl, foreign_keys, sequence_ddl, slo
 from headwater.server.binders import write_binder
 from headwater.server.checks import check_violation, failing_sql
 from headwater.server.duckdb_calls import fetch
@@ -203,6 +203,9 @@ def _alter_table(s: Session, w: WriteTxn, stmt: A.AlterTableStmt) -> Result:
     cmds = list(stmt.cmds or ())
     if cmds and all(c.subtype == AT.AT_ChangeOwner for c in cmds):
         return _change_owner(s, w, rel, cmds[-1].newowner, tag)
+    if isinstance(rel, MaterializedView) and slo.sets_options(cmds):  # SET (freshness = ...)
+        w.catalog.replace_relation(replace(rel, freshness=slo.altered_freshness(rel, cmds)))
+        return Result(tag)
     if not isinstance(rel, Table):
         first = cmds[0].subtype if cmds else None
         what = {"view": "views", "materialized view": "materialized views", "index": "indexes"}

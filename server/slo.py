@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.server import hw_catalog
 from pglast import ast as A
+from pglast.enums import AlterTableType as AT
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from headwater.errors import FeatureNotSupported, InvalidParameterValue
@@ -126,6 +127,30 @@ def view_options(options: list[A.DefElem] | None) -> float | None:
     return freshness
 
 
+def sets_options(cmds: list[A.AlterTableCmd]) -> bool:
+    """ALTER MATERIALIZED VIEW ... SET (...) / RESET (...) and nothing else."""
+    return bool(cmds) and all(
+        c.subtype in (AT.AT_SetRelOptions, AT.AT_ResetRelOptions) for c in cmds
+    )
+
+
+def altered_freshness(mv: MaterializedView, cmds: list[A.AlterTableCmd]) -> float | None:
+    """The view's target after ALTER MATERIALIZED VIEW ... SET (freshness = '5s') or
+    RESET (freshness) (validated as at CREATE)."""
+    freshness = mv.freshness
+    for cmd in cmds:
+        if cmd.subtype == AT.AT_SetRelOptions:
+            freshness = view_options(list(cmd.def_)) or freshness
+            continue
+        for opt in cmd.def_:
+            name = opt.defname.lower()
+            if opt.defnamespace is None and name == "freshness":
+                freshness = None
+            elif opt.defnamespace is None and name not in PG_RELOPTIONS:
+                view_options([opt])  # unrecognized parameter (22023)
+    return freshness
+
+
 def freshness_value(arg: Any) -> float:
     """WITH (freshness = X): X an interval string or a number of seconds, above zero."""
     text = None
@@ -190,6 +215,7 @@ class FreshnessSLO:
     def __init__(self, instance: Instance) -> None:
         self.instance = instance
         self.samples: dict[int, deque[Sample]] = {}
+        self._targets: dict[int, float] = {}  # the target the samples were measured against
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -212,12 +238,14 @@ class FreshnessSLO:
         changes the epochs it reads)."""
         views = [v for v in self.instance.catalog.matviews() if v.freshness is not None]
         for oid in set(self.samples) - {v.oid for v in views}:
-            del self.samples[oid]  # dropped, or its target removed
+            del self.samples[oid], self._targets[oid]  # dropped, or its target removed
         if not views:
             return
         states = self._states()
         for v in views:
-            window = self.samples.setdefault(v.oid, deque())
+            if self._targets.get(v.oid) != v.freshness:  # new, or ALTER ... SET (freshness)
+                self.samples[v.oid], self._targets[v.oid] = deque(), v.freshness
+            window = self.samples[v.oid]
             window.append(self._measure(v, states, now))
             while window and window[0].at < now - SLO_WINDOW:
                 window.popleft()
@@ -249,6 +277,8 @@ class FreshnessSLO:
         samples (a sample taken now when there is none yet)."""
         now = time.time()
         window = [s for s in self.samples.get(v.oid, ()) if s.at >= now - SLO_WINDOW]
+        if self._targets.get(v.oid) != v.freshness:  # its target changed since
+            window = []
         if not window:
             window = [self._measure(v, self._states(), now)]
         met = sum(1 for s in window if s.met)

@@ -112,6 +112,32 @@ def test_freshness_option_is_validated(hw: HeadwaterServer, pg_oracle: Any) -> N
     assert parse_interval("2") == 2.0
 
 
+def test_alter_freshness(hw: HeadwaterServer) -> None:
+    """ALTER MATERIALIZED VIEW ... SET (freshness = ...) / RESET (freshness); the target
+    in pg_class.reloptions as PostgreSQL lists a relation's options."""
+    with _conn(hw) as c:
+        c.execute("CREATE TABLE slo_a (k int)")
+        c.execute("CREATE MATERIALIZED VIEW slo_alt WITH (freshness = 2) AS SELECT k FROM slo_a")
+
+        def shown() -> tuple[Any, Any]:
+            opts = c.execute("SELECT reloptions FROM pg_class WHERE relname = 'slo_alt'")
+            return _views(c)["slo_alt"]["freshness_target"], opts.fetchone()[0]
+
+        assert shown() == (timedelta(seconds=2), ["freshness=2s"])
+        c.execute("ALTER MATERIALIZED VIEW slo_alt SET (freshness = '500 milliseconds')")
+        assert shown() == (timedelta(milliseconds=500), ["freshness=500ms"])
+        for bad, state in (("freshness = 'x'", "22023"), ("bogus = 1", "22023")):
+            with pytest.raises(psycopg.Error) as e:
+                c.execute(f"ALTER MATERIALIZED VIEW slo_alt SET ({bad})")
+            assert e.value.sqlstate == state, e.value
+        assert shown() == (timedelta(milliseconds=500), ["freshness=500ms"])
+        c.execute("ALTER MATERIALIZED VIEW slo_alt RESET (freshness)")
+        assert shown() == (None, None)
+        row = _views(c)["slo_alt"]
+        assert (row["slo_compliance"], row["degraded_reason"]) == (None, None)
+        c.execute("DROP MATERIALIZED VIEW slo_alt")
+
+
 def test_reasons() -> None:
     """The fixed set, by priority: the view's own failure, then what holds it back."""
 

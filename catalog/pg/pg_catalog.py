@@ -98,6 +98,7 @@ def _pg_class(b: Builder) -> list[dict[str, Any]]:
                 "reloftype": 0,
                 "relowner": getattr(r.obj, "owner", 0) or SUPERUSER_OID,
                 "relacl": acl(b, r.obj),
+                "reloptions": _reloptions(r.obj),
                 "relam": HEAP_AM if kind in ("r", "m") else BTREE_AM if kind == "i" else 0,
                 "relfilenode": r.oid if kind in ("r", "m", "i") else 0,
                 "reltablespace": 0,
@@ -125,6 +126,15 @@ def _pg_class(b: Builder) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _reloptions(obj: Any) -> list[str] | None:
+    """A materialized view's WITH (freshness = ...), as PostgreSQL lists options."""
+    secs = getattr(obj, "freshness", None)
+    if secs is None:
+        return None
+    text = f"{secs:g}s" if secs >= 1 else f"{secs * 1000:g}ms"
+    return [f"freshness={text}"]
 
 
 @_builder("pg_catalog", "pg_attribute")
