@@ -145,3 +145,19 @@ def test_verify(hw: HeadwaterServer) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert "DIFFERENT" in lines[0] and lines[1].startswith("+ (b)"), r.stdout
+
+
+def test_multiset_diff() -> None:
+    """Rows compare as multisets: a copy more or less is a difference; doubles to 12
+    significant digits (an incremental sum adds in another order); NaN equals NaN."""
+    from headwater.verify import diff, rows_of
+
+    a = rows_of([(1, 0.1 + 0.2), (2, float("nan")), (3, "x"), (3, "x")])
+    b = rows_of([(1, 0.3), (2, float("nan")), (3, "x")])
+    assert diff(a, b) == [("-", (3, "x"))]
+    assert diff(b, a) == [("+", (3, "x"))]
+    assert diff(a, a) == []
+    assert diff(rows_of([(1, [1, 2])]), rows_of([(1, [2, 1])])) == [
+        ("-", (1, (1, 2))),
+        ("+", (1, (2, 1))),
+    ]
