@@ -4,7 +4,7 @@
 PostgreSQL's bad storage parameters), kept across a restart, and shown in
 headwater_catalog.views with slo_compliance and degraded_reason; a stage whose restarts
 fail (HEADWATER_FAULT_INJECTION) gives SPARK_RESTARTING, a restart with views behind
-gives RECOVERING; both in /metrics.
+gives RECOVERING; a view that fails gives ERROR; all in /metrics.
 """
 
 from __future__ import annotations
@@ -233,3 +233,20 @@ def test_slo_compliance_and_reasons(hw: HeadwaterServer) -> None:
             (3, 3),
             (4, 4),
         ]
+
+
+def test_failed_view_is_error(hw: HeadwaterServer) -> None:
+    """A view that fails at run time (division by zero): ERROR, other views unaffected."""
+    with _conn(hw) as c:
+        c.execute("CREATE TABLE slo_e (id int, a int, b int)")
+        c.execute("INSERT INTO slo_e VALUES (1, 10, 2)")
+        c.execute(
+            "CREATE MATERIALIZED VIEW slo_err WITH (freshness = '1s') AS "
+            "SELECT id, a / b AS q FROM slo_e"
+        )
+        c.execute("INSERT INTO slo_e VALUES (2, 1, 0)")
+        row = _wait(c, "slo_err", lambda r: r["status"] == "error", "failed view")
+        row = _wait(c, "slo_err", lambda r: r["degraded_reason"] == "ERROR", "ERROR")
+        assert row["slo_compliance"] < 1.0, row
+        m = _metrics(hw)
+        assert m["headwater_view_degraded"][(("reason", "ERROR"), ("view", "public.slo_err"))] == 1
