@@ -155,7 +155,7 @@ def run(args: Any) -> int:
                 host=args.host,
                 port=args.port,
                 user=args.user,
-                database=args.database,
+                database=args.dbname or args.user,
                 limit=args.limit,
             )
         )
@@ -171,15 +171,17 @@ def add_parser(sub: Any) -> None:
     """`headwater verify`'s arguments, on the CLI's subcommand parsers."""
     p = sub.add_parser(
         "verify",
+        add_help=False,  # -h is the host, as psql's and `headwater status`'s
         help="check a materialized view against its query recomputed from the tables",
         description="Recompute a materialized view's query at an epoch from the tables and "
         "compare it, as multisets of rows, with the view the server maintains at that "
         "epoch. Prints the differing rows; exits 0 when equal, 1 when different, 2 on error.",
     )
+    p.add_argument("--help", action="help", help="show this help message and exit")
     p.add_argument("view", metavar="VIEW", help="the view, optionally schema-qualified")
     p.add_argument("--epoch", type=int, help="the epoch to compare at (default: its frontier)")
-    p.add_argument("--host", default="127.0.0.1", help="server address (127.0.0.1)")
-    p.add_argument("--port", type=int, default=6544, help="server port (6544)")
-    p.add_argument("--user", default="headwater", help="role to connect as (headwater)")
-    p.add_argument("--database", default="headwater", help="database (headwater)")
+    p.add_argument("--host", "-h", default="127.0.0.1", help="server host (127.0.0.1)")
+    p.add_argument("--port", "-p", type=int, default=6544, help="server port (6544)")
+    p.add_argument("--user", "-U", default="headwater", help="user name (headwater)")
+    p.add_argument("--dbname", "-d", help="database (default: the user name)")
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="differing rows to print (20)")
