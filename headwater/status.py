@@ -13,9 +13,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from headwater.server.slo import slo_text
+
 VIEWS = (
     "SELECT schema || '.' || name, status, frontier, lag_epochs, lag_ms, executor,"
-    " progress, progress_phase, error FROM headwater_catalog.views ORDER BY 1"
+    " progress, progress_phase, freshness_target, slo_compliance, degraded_reason, error"
+    " FROM headwater_catalog.views ORDER BY 1"
 )
 SINKS = (
     "SELECT schema || '.' || name, source, target_kind, status, epoch_written, lag_epochs,"
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nmaterialized views ({len(views)})")
     print(
         table(
-            ["view", "status", "frontier", "lag", "lag ms", "executor", "progress"],
+            ["view", "status", "frontier", "lag", "lag ms", "executor", "progress", "SLO"],
             [
                 [
                     name,
@@ -92,8 +95,11 @@ def run(args: argparse.Namespace) -> int:
                     None if ms is None else f"{ms:.0f}",
                     executor,
                     _progress(pct, phase),
+                    slo_text(target, slo, why),
                 ]
-                for name, status, frontier, lag, ms, executor, pct, phase, _ in views
+                for name, status, frontier, lag, ms, executor, pct, phase, target, slo, why, _ in (
+                    views
+                )
             ],
             right={2, 3, 4},
         )

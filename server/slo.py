@@ -286,6 +286,18 @@ class FreshnessSLO:
         return met / len(window), late[-1].reason if late else None
 
 
+SLO_COLUMNS = ("freshness_target", "slo_compliance", "degraded_reason")  # slo_text's
+
+
+def slo_text(target: Any, compliance: float | None, reason: str | None) -> str:
+    """A view's SLO as `headwater status` and the status page show it: '0.92 BEHIND
+    (target 1s)'; '' without a target."""
+    if target is None:
+        return ""
+    shown = "" if compliance is None else f"{compliance:.2f}"
+    return f"{shown}{' ' + reason if reason else ''} (target {target.total_seconds():g}s)"
+
+
 def metrics(rows: list[dict[str, Any]]) -> Iterator[Metric]:
     """The SLO's Prometheus metrics, from headwater_catalog.views' rows."""
     label = ["view"]

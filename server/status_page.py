@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from headwater.server import hw_catalog
+from headwater.server.slo import SLO_COLUMNS, slo_text
 
 if TYPE_CHECKING:
     from headwater.server.instance import Instance
@@ -204,7 +205,7 @@ def render(
     if views:
         out.append(
             "<table><tr><th>view</th><th>status</th><th>frontier</th><th>lag (epochs)</th>"
-            "<th>lag</th><th>rows</th><th>executor</th><th>freshness (last "
+            "<th>lag</th><th>rows</th><th>executor</th><th>SLO</th><th>freshness (last "
             f"{SAMPLES} s)</th></tr>"
         )
         for v in views:
@@ -218,7 +219,9 @@ def render(
                 f'<tr class="view">{_cell(name)}{_status(v["status"], v["error"])}'
                 f"{_cell(v['frontier'], True)}{_cell(v['lag_epochs'], True)}"
                 f"{_cell(_ms(v['lag_ms']), True)}{_cell(v['rows'], True)}"
-                f"{_cell(v['executor'])}<td>{fresh}</td></tr>"
+                f"{_cell(v['executor'])}"
+                f"{_cell(slo_text(*(v[k] for k in SLO_COLUMNS)))}"
+                f"<td>{fresh}</td></tr>"
             )
         out.append("</table>")
     else:

@@ -9,6 +9,8 @@ gives RECOVERING; a view that fails gives ERROR; all in /metrics.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -211,6 +213,17 @@ def test_slo_compliance_and_reasons(hw: HeadwaterServer) -> None:
         assert not any(
             dict(k)["view"] == "public.slo_plain" for k in m["headwater_view_slo_compliance"]
         )
+        # `headwater status` and the status page say it too
+        out = subprocess.run(
+            [sys.executable, "-m", "headwater.cli", "status", "--port", str(hw.port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        line = next(ln for ln in out.stdout.splitlines() if "public.slo_m " in ln)
+        assert "SPARK_RESTARTING (target 1s)" in line, out.stdout
+        with urlopen(f"http://127.0.0.1:{hw.metrics_port}/", timeout=60) as r:  # type: ignore[attr-defined]
+            assert "SPARK_RESTARTING (target 1s)" in r.read().decode()
 
     # restart with the view behind: it recovers (the stage's JVM starts: seconds)
     hw.stop()
