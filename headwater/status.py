@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from headwater.client_options import add_connection_options
 from headwater.server.slo import slo_text
 
 VIEWS = (
@@ -39,11 +40,7 @@ def add_parser(sub: Any) -> None:
         "its materialized views (frontier, lag, status, executor, backfill progress), its "
         "sinks (lag, rows, status) and the backfills and COPYs running now.",
     )
-    p.add_argument("--help", action="help", help="show this help message and exit")
-    p.add_argument("--host", "-h", default="127.0.0.1", help="server host (127.0.0.1)")
-    p.add_argument("--port", "-p", type=int, default=6544, help="server port (6544)")
-    p.add_argument("--user", "-U", default="headwater", help="user name (headwater)")
-    p.add_argument("--dbname", "-d", help="database (default: the user name)")
+    add_connection_options(p)
     p.add_argument(
         "--connect-timeout", type=int, default=5, help="seconds to wait for the server (5)"
     )

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import asyncpg
 
 from headwater.catalog.identifiers import quote
+from headwater.client_options import add_connection_options
 
 DEFAULT_LIMIT = 20  # differing rows printed before "... and N more"
 
@@ -177,11 +178,7 @@ def add_parser(sub: Any) -> None:
         "compare it, as multisets of rows, with the view the server maintains at that "
         "epoch. Prints the differing rows; exits 0 when equal, 1 when different, 2 on error.",
     )
-    p.add_argument("--help", action="help", help="show this help message and exit")
     p.add_argument("view", metavar="VIEW", help="the view, optionally schema-qualified")
     p.add_argument("--epoch", type=int, help="the epoch to compare at (default: its frontier)")
-    p.add_argument("--host", "-h", default="127.0.0.1", help="server host (127.0.0.1)")
-    p.add_argument("--port", "-p", type=int, default=6544, help="server port (6544)")
-    p.add_argument("--user", "-U", default="headwater", help="user name (headwater)")
-    p.add_argument("--dbname", "-d", help="database (default: the user name)")
+    add_connection_options(p)
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="differing rows to print (20)")
