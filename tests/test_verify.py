@@ -79,7 +79,13 @@ def test_verify(hw: HeadwaterServer) -> None:
             " GROUP BY region"
         )
         c.execute("CREATE MATERIALIZED VIEW vf_custs AS SELECT cust FROM vf_orders WHERE id > 50")
-        old = _caught_up(c, ["vf_by_region", "vf_custs"])
+        # in another schema, a name to quote, over a table of public named unqualified
+        c.execute('CREATE SCHEMA "Vf Schema"')
+        c.execute(
+            'CREATE MATERIALIZED VIEW "Vf Schema"."Odd ""View""" AS'
+            " SELECT cust, count(*) AS n FROM vf_orders GROUP BY cust"
+        )
+        old = _caught_up(c, ["vf_by_region", "vf_custs", 'Odd "View"'])
         c.execute("UPDATE vf_orders SET amount = amount + 1 WHERE id % 4 = 0")
         c.execute("DELETE FROM vf_orders WHERE id % 9 = 0")
         c.execute("INSERT INTO vf_orders VALUES (61, 'b', 3.5, 0.1), (62, 'b', 3.5, 0.1)")
@@ -94,6 +100,8 @@ def test_verify(hw: HeadwaterServer) -> None:
     assert f"public.vf_by_region at epoch {front}: OK, 2 rows" in r.stdout
     r = verify(hw, "public.vf_by_region", "--epoch", str(old))
     assert r.returncode == 0 and f"at epoch {old}: OK" in r.stdout, r.stdout + r.stderr
+    r = verify(hw, 'Vf Schema.Odd "View"')
+    assert r.returncode == 0 and "OK, 3 rows" in r.stdout, r.stdout + r.stderr
     r = verify(hw, "vf_custs")
     assert r.returncode == 0 and "OK, 11 rows" in r.stdout, r.stdout + r.stderr
 
