@@ -4,7 +4,7 @@
 PostgreSQL's bad storage parameters), kept across a restart, and shown in
 headwater_catalog.views with slo_compliance and degraded_reason; a stage whose restarts
 fail (HEADWATER_FAULT_INJECTION) gives SPARK_RESTARTING, a restart with views behind
-gives RECOVERING; a view that fails gives ERROR; all in /metrics.
+gives RECOVERING; a view that fails gives ERROR; too tight a target BEHIND; in /metrics.
 """
 
 from __future__ import annotations
@@ -263,3 +263,23 @@ def test_failed_view_is_error(hw: HeadwaterServer) -> None:
         assert row["slo_compliance"] < 1.0, row
         m = _metrics(hw)
         assert m["headwater_view_degraded"][(("reason", "ERROR"), ("view", "public.slo_err"))] == 1
+
+
+def test_too_tight_a_target_is_behind(hw: HeadwaterServer) -> None:
+    """A target no batch can meet (1 ms) under steady writes, with the stage healthy:
+    BEHIND (nothing else holds the view back)."""
+    with _conn(hw) as c:
+        c.execute("CREATE TABLE slo_b (k int)")
+        c.execute(
+            "CREATE MATERIALIZED VIEW slo_tight WITH (freshness = '1ms') AS SELECT k FROM slo_b"
+        )
+        deadline = time.monotonic() + WAIT
+        while True:
+            c.execute("INSERT INTO slo_b VALUES (1)")
+            row = _views(c)["slo_tight"]
+            if row["degraded_reason"] == "BEHIND":
+                break
+            assert row["degraded_reason"] in (None, "BACKFILLING", "BEHIND"), row
+            assert time.monotonic() < deadline, row
+            time.sleep(0.05)
+        assert row["status"] == "running" and row["slo_compliance"] < 1.0, row
