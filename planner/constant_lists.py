@@ -1,0 +1,73 @@
+"""Long lists of plain constants (`x IN (1, 2, ..., 4000)`): passed over by the
+per-node passes (planner/pg_compat.py, the Binder) and printed once.
+
+A write or read that names thousands of keys spent most of its planning visiting,
+binding and deparsing each constant node by node (~15 µs a constant with pglast's
+printer). The passes leave a plain constant as it is (no rule rewrites one, and it
+names no relation), so they skip such lists; the Binder prints an IN list here, from
+the parsed values exactly as pglast's RawStream prints them (the same SQL text, so
+DuckDB reads the same values), and splices it in as one placeholder.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pglast.ast as A
+from pglast.enums import A_Expr_Kind
+
+# An IN list at least this long is printed here; shorter ones print as before.
+MIN_PRINTED = 32
+
+_PLAIN = (A.Integer, A.String, A.Boolean)
+# A numeric token as printed here: others (1_000.5, 0x1F.p1, ...) take the usual path
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def plain(items: Any) -> bool:
+    """Is `items` a non-empty tuple of constants no pass changes: numbers, strings,
+    booleans, NULL (bit strings are rewritten: planner/pg_compat.py)?"""
+    if not isinstance(items, tuple) or not items:
+        return False
+    for c in items:
+        if type(c) is not A.A_Const:
+            return False
+        if c.isnull or type(c.val) in _PLAIN:
+            continue
+        if type(c.val) is not A.Float or _NUMBER.fullmatch(c.val.fval) is None:
+            return False
+    return True
+
+
+def long_in_list(node: Any) -> bool:
+    """`x [NOT] IN (c1, ..., cn)` with n >= MIN_PRINTED plain constants."""
+    return (
+        isinstance(node, A.A_Expr)
+        and node.kind == A_Expr_Kind.AEXPR_IN
+        and isinstance(node.rexpr, tuple)
+        and len(node.rexpr) >= MIN_PRINTED
+        and plain(node.rexpr)
+    )
+
+
+def sql(items: tuple[A.A_Const, ...]) -> str:
+    """The constants of a `plain` list as SQL, comma separated, each as pglast prints
+    it: the parsed value, never the client's text (strings quoted, quotes doubled)."""
+    return ", ".join(map(_constant, items))
+
+
+def _constant(c: A.A_Const) -> str:
+    if c.isnull:
+        return "NULL"
+    v = c.val
+    t = type(v)
+    if t is A.Integer:
+        return str(int(v.ival))
+    if t is A.String:
+        return "'" + v.sval.replace("'", "''") + "'"
+    if t is A.Boolean:
+        return "TRUE" if v.boolval else "FALSE"
+    if t is A.Float and _NUMBER.fullmatch(v.fval):  # spliced in unquoted: checked
+        return v.fval
+    raise TypeError(f"not a plain constant: {c!r}")
