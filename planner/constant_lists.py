@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 import pglast.ast as A
-from pglast.enums import A_Expr_Kind
+from pglast.enums import A_Expr_Kind, BoolExprType, SubLinkType
 
 # An IN list at least this long is printed here; shorter ones print as before.
 MIN_PRINTED = 32
@@ -71,3 +71,43 @@ def _constant(c: A.A_Const) -> str:
     if t is A.Float and _NUMBER.fullmatch(v.fval):  # spliced in unquoted: checked
         return v.fval
     raise TypeError(f"not a plain constant: {c!r}")
+
+
+def integers(items: Any) -> list[int] | None:
+    """The values of a `plain` list of integer constants (no NULL) that fit a bigint."""
+    out: list[int] = []
+    for c in items:
+        v = c.val
+        if type(v) is A.Integer:
+            out.append(int(v.ival))
+        elif type(v) is A.Float and v.fval.lstrip("-").isdigit() and v.fval.isascii():
+            n = int(v.fval)
+            if not -(2**63) <= n < 2**63:
+                return None
+            out.append(n)
+        else:  # NULL, text, boolean, decimal
+            return None
+    return out
+
+
+def key_set(column: Any, negated: bool, keys: list[int]) -> A.Node:
+    """`column [NOT] IN (SELECT unnest(CAST('[k1, ...]' AS bigint[])))`: DuckDB plans a
+    4,000-constant IN list in ~45 ms of CPU, the one array constant in ~1 ms. Only for
+    a numeric column: there the two compare alike (an IN list of integers also matches
+    text, which the subquery refuses), and with no NULL among the keys NOT IN does too.
+    The array is printed from the integers, not from the client's text."""
+    array = "[" + ", ".join(map(str, keys)) + "]"
+    cast = A.TypeCast(
+        arg=A.A_Const(isnull=False, val=A.String(sval=array)),
+        typeName=A.TypeName(
+            names=(A.String(sval="pg_catalog"), A.String(sval="int8")),
+            arrayBounds=(A.Integer(ival=-1),),
+            typemod=-1,
+        ),
+    )
+    unnest = A.FuncCall(funcname=(A.String(sval="unnest"),), args=(cast,), funcformat=0)
+    query = A.SelectStmt(targetList=(A.ResTarget(val=unnest),), op=0)
+    sublink = A.SubLink(subLinkType=SubLinkType.ANY_SUBLINK, testexpr=column, subselect=query)
+    if not negated:
+        return sublink
+    return A.BoolExpr(boolop=BoolExprType.NOT_EXPR, args=(sublink,))

@@ -197,7 +197,11 @@ class Replica:
         try:
             t = physical(table.oid)
             match = f"{CURRENT} AND {RID} IN (SELECT {RID} FROM {name})"
-            cur.execute(f"DELETE FROM {t} WHERE {FROM} = {stamp} AND {match}")
+            # DuckDB's DELETE costs ~30 ms at 600 k rows even when it matches none; a
+            # statement mostly retires versions older than its own stamp
+            born = f"SELECT 1 FROM {t} WHERE {FROM} = {stamp} AND {CURRENT} LIMIT 1"
+            if cur.execute(born).fetchone() is not None:
+                cur.execute(f"DELETE FROM {t} WHERE {FROM} = {stamp} AND {match}")
             cur.execute(f"UPDATE {t} SET {TO} = {stamp} WHERE {match}")
         finally:
             cur.unregister(name)
