@@ -17,13 +17,25 @@ import pyarrow as pa
 from headwater.catalog.objects import Column, Table
 from headwater.catalog.pgtypes.bytea import bytea_in
 from headwater.catalog.pgtypes.integers import bool_in
-from headwater.catalog.types import BOOL, BYTEA, JSONB
+from headwater.catalog.types import (
+    BOOL,
+    BYTEA,
+    DUCKDB_MAX_PRECISION,
+    INT2,
+    INT4,
+    INT8,
+    JSONB,
+    NUMERIC,
+    NUMERIC_DEFAULT_SCALE,
+)
+from headwater.planner import constant_lists
 from headwater.planner.naming import name_targets
 from headwater.planner.relations import Binder, deparse
 from headwater.planner.sequences import check_identity_update, identity_defaults
 from headwater.storage.changelog import RID
 from headwater.storage.replica import CURRENT, physical, quote
 from pglast import parse_sql
+from pglast.enums import BoolExprType
 
 from headwater.errors import FeatureNotSupported, SQLError, UndefinedColumn
 
@@ -308,10 +320,54 @@ def _from_and_where(table: Table, alias: str, extra_from: Any, where: Any, binde
     query as PostgreSQL scopes it: the items may be joins, subqueries, VALUES, and
     name the target's alias in WHERE."""
     one = A.ResTarget(name=_ONE, val=A.A_Const(val=A.Integer(ival=1)))
+    if not extra_from:
+        where = _key_sets(table, alias, where)
     sql = _bind_over(binder, target_rows(table), alias, (one,), extra_from, where)
     prefix = f"SELECT 1 AS {_ONE} "
     assert sql.startswith(prefix), sql
     return " " + sql[len(prefix) :]
+
+
+def _exact_with_bigint(col: Column) -> bool:
+    """Does DuckDB compare the column with a bigint exactly (integers; a decimal whose
+    scale leaves room for 19 digits: else the two compare as doubles)?"""
+    if col.type.pg in (INT2, INT4, INT8):
+        return True
+    if col.type.pg is NUMERIC:
+        ps = col.type.precision_scale
+        return (ps[1] if ps is not None else NUMERIC_DEFAULT_SCALE) <= DUCKDB_MAX_PRECISION - 19
+    return False
+
+
+def _key_sets(table: Table, alias: str, where: Any) -> Any:
+    """`where` with each of its conjuncts `column [NOT] IN (<many integers>)` on a numeric
+    column of the target as one array constant (planner/constant_lists.py): the usual
+    shape of a batch of keys. A new tree: the caller's is not changed."""
+    conjuncts = where.args if _is_and(where) else (where,)
+    new = tuple(_key_set(table, alias, c) for c in conjuncts)
+    if all(a is b for a, b in zip(new, conjuncts, strict=True)):
+        return where
+    return A.BoolExpr(boolop=BoolExprType.AND_EXPR, args=new) if _is_and(where) else new[0]
+
+
+def _is_and(node: Any) -> bool:
+    return isinstance(node, A.BoolExpr) and node.boolop == BoolExprType.AND_EXPR
+
+
+def _key_set(table: Table, alias: str, node: Any) -> Any:
+    if not constant_lists.long_in_list(node) or not isinstance(node.lexpr, A.ColumnRef):
+        return node
+    names = [f.sval if isinstance(f, A.String) else None for f in node.lexpr.fields]
+    if len(names) == 2 and names[0] == alias:
+        names = names[1:]
+    col = table.column(names[0]) if len(names) == 1 and names[0] is not None else None
+    if col is None or not _exact_with_bigint(col):
+        return node
+    keys = constant_lists.integers(node.rexpr)
+    if keys is None:
+        return node
+    negated = [n.sval for n in node.name] == ["<>"]
+    return constant_lists.key_set(node.lexpr, negated, keys)
 
 
 def _bind_over(

@@ -30,7 +30,7 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.pgtypes import normalize_jsonb, numeric_div_scale, quotient_scale
 from headwater.catalog.version import SERVER_VERSION_TEXT
-from headwater.planner import functions
+from headwater.planner import constant_lists, functions
 from pglast import parse_sql
 from pglast.enums import (
     A_Expr_Kind,
@@ -782,6 +782,8 @@ def _visit_any(child: Any) -> Any:
     if isinstance(child, A.Node):
         return _visit(child)
     if isinstance(child, tuple) and child:
+        if constant_lists.plain(child):  # no rule changes a plain constant
+            return child
         items = tuple(_visit_any(c) for c in child)
         if any(a is not b for a, b in zip(items, child, strict=True)):
             return items

@@ -21,7 +21,7 @@ import pglast.ast as A
 import pglast.stream as pglast_stream
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import MaterializedView, Relation, Table, View
-from headwater.planner import pg_compat
+from headwater.planner import constant_lists, pg_compat
 from headwater.planner.naming import targets_named, values_alias, values_query
 from headwater.planner.scope import may_be_system, names_cte, resolve_relation, with_ctes
 from headwater.storage.replica import quote
@@ -87,12 +87,16 @@ class Binder:
         way to a bound relation are copied, never changed: the caller's tree stays as
         it was."""
         if isinstance(node, tuple | list):
+            if constant_lists.plain(node):  # constants name no relation
+                return node
             items = [self.bind(item, ctes) for item in node]
             if all(a is b for a, b in zip(items, node, strict=True)):
                 return node
             return type(node)(items)
         if not isinstance(node, A.Node):
             return node
+        if constant_lists.long_in_list(node):
+            return self._in_list(node, ctes)
         ctes = with_ctes(node, ctes)
         node = targets_named(values_alias(node))  # columns named as PostgreSQL names them
         changes = {}
@@ -117,6 +121,16 @@ class Binder:
         node = copy.copy(node)
         for name, new in changes.items():
             setattr(node, name, new)
+        return node
+
+    def _in_list(self, node: A.A_Expr, ctes: frozenset[str]) -> A.A_Expr:
+        """`x IN (<many constants>)` with the constants printed once, as a placeholder
+        the deparser prints as a column name (planner/constant_lists.py)."""
+        placeholder = f"__hw{self.nonce}_{len(self.subs)}__"
+        self.subs[placeholder] = constant_lists.sql(node.rexpr)
+        node = copy.copy(node)
+        node.lexpr = self.bind(node.lexpr, ctes)
+        node.rexpr = (A.ColumnRef(fields=(A.String(sval=placeholder),)),)
         return node
 
     def bind_range_var(self, rv: A.RangeVar, ctes: frozenset[str]) -> A.RangeVar:

@@ -19,8 +19,11 @@ from headwater.storage.replica import CURRENT, Replica, quote
 from headwater.errors import StringTooLong
 
 
-def check(table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> pa.Table:
-    """`new` if its rows satisfy the table's constraints (read on `cur`); else the error."""
+def check(
+    table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection, old: pa.Table | None = None
+) -> pa.Table:
+    """`new` if its rows satisfy the table's constraints (read on `cur`); else the error.
+    `old`: the versions the statement retires (already retired on `cur`)."""
     for col in table.columns:
         arr = new.column(col.name)
         if col.not_null and arr.null_count:
@@ -33,8 +36,26 @@ def check(table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> pa.Tab
                 raise StringTooLong(f"value too long for type {col.type.sql()}")
     check_rows(table, new, cur)  # as PostgreSQL: before the unique indexes see the row
     for key in table.keys:
-        _check_unique(table, key, new, cur)
+        if not _keeps_keys(key, old, new):
+            _check_unique(table, key, new, cur)
     return new
+
+
+def _keeps_keys(key: Key, old: pa.Table | None, new: pa.Table) -> bool:
+    """Does each new row keep the key of the old row in its place (an UPDATE that sets no
+    key column)? Then its key was unique in the table and its old row is retired: nothing
+    to check, against the table or among the new rows."""
+    if old is None or old.num_rows != new.num_rows:
+        return False
+    try:
+        for c in key.columns:
+            a, b = old.column(c), new.column(c)
+            same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.is_null(b))
+            if not pc.all(same).as_py():
+                return False
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # types that do not compare
+        return False
+    return True
 
 
 def _check_unique(table: Table, key: Key, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> None:

@@ -407,7 +407,7 @@ def apply(
     if old is not None and old.num_rows:
         Replica.retire_versions(cur, table, old.column(RID), w.stamp)
     if new is not None and new.num_rows:
-        new = constraints.check(table, new, cur)
+        new = constraints.check(table, new, cur, old)
         Replica.insert_versions(cur, table, new, w.stamp)
         foreign_keys.check_rows(w.catalog, table, new, cur)
     if actions and old is not None and old.num_rows:
