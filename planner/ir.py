@@ -343,13 +343,28 @@ SUPPORTED_AGGS = {
     "string_agg": "string_agg",
     "percentile_cont": "percentile_cont",
     "percentile_disc": "percentile_disc",
+    "mode": "mode",
+    "array_agg": "array_agg",
+    "json_agg": "json_agg",
+    "jsonb_agg": "jsonb_agg",
+    "json_object_agg": "json_object_agg",
+    "jsonb_object_agg": "jsonb_object_agg",
 }
-OTHER_AGGS = {
+# calls whose value depends on the order of their rows: ORDER BY inside them is kept
+ORDERED_AGGS = (
+    "string_agg",
     "array_agg",
     "json_agg",
     "jsonb_agg",
     "json_object_agg",
     "jsonb_object_agg",
+)
+# calls of two arguments (the second in AggCall.extra)
+TWO_ARG_AGGS = ("string_agg", "json_object_agg", "jsonb_object_agg")
+# aggregates bound here in views only: not as window functions (the window rule
+# renders the others) nor in plain reads (relations.Binder binds those)
+VIEW_ONLY_AGGS = ("mode", *ORDERED_AGGS[1:])
+OTHER_AGGS = {
     "stddev",
     "stddev_pop",
     "stddev_samp",
@@ -360,7 +375,6 @@ OTHER_AGGS = {
     "bit_or",
     "bit_xor",
     "xmlagg",
-    "mode",
     "corr",
     "covar_pop",
     "covar_samp",
@@ -1266,6 +1280,10 @@ class PlanBuilder:
         func = SUPPORTED_AGGS[name]
         if func in ORDERED_SET_AGGS:
             return self.ordered_set_call(fc, func, scope)
+        if self.serving and func in VIEW_ONLY_AGGS:
+            raise _unsupported(f"aggregate function {func}")  # reads: relations.Binder
+        if func == "mode":
+            return self.mode_call(fc, scope)
         if fc.agg_within_group:  # type: ignore[attr-defined]
             raise _unsupported("WITHIN GROUP")
         args = list(fc.args or ())  # type: ignore[attr-defined]
@@ -1274,9 +1292,9 @@ class PlanBuilder:
                 raise GroupingError("aggregate function calls cannot be nested")
         if fc.agg_star:  # type: ignore[attr-defined]
             arg = None
-        elif func == "string_agg":
+        elif func in TWO_ARG_AGGS:
             if len(args) != 2:
-                raise UndefinedFunction("function string_agg requires two arguments")
+                raise UndefinedFunction(f"function {func} requires two arguments")
             arg = self.expr(args[0], scope)
         else:
             if len(args) != 1:
@@ -1284,12 +1302,12 @@ class PlanBuilder:
                     f"function {name} with {len(args)} arguments does not exist"
                 )
             arg = self.expr(args[0], scope)
-        extra = (self.expr(args[1], scope),) if func == "string_agg" else ()
+        extra = (self.expr(args[1], scope),) if func in TWO_ARG_AGGS else ()
         if fc.agg_distinct and fc.agg_order:  # type: ignore[attr-defined]
             _check_distinct_order(fc, {self.expr(a, scope) for a in args}, self, scope)
         order = ()
         if fc.agg_order:  # type: ignore[attr-defined]
-            if func != "string_agg":
+            if func not in ORDERED_AGGS:
                 order = ()  # ORDER BY does not change count/sum/min/max/bool results
             else:  # a constant key orders nothing (DuckDB refuses `ORDER BY 'x'`)
                 order = tuple(self.sort_text(s, scope) for s in fc.agg_order)  # type: ignore[attr-defined]
@@ -1318,6 +1336,22 @@ class PlanBuilder:
         filt = self.expr(fc.agg_filter, scope) if fc.agg_filter is not None else None  # type: ignore[attr-defined]
         return AggCall(self.fresh(), func, arg, False, (fraction,), (), filt)
 
+    def mode_call(self, fc: object, scope: Scope) -> AggCall:
+        """mode() WITHIN GROUP (ORDER BY x): the most frequent non-NULL x, of equally
+        frequent ones the first in the order (PostgreSQL's); re-aggregated per changed
+        group. The sort key (with its direction) is the call's `order`."""
+        if not fc.agg_within_group:  # type: ignore[attr-defined]
+            raise SQLError("WITHIN GROUP is required for ordered-set aggregate mode", "42809")
+        args, order = list(fc.args or ()), list(fc.agg_order or ())  # type: ignore[attr-defined]
+        if args or len(order) != 1:
+            raise UndefinedFunction("function mode with these arguments does not exist")
+        if fc.agg_distinct:  # type: ignore[attr-defined]
+            raise _unsupported("mode(DISTINCT ...)")
+        arg = self.expr(order[0].node, scope)
+        filt = self.expr(fc.agg_filter, scope) if fc.agg_filter is not None else None  # type: ignore[attr-defined]
+        key = (self.sort_text(order[0], scope),)
+        return AggCall(self.fresh(), "mode", arg, False, (), key, filt)
+
     # -- window functions and scalar subqueries ---------------------------------------
     def window_call(
         self, fc: object, scope: Scope, group_keys: dict[str, str] | None, agg: object
@@ -1327,7 +1361,7 @@ class PlanBuilder:
         if self._windows is None or self._probing:
             raise _unsupported("window functions in this position")
         name = fc.funcname[-1].sval.lower()  # type: ignore[attr-defined]
-        if name not in WINDOW_FUNCS and name not in SUPPORTED_AGGS:
+        if name not in WINDOW_FUNCS and name not in SUPPORTED_AGGS or name in VIEW_ONLY_AGGS:
             raise _unsupported(f"window function {name}")
         if fc.agg_distinct or fc.agg_order or fc.agg_within_group:  # type: ignore[attr-defined]
             raise _unsupported(f"DISTINCT or ORDER BY in window function {name}")
@@ -1595,7 +1629,7 @@ class PlanBuilder:
             fname = node.funcname[-1].sval.lower()
             if node.over is not None:
                 return _ref(self.window_call(node, scope, group_keys, agg))
-            if fname in SUPPORTED_AGGS and (node.args or node.agg_star):
+            if fname in SUPPORTED_AGGS and (node.args or node.agg_star or node.agg_within_group):
                 if agg is None:
                     raise GroupingError("aggregate functions are not allowed here")
                 return _ref(agg(node))  # type: ignore[operator]
@@ -1868,7 +1902,7 @@ def _find_aggs(nodes: list[object]) -> bool:
             return False
         if isinstance(n, A.FuncCall) and n.over is None:
             if n.funcname[-1].sval.lower() in SUPPORTED_AGGS.keys() | OTHER_AGGS and (
-                n.args or n.agg_star
+                n.args or n.agg_star or n.agg_within_group
             ):
                 return True
         return any(visit(getattr(n, name)) for name in n)
