@@ -41,7 +41,7 @@ from headwater.engine.rules.context import Append, BatchContext, Fill, Run, Step
 from headwater.engine.rules.output import output
 from headwater.engine.spark_batch import SparkBatch, batch_steps, column_types
 from headwater.engine.spark_sql import to_spark
-from headwater.planner.ir import Aggregate
+from headwater.planner.ir import Aggregate, Recursive
 from sqlglot import exp
 
 log = logging.getLogger("headwater.engine")
@@ -102,6 +102,8 @@ class SparkExecutor:
             why = "an INTERVAL column (Spark has no such column type)"
         elif no_spark := [NO_SPARK_AGGS[f] for f in aggs if f in NO_SPARK_AGGS]:
             why = f"{no_spark[0]} has no Spark form yet"
+        elif any(isinstance(n, Recursive) for n in prog.nodes):
+            why = "WITH RECURSIVE (a LATERAL recursive CTE per epoch) has no Spark form yet"
         else:
             try:
                 for step in batch_steps(prog, ctx):

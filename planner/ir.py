@@ -276,6 +276,37 @@ def window_partitioned(call: Expr, column: str) -> Expr:
     return deparse(tree)
 
 
+# the Scan of a recursive WITH query's own rows inside its recursive term
+RECURSIVE_OID = 2  # below every catalog oid, as the clock's
+
+
+@dataclass(frozen=True)
+class Recursive(Node):
+    """WITH RECURSIVE r AS (base UNION [ALL] step): the fixpoint of `step` (which reads
+    r through the Scan `ref`, oid RECURSIVE_OID) from `base`. Its children, whose
+    changes the operator reads, are the Scans of tables the two terms read (`inputs`);
+    the terms are templates the engine evaluates from scratch over those Scans' rows
+    at an epoch (planner/render.py), not operators. `step` is monotone: scans,
+    filters, projections and inner joins only (planner/ir.py `recursive_cte`)."""
+
+    inputs: tuple[Scan, ...]
+    base: Node
+    step: Node
+    ref: Scan
+    names: tuple[str, ...]
+    all: bool
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.names
+
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+    def with_children(self, *kids: Node) -> Node:
+        return replace(self, inputs=tuple(kids))
+
+
 @dataclass(frozen=True)
 class Plan:
     """A bound SELECT: the root node and the output column names users see."""
@@ -462,6 +493,10 @@ class PlanBuilder:
         self._scalars: list[Callable[[Node], Node]] = []
         self._ctes: dict[str, object] = {}
         self._cte_names: dict[int, list[str]] = {}  # WITH q (a, b): id(query) -> names
+        self._recursive: dict[int, object] = {}  # WITH RECURSIVE's self-reading queries
+        # the recursive query whose recursive term is being bound: its name, the Scan
+        # of its rows, how often the term read it (None: binding the base term)
+        self._rec_ref: dict[str, list] = {}
         self._probing = False  # binding an expression only to compare it with GROUP BY's
         # grouping()'s context in a grouped SELECT: (the set-number column or None, the
         # grouping sets as sets of key texts, the scope), None elsewhere
@@ -501,13 +536,13 @@ class PlanBuilder:
         assert isinstance(stmt, A.SelectStmt)
         if stmt.withClause is None:
             return self._select_body(stmt, parent, ctes)
-        if stmt.withClause.recursive:
-            raise _unsupported("WITH RECURSIVE")
         ctes = dict(ctes)
         for cte in stmt.withClause.ctes:
             if cte.aliascolnames:
                 self._cte_names[id(cte.ctequery)] = [c.sval for c in cte.aliascolnames]
             ctes[cte.ctename] = cte.ctequery
+            if stmt.withClause.recursive and _reads_name(cte.ctequery, cte.ctename):
+                self._recursive[id(cte.ctequery)] = cte
         out = self._select_body(stmt, parent, ctes)
         self._check_unused(stmt.withClause.ctes, ctes)
         return out
@@ -806,7 +841,10 @@ class PlanBuilder:
             colnames = (
                 [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
             )
-            if names_cte(item, ctes):
+            if names_cte(item, ctes) and id(ctes[item.relname]) in self._recursive:
+                self._used_ctes.add(id(ctes[item.relname]))
+                node, names = self.recursive_cte(self._recursive[id(ctes[item.relname])], ctes)
+            elif names_cte(item, ctes):
                 query = ctes[item.relname]
                 self._used_ctes.add(id(query))
                 node, names = self.select(query, None, ctes)
@@ -954,6 +992,65 @@ class PlanBuilder:
             visible[i] = c
         cols = list(zip(visible, node.columns, strict=True))
         return node, Scope([Item(alias, cols)], star=list(cols))
+
+    def recursive_cte(self, cte: object, ctes: dict[str, object]) -> tuple[Node, list[str]]:
+        """A WITH RECURSIVE query read by the query: its own reference inside its
+        recursive term, or the Recursive node of its fixpoint (maintained by
+        recomputing it at each epoch its tables changed: engine/rules/recursive.py)."""
+        name, query = cte.ctename, cte.ctequery  # type: ignore[attr-defined]
+        if name in self._rec_ref:
+            ref = self._rec_ref[name]
+            if ref[1] is None:
+                raise SQLError(
+                    f'recursive reference to query "{name}" must not appear within its'
+                    " non-recursive term",
+                    "42P19",
+                )
+            ref[1] += 1
+            if ref[1] > 1:
+                raise SQLError(
+                    f'recursive reference to query "{name}" must not appear more than once',
+                    "42P19",
+                )
+            return ref[0], list(ref[2])
+        if self.serving:
+            raise _unsupported("WITH RECURSIVE")  # reads: relations.Binder
+        if query.op != enums.SetOperation.SETOP_UNION:  # type: ignore[attr-defined]
+            raise SQLError(
+                f'recursive query "{name}" does not have the form non-recursive-term UNION'
+                " [ALL] recursive-term",
+                "42P19",
+            )
+        if query.sortClause or query.limitCount or query.limitOffset:  # type: ignore[attr-defined]
+            raise _unsupported("ORDER BY/LIMIT in a recursive query")
+        self._rec_ref[name] = [None, None, None]
+        try:
+            base, bnames = self.select(query.larg, None, ctes)  # type: ignore[attr-defined]
+            names = self._cte_names.get(id(query), []) + bnames
+            names = names[: len(bnames)]
+            pos = tuple(f"_r{i}" for i in range(len(bnames)))
+            ref = Scan(RECURSIVE_OID, pos, tuple(self.fresh() for _ in pos))
+            self._rec_ref[name] = [ref, 0, names]
+            step, snames = self.select(query.rarg, None, ctes)  # type: ignore[attr-defined]
+        finally:
+            del self._rec_ref[name]
+        if len(snames) != len(bnames):
+            raise SyntaxErr("each UNION query must have the same number of columns")
+        for n in walk(step):
+            if isinstance(n, Aggregate):  # as PostgreSQL's parser says
+                raise SQLError(
+                    "aggregate functions are not allowed in a recursive query's recursive term",
+                    "42P19",
+                )
+            what = _not_monotone(n)
+            if what:
+                raise _unsupported(f"WITH RECURSIVE with {what} in its recursive term")
+        inputs: list[Scan] = []
+        for n in (*walk(base), *walk(step)):
+            if isinstance(n, Scan) and n.table != RECURSIVE_OID and n not in inputs:
+                inputs.append(n)
+        out = tuple(self.fresh() for _ in bnames)
+        return Recursive(tuple(inputs), base, step, ref, out, bool(query.all)), names  # type: ignore[attr-defined]
 
     def relation(self, rv: object) -> tuple[Node, list[str]]:
 
@@ -1889,6 +1986,37 @@ def equality_sides(node: object) -> tuple[object, object] | None:
     ):
         return node.lexpr, node.rexpr
     return None
+
+
+def _not_monotone(node: Node) -> str | None:
+    """What makes a recursive term's operator not monotone (a row it derives could be
+    withdrawn by another row), or None."""
+    if isinstance(node, Window):
+        return "a window function or LIMIT"
+    if isinstance(node, SemiJoin) and node.anti:
+        return "NOT EXISTS/NOT IN"
+    if isinstance(node, Join) and node.kind not in ("inner", "cross"):
+        return f"a {node.kind.upper()} JOIN"
+    if isinstance(node, SetOp) and node.op != "union":
+        return node.op.upper()
+    if isinstance(node, Difference | Recursive):
+        return "EXCEPT" if isinstance(node, Difference) else "a nested WITH RECURSIVE"
+    return None
+
+
+def _reads_name(query: object, name: str) -> bool:
+    """Does a WITH query mention the relation `name` (unqualified) anywhere?"""
+
+    def visit(n: object) -> bool:
+        if isinstance(n, tuple | list):
+            return any(visit(x) for x in n)
+        if not isinstance(n, A.Node):
+            return False
+        if isinstance(n, A.RangeVar) and n.schemaname is None and n.relname == name:
+            return True
+        return any(visit(getattr(n, k)) for k in n)
+
+    return visit(query)
 
 
 def _find_aggs(nodes: list[object]) -> bool:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from headwater.catalog.identifiers import quote as q
 from headwater.planner import pg_compat
 from headwater.planner.ir import (
+    RECURSIVE_OID,
     AggCall,
     Aggregate,
     Difference,
@@ -30,6 +31,7 @@ from headwater.planner.ir import (
     Node,
     Plan,
     Project,
+    Recursive,
     Scan,
     SemiJoin,
     SetOp,
@@ -193,6 +195,8 @@ def full_sql(node: Node, scan: Callable[[Scan], str], pg_aggregates: bool = Fals
         if node.keep is None:
             return inner
         return f"(SELECT * FROM {inner} AS _w WHERE {node.keep})"
+    if isinstance(node, Recursive):
+        return recursive_sql(node, scan)
     if isinstance(node, Difference):
         return (
             f"(SELECT * FROM {sub(node.left)} AS _l EXCEPT ALL "
@@ -239,3 +243,20 @@ def plan_sql(plan: Plan, scan: Callable[[Scan], str]) -> str:
     if plan.offset is not None:
         sql += f" OFFSET {plan.offset}"
     return sql
+
+
+def recursive_sql(node: Recursive, scan: Callable[[Scan], str]) -> str:
+    """WITH RECURSIVE's fixpoint from scratch, `scan` naming the rows of its inputs
+    (the recursive term's reference to its own rows is `_hw_rec`)."""
+
+    def rows(s: Scan) -> str:
+        return "_hw_rec" if s.table == RECURSIVE_OID else scan(s)
+
+    pos = ", ".join(node.ref.source)
+    union = "UNION ALL" if node.all else "UNION"
+    out = ", ".join(f"{p} AS {n}" for p, n in zip(node.ref.source, node.names, strict=True))
+    return (
+        f"(WITH RECURSIVE _hw_rec({pos}) AS (SELECT * FROM {full_sql(node.base, rows)} AS _b"
+        f" {union} SELECT * FROM {full_sql(node.step, rows)} AS _s)"
+        f" SELECT {out} FROM _hw_rec)"
+    )

@@ -54,6 +54,8 @@ QUERIES = [
     "SELECT id, b FROM t WHERE a IN (SELECT a FROM u WHERE x > {k})",
     "SELECT id, b FROM t WHERE a NOT IN (SELECT a FROM u WHERE x > {k})",
     "SELECT a, count(*) AS n FROM big_t GROUP BY a",
+    "SELECT a, array_agg(b ORDER BY b DESC, id) AS bs, mode() WITHIN GROUP (ORDER BY b) AS m,"
+    " count(DISTINCT (b, s)) AS nd FROM t WHERE id % 3 <> {k} GROUP BY a",
     "SELECT 1 AS one, 'x' AS two",
 ]
 

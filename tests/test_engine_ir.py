@@ -34,7 +34,8 @@ UNSUPPORTED = {
     "SELECT random() FROM t": "volatile function random()",
     "SELECT now() FROM t": "now() outside WHERE",
     "SELECT CURRENT_TIMESTAMP FROM t": "time-dependent",
-    "WITH RECURSIVE r(n) AS (SELECT 1 UNION SELECT n + 1 FROM r) SELECT n FROM r": "RECURSIVE",
+    "WITH RECURSIVE r(n) AS (SELECT a FROM t UNION SELECT n FROM r WHERE NOT EXISTS"
+    " (SELECT 1 FROM u WHERE u.a = r.n)) SELECT n FROM r": "WITH RECURSIVE with NOT EXISTS",
     "SELECT a, count(*) FROM t GROUP BY DISTINCT ROLLUP (a)": "GROUP BY DISTINCT",
     "SELECT mode() WITHIN GROUP (ORDER BY b) OVER () FROM t": "window function mode",
     "SELECT * FROM generate_series(1, 3)": "function in FROM",
