@@ -1595,14 +1595,19 @@ class PlanBuilder:
         lkeys: list[str] = []
         rkeys: list[str] = []
         local: list[object] = []
+        # correlated conjuncts other than equalities: their text (outer columns by their
+        # internal names) and the outer columns they read
+        general: list[str] = []
+        outer_cols: list[str] = []
         conds = _conjuncts(sub.whereClause) if sub.whereClause is not None else []
         for c in conds:
             if _has_sublink(c):
                 local.append(c)  # (an outer reference in there fails to bind)
                 continue
             inner_scope.outer_refs = set()
-            self.expr(c, inner_scope)
-            if not inner_scope.outer_refs:
+            text = self.expr(c, inner_scope)
+            found = set(inner_scope.outer_refs)
+            if not found:
                 local.append(c)
                 continue
             pair = equality_sides(c)
@@ -1617,7 +1622,10 @@ class PlanBuilder:
                     lkeys.append(outer)
                     rkeys.append(inner)
                     continue
-            raise _unsupported("a correlated scalar subquery correlated other than by equality")
+            if not all(isinstance(f, str) and f.isidentifier() for f in found):
+                raise _unsupported("a correlated scalar subquery correlated other than by equality")
+            general.append(text)
+            outer_cols += [f for f in sorted(found) if f not in outer_cols]  # type: ignore[misc]
         if local:
             rnode = self.where(rnode, _and(local), inner_scope, self._ctes)
         windows, self._windows = self._windows, None
@@ -1630,6 +1638,8 @@ class PlanBuilder:
         if inner_scope.outer_refs:
             raise _unsupported("an outer column in the select list of a correlated subquery")
         assert isinstance(agg, Aggregate)
+        if general:
+            return self._correlated_general(agg, exprs[0][1], lkeys, rkeys, general, outer_cols)
         keys = tuple((self.fresh(), k) for k in rkeys)
         grouped = Aggregate(agg.input, keys, agg.aggs)
         v, present, out = self.fresh(), self.fresh(), self.fresh()
@@ -1644,6 +1654,51 @@ class PlanBuilder:
         def joiner(node: Node) -> Node:
             joined = Join("left", node, inner, tuple(lkeys), rnames)
             return Project(joined, tuple((c, c) for c in node.columns) + ((out, pick),))
+
+        self._scalars.append(joiner)
+        return out
+
+    def _correlated_general(
+        self,
+        agg: Aggregate,
+        value: Expr,
+        lkeys: list[str],
+        rkeys: list[str],
+        general: list[str],
+        outer_cols: list[str],
+    ) -> str:
+        """A correlated scalar subquery with non-equality predicates, decorrelated over
+        the outer rows' distinct correlated values D (a "magic set"): D LEFT JOIN R on
+        the predicates, aggregated per D row over the matched rows only (each call
+        FILTERed on a marker of R's side: a D row without matches gets the value on no
+        rows, count 0 and the others NULL), joined back to the outer rows on the
+        correlated columns, NULL-safe (every outer row has its D row).
+
+            x < (SELECT max(y) FROM R WHERE R.k < T.k)
+                -> T JOIN (SELECT d, max(y) FILTER (WHERE m) FROM DISTINCT(T.k) AS d
+                   LEFT JOIN (R, true AS m) ON R.k < d GROUP BY d) ON T.k IS NOT DISTINCT FROM d
+        """
+        cols = list(outer_cols)
+        for k in lkeys:  # the outer expressions the equalities compare
+            cols += [c for c in sorted(refs(k)) if c not in cols]
+        mark, v, out = self.fresh(), self.fresh(), self.fresh()
+        right = Project(agg.input, tuple((c, c) for c in agg.input.columns) + ((mark, "true"),))
+        calls = tuple(
+            replace(a, filter=f"{mark} AND ({a.filter})" if a.filter else mark) for a in agg.aggs
+        )
+
+        def joiner(node: Node) -> Node:
+            d = {c: self.fresh() for c in cols}
+            magic = Distinct(Project(node, tuple((d[c], c) for c in cols)))
+            residual = " AND ".join(f"({substitute_columns(g, d)})" for g in general)
+            lk = tuple(substitute_columns(k, d) for k in lkeys)
+            matched = Join("left", magic, right, lk, tuple(rkeys), residual)
+            g = {c: self.fresh() for c in cols}
+            grouped = Aggregate(matched, tuple((g[c], d[c]) for c in cols), calls)
+            inner = Project(grouped, tuple((g[c], g[c]) for c in cols) + ((v, value),))
+            keys = tuple(g[c] for c in cols)
+            joined = Join("inner", node, inner, tuple(cols), keys, None, True)
+            return Project(joined, tuple((c, c) for c in node.columns) + ((out, v),))
 
         self._scalars.append(joiner)
         return out

@@ -86,6 +86,12 @@ QUERIES = [
     "SELECT id FROM t WHERE b = (SELECT min(b) FROM t t2 WHERE t2.a = t.a)",
     "SELECT id, a FROM t WHERE a IN (SELECT u.a FROM u WHERE u.x > (SELECT avg(b) FROM t t3"
     " WHERE t3.a = u.a))",
+    # correlated by other predicates: over the outer rows' distinct correlated values
+    "SELECT id, (SELECT max(x) FROM u WHERE u.a < t.a) AS m FROM t",
+    "SELECT id, b FROM t WHERE b > (SELECT count(*) FROM u WHERE u.x BETWEEN t.a AND t.b)",
+    "SELECT id, (SELECT sum(x) FROM u WHERE u.a = t.a AND u.x > t.b) AS sx,"
+    " (SELECT count(*) FROM u WHERE u.a IS DISTINCT FROM t.a) AS nd FROM t",
+    "SELECT id FROM t WHERE b = (SELECT min(b) FROM t t2 WHERE t2.a <> t.a AND t2.s = t.s)",
 ]
 
 
