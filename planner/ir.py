@@ -612,8 +612,11 @@ class PlanBuilder:
         scope = Scope([], parent=parent)
         node: Node | None = None
         for item in stmt.fromClause or ():
-            n, s = self.from_item(item, parent, ctes)
-            node = n if node is None else Join("cross", node, n)
+            if isinstance(item, A.RangeSubselect) and item.lateral and node is not None:
+                node, s = self.lateral(item, node, scope, ctes)
+            else:
+                n, s = self.from_item(item, parent, ctes)
+                node = n if node is None else Join("cross", node, n)
             scope.items.extend(s.items)
             scope.star.extend(s.star)
         if node is None:
@@ -868,6 +871,8 @@ class PlanBuilder:
                 [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
             )
             return self._scoped(node, names, alias, colnames)
+        if isinstance(item, A.JoinExpr) and getattr(item.rarg, "lateral", False):
+            return self.lateral_join(item, parent, ctes)
         if isinstance(item, A.JoinExpr):
             left, ls = self.from_item(item.larg, parent, ctes)
             right, rs = self.from_item(item.rarg, parent, ctes)
@@ -992,6 +997,125 @@ class PlanBuilder:
             visible[i] = c
         cols = list(zip(visible, node.columns, strict=True))
         return node, Scope([Item(alias, cols)], star=list(cols))
+
+    def lateral(
+        self,
+        item: A.RangeSubselect,
+        left: Node,
+        scope: Scope,
+        ctes: dict[str, object],
+        outer: bool = False,
+    ) -> tuple[Node, Scope]:
+        """`FROM T, LATERAL (SELECT ... FROM R WHERE ...) AS s`, decorrelated: an
+        aggregate's values (one row per T row) as correlated scalar subqueries joined
+        in; other rows as T JOIN R on the correlated conditions, the subquery's targets
+        projected over the join. Uncorrelated, it is a plain subquery."""
+        sub = item.subquery
+        alias = item.alias.aliasname if item.alias else None
+        colnames = (
+            [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
+        )
+        try:
+            n, names = self.select(sub, None, ctes)
+        except SQLError as e:
+            if e.sqlstate not in ("42703", "42P01"):
+                raise
+        else:
+            node, sc = self._scoped(n, names, alias, colnames)
+            return Join("left" if outer else "cross", left, node), sc
+        if not (
+            isinstance(sub, A.SelectStmt)
+            and sub.op == enums.SetOperation.SETOP_NONE
+            and not sub.groupClause
+            and sub.havingClause is None
+            and not sub.distinctClause
+            and sub.withClause is None
+            and sub.limitCount is None
+            and sub.limitOffset is None
+            and not sub.sortClause
+            and sub.fromClause
+        ):
+            raise _unsupported("LATERAL with GROUP BY, DISTINCT, ORDER BY or LIMIT")
+        targets = list(sub.targetList or ())
+        if all(_find_aggs([rt.val]) for rt in targets):
+            mark = len(self._scalars)
+            outs = [self.correlated_scalar(replace_targets(sub, (rt,)), scope) for rt in targets]
+            node = self.join_scalars(left, mark)
+            names = [rt.name or pg_column_name(rt.val) for rt in targets]
+            return node, self._scoped_cols(list(zip(names, outs, strict=True)), alias, colnames)
+        if any(_find_aggs([rt.val]) for rt in targets):
+            raise _unsupported("LATERAL mixing aggregates and other columns")
+        inner_scope = Scope([], parent=scope)
+        rnode: Node | None = None
+        for f in sub.fromClause:
+            n, sc = self.from_item(f, scope, ctes)
+            rnode = n if rnode is None else Join("cross", rnode, n)
+            inner_scope.items.extend(sc.items)
+            inner_scope.star.extend(sc.star)
+        assert rnode is not None
+        local: list[object] = []
+        correlated: list[str] = []
+        for c in _conjuncts(sub.whereClause) if sub.whereClause is not None else []:
+            if _has_sublink(c):
+                local.append(c)
+                continue
+            inner_scope.outer_refs = set()
+            text = self.expr(c, inner_scope)
+            (correlated.append(text) if inner_scope.outer_refs else local.append(c))
+        if local:
+            rnode = self.where(rnode, _and(local), inner_scope, ctes)
+        cond = " AND ".join(f"({c})" for c in correlated) or None
+        kind = "left" if outer else "inner" if cond else "cross"
+        joined = Join(kind, left, rnode, (), (), cond)
+        exprs: list[tuple[str, str]] = []
+        for rt in targets:
+            val = rt.val
+            if isinstance(val, A.ColumnRef) and isinstance(val.fields[-1], A.A_Star):
+                cols = (
+                    inner_scope.star
+                    if len(val.fields) == 1
+                    else inner_scope.star_of(val.fields[-2].sval)
+                )
+                exprs += [(name, internal) for name, internal in cols]
+                continue
+            exprs.append((rt.name or pg_column_name(val), self.expr(val, inner_scope)))
+        outs = [(name, self.fresh(), text) for name, text in exprs]
+        node = Project(
+            joined, tuple((c, c) for c in left.columns) + tuple((o, t) for _, o, t in outs)
+        )
+        return node, self._scoped_cols([(name, o) for name, o, _ in outs], alias, colnames)
+
+    def lateral_join(
+        self, item: A.JoinExpr, parent: Scope | None, ctes: dict[str, object]
+    ) -> tuple[Node, Scope]:
+        """`T [CROSS | INNER | LEFT] JOIN LATERAL (...) s [ON cond]`: `lateral`, then the
+        ON condition as a filter (LEFT JOIN: ON true only, the unmatched T rows padded)."""
+        kind = {enums.JoinType.JOIN_INNER: "inner", enums.JoinType.JOIN_LEFT: "left"}.get(
+            item.jointype
+        )
+        if kind is None or item.usingClause or item.isNatural or item.alias is not None:
+            raise _unsupported("LATERAL in this kind of join")
+        left, ls = self.from_item(item.larg, parent, ctes)
+        lscope = Scope(ls.items, ls.star, parent)
+        assert isinstance(item.rarg, A.RangeSubselect)
+        node, rs = self.lateral(item.rarg, left, lscope, ctes, kind == "left")
+        scope = Scope(ls.items + rs.items, ls.star + rs.star, parent)
+        quals = item.quals
+        always = (
+            isinstance(quals, A.A_Const) and isinstance(quals.val, A.Boolean) and quals.val.boolval
+        )
+        if quals is not None and not always:
+            if kind == "left":
+                raise _unsupported("LEFT JOIN LATERAL with an ON condition other than true")
+            node = Filter(node, self.expr(quals, scope))
+        return node, scope
+
+    def _scoped_cols(
+        self, cols: list[tuple[str, str]], alias: str | None, colnames: list[str]
+    ) -> Scope:
+        """The scope of a FROM item's columns (name, internal), renamed by AS s(a, b)."""
+        visible = [(colnames[i] if i < len(colnames) else n, c) for i, (n, c) in enumerate(cols)]
+        return Scope([Item(alias, visible)], star=list(visible))
 
     def recursive_cte(self, cte: object, ctes: dict[str, object]) -> tuple[Node, list[str]]:
         """A WITH RECURSIVE query read by the query: its own reference inside its
@@ -2041,6 +2165,13 @@ def equality_sides(node: object) -> tuple[object, object] | None:
     ):
         return node.lexpr, node.rexpr
     return None
+
+
+def replace_targets(stmt: A.SelectStmt, targets: tuple) -> A.SelectStmt:
+    """A copy of the SELECT with other targets."""
+    new = copy.copy(stmt)
+    new.targetList = targets
+    return new
 
 
 def _not_monotone(node: Node) -> str | None:

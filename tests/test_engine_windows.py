@@ -92,6 +92,14 @@ QUERIES = [
     "SELECT id, (SELECT sum(x) FROM u WHERE u.a = t.a AND u.x > t.b) AS sx,"
     " (SELECT count(*) FROM u WHERE u.a IS DISTINCT FROM t.a) AS nd FROM t",
     "SELECT id FROM t WHERE b = (SELECT min(b) FROM t t2 WHERE t2.a <> t.a AND t2.s = t.s)",
+    # LATERAL: an aggregate's row per outer row; other rows a join on the correlation
+    "SELECT t.id, s.n, s.m FROM t, LATERAL (SELECT count(*) AS n, max(x) AS m FROM u"
+    " WHERE u.a < t.a) s",
+    "SELECT t.id, s.x FROM t, LATERAL (SELECT u.x FROM u WHERE u.a = t.a AND u.x > t.b) s",
+    "SELECT t.id, s.x FROM t LEFT JOIN LATERAL (SELECT u.x FROM u WHERE u.a <= t.a"
+    " AND u.x > {k}) s ON true",
+    "SELECT t.id, s.id AS uid FROM t CROSS JOIN LATERAL (SELECT * FROM u"
+    " WHERE u.x BETWEEN t.a AND t.b) s",
 ]
 
 
