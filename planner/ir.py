@@ -1023,18 +1023,7 @@ class PlanBuilder:
         else:
             node, sc = self._scoped(n, names, alias, colnames)
             return Join("left" if outer else "cross", left, node), sc
-        if not (
-            isinstance(sub, A.SelectStmt)
-            and sub.op == enums.SetOperation.SETOP_NONE
-            and not sub.groupClause
-            and sub.havingClause is None
-            and not sub.distinctClause
-            and sub.withClause is None
-            and sub.limitCount is None
-            and sub.limitOffset is None
-            and not sub.sortClause
-            and sub.fromClause
-        ):
+        if not (_simple_subquery(sub) and not sub.sortClause):
             raise _unsupported("LATERAL with GROUP BY, DISTINCT, ORDER BY or LIMIT")
         targets = list(sub.targetList or ())
         if all(_find_aggs([rt.val]) for rt in targets):
@@ -1045,14 +1034,7 @@ class PlanBuilder:
             return node, self._scoped_cols(list(zip(names, outs, strict=True)), alias, colnames)
         if any(_find_aggs([rt.val]) for rt in targets):
             raise _unsupported("LATERAL mixing aggregates and other columns")
-        inner_scope = Scope([], parent=scope)
-        rnode: Node | None = None
-        for f in sub.fromClause:
-            n, sc = self.from_item(f, scope, ctes)
-            rnode = n if rnode is None else Join("cross", rnode, n)
-            inner_scope.items.extend(sc.items)
-            inner_scope.star.extend(sc.star)
-        assert rnode is not None
+        rnode, inner_scope = self.inner_from(sub, scope, ctes)
         local: list[object] = []
         correlated: list[str] = []
         for c in _conjuncts(sub.whereClause) if sub.whereClause is not None else []:
@@ -1109,6 +1091,21 @@ class PlanBuilder:
                 raise _unsupported("LEFT JOIN LATERAL with an ON condition other than true")
             node = Filter(node, self.expr(quals, scope))
         return node, scope
+
+    def inner_from(
+        self, sub: A.SelectStmt, scope: Scope, ctes: dict[str, object]
+    ) -> tuple[Node, Scope]:
+        """A correlated subquery's FROM items cross joined, and its scope (whose parent,
+        `scope`, binds the outer columns)."""
+        inner_scope = Scope([], parent=scope)
+        rnode: Node | None = None
+        for item in sub.fromClause:
+            n, sc = self.from_item(item, scope, ctes)
+            rnode = n if rnode is None else Join("cross", rnode, n)
+            inner_scope.items.extend(sc.items)
+            inner_scope.star.extend(sc.star)
+        assert rnode is not None
+        return rnode, inner_scope
 
     def _scoped_cols(
         self, cols: list[tuple[str, str]], alias: str | None, colnames: list[str]
@@ -1694,27 +1691,12 @@ class PlanBuilder:
                 -> T LEFT JOIN (SELECT k, avg(y) FROM R GROUP BY k) ON T.k = k
         """
         if not (
-            isinstance(sub, A.SelectStmt)
-            and sub.op == enums.SetOperation.SETOP_NONE
-            and not sub.groupClause
-            and sub.havingClause is None
-            and not sub.distinctClause
-            and sub.withClause is None
-            and sub.limitCount is None
-            and sub.limitOffset is None
-            and sub.fromClause
+            _simple_subquery(sub)
             and len(sub.targetList or ()) == 1
             and _find_aggs([sub.targetList[0].val])
         ):
             raise _unsupported("a correlated scalar subquery other than an aggregate's value")
-        inner_scope = Scope([], parent=scope)
-        rnode: Node | None = None
-        for item in sub.fromClause:
-            n, sc = self.from_item(item, scope, self._ctes)
-            rnode = n if rnode is None else Join("cross", rnode, n)
-            inner_scope.items.extend(sc.items)
-            inner_scope.star.extend(sc.star)
-        assert rnode is not None
+        rnode, inner_scope = self.inner_from(sub, scope, self._ctes)
         inner_cols = set(rnode.columns)
         lkeys: list[str] = []
         rkeys: list[str] = []
@@ -2165,6 +2147,21 @@ def equality_sides(node: object) -> tuple[object, object] | None:
     ):
         return node.lexpr, node.rexpr
     return None
+
+
+def _simple_subquery(sub: object) -> bool:
+    """SELECT ... FROM ... [WHERE ...]: no set operation, grouping, DISTINCT, WITH, LIMIT."""
+    return (
+        isinstance(sub, A.SelectStmt)
+        and sub.op == enums.SetOperation.SETOP_NONE
+        and not sub.groupClause
+        and sub.havingClause is None
+        and not sub.distinctClause
+        and sub.withClause is None
+        and sub.limitCount is None
+        and sub.limitOffset is None
+        and bool(sub.fromClause)
+    )
 
 
 def replace_targets(stmt: A.SelectStmt, targets: tuple) -> A.SelectStmt:

@@ -29,6 +29,7 @@ from tests.test_engine_support import (
     catalog,
     normalize,
     plan_of,
+    query_rows,
     scans,
 )
 
@@ -99,16 +100,6 @@ def as_text(c: psycopg.Connection | psycopg.Cursor) -> None:
         c.adapters.register_loader(name, TextLoader)
 
 
-def _expect(pg: psycopg.Connection, sqls: list[str]) -> list[list[tuple]]:
-    out = []
-    with pg.cursor() as cur:
-        for sql in sqls:
-            cur.execute(sql)
-            out.append(normalize(cur.fetchall()))
-    pg.commit()
-    return out
-
-
 def test_grouping_views_equal_postgres_at_every_epoch(
     pg: psycopg.Connection, tmp_path: Path
 ) -> None:
@@ -123,8 +114,8 @@ def test_grouping_views_equal_postgres_at_every_epoch(
     for i, sql in enumerate(sqls):
         plan = plan_of(sql, cat)
         engine.create_view(70000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
-    expected = {work.epoch_no: _expect(pg, sqls)}
-    expected |= advance_at_random(engine, work, rng, 40, lambda _: _expect(pg, sqls))
+    expected = {work.epoch_no: query_rows(pg, sqls)}
+    expected |= advance_at_random(engine, work, rng, 40, lambda _: query_rows(pg, sqls))
     assert_views_equal(engine, expected, 70000, sqls, seed)
 
 

@@ -28,6 +28,7 @@ from tests.test_engine_support import (
     catalog,
     normalize,
     plan_of,
+    query_rows,
     scans,
 )
 
@@ -64,16 +65,6 @@ def pg(pg_oracle: object) -> Iterator[psycopg.Connection]:
         yield c
 
 
-def _expect(pg: psycopg.Connection, sqls: list[str]) -> list[list[tuple]]:
-    out = []
-    with pg.cursor() as cur:
-        for sql in sqls:
-            cur.execute(sql)
-            out.append(normalize(cur.fetchall()))
-    pg.commit()
-    return out
-
-
 def test_recursive_views_equal_postgres_at_every_epoch(
     pg: psycopg.Connection, tmp_path: Path
 ) -> None:
@@ -88,8 +79,8 @@ def test_recursive_views_equal_postgres_at_every_epoch(
     for i, sql in enumerate(sqls):
         plan = plan_of(sql, cat)
         engine.create_view(80000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
-    expected = {work.epoch_no: _expect(pg, sqls)}
-    expected |= advance_at_random(engine, work, rng, 40, lambda _: _expect(pg, sqls))
+    expected = {work.epoch_no: query_rows(pg, sqls)}
+    expected |= advance_at_random(engine, work, rng, 40, lambda _: query_rows(pg, sqls))
     for i, sql in enumerate(sqls):  # (none is trivially empty)
         assert any(per_view[i] for per_view in expected.values()), sql
     assert_views_equal(engine, expected, 80000, sqls, seed)
