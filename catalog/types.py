@@ -208,6 +208,9 @@ def duckdb_type(ct: ColumnType) -> str:
         if ps is None:
             return f"DECIMAL({DUCKDB_MAX_PRECISION},{NUMERIC_DEFAULT_SCALE})"
         return f"DECIMAL({ps[0]},{ps[1]})"
+    element = ARRAY_ELEMENT.get(ct.pg.name)
+    if element is not None:  # a materialized view's array_agg column: a DuckDB list
+        return f"{_DUCKDB_SIMPLE[element.name]}[]"
     return _DUCKDB_SIMPLE[ct.pg.name]
 
 

@@ -41,12 +41,23 @@ from headwater.engine.rules.context import Append, BatchContext, Fill, Run, Step
 from headwater.engine.rules.output import output
 from headwater.engine.spark_batch import SparkBatch, batch_steps, column_types
 from headwater.engine.spark_sql import to_spark
+from headwater.planner.ir import Aggregate, Recursive
 from sqlglot import exp
 
 log = logging.getLogger("headwater.engine")
 
 # functions the rendered rules may call that Spark does not have (no UDF registered)
 NO_SPARK_FORM = ("hw_jsonb_in", "hw_avg_w")
+# aggregate calls whose Spark rendering would not be PostgreSQL's: sqlglot turns DuckDB's
+# list(x ORDER BY y) into collect_list(x), which drops the order and the NULLs
+NO_SPARK_AGGS = {
+    "array_agg": "array_agg (Spark's collect_list drops NULLs and the call's ORDER BY)",
+    "json_agg": "json_agg (PostgreSQL's json text; Spark's collect_list drops NULLs)",
+    "jsonb_agg": "jsonb_agg (PostgreSQL's jsonb text; Spark's collect_list drops NULLs)",
+    "json_object_agg": "json_object_agg (PostgreSQL's json text)",
+    "jsonb_object_agg": "jsonb_object_agg (PostgreSQL's jsonb text and key order)",
+    "mode": "mode() WITHIN GROUP (PostgreSQL's pick among equally frequent values)",
+}
 _AVG_DECIMAL = "decimal(37,16)"  # what DuckDB's hw_avg_int / hw_avg_exact return
 
 
@@ -86,8 +97,13 @@ class SparkExecutor:
             return self._why_not[prog.view]
         why: str | None = None
         types = column_types(prog)
+        aggs = [a.func for n in prog.nodes if isinstance(n, Aggregate) for a in n.aggs]
         if any("INTERVAL" in t.upper() for t in types.values()):
             why = "an INTERVAL column (Spark has no such column type)"
+        elif no_spark := [NO_SPARK_AGGS[f] for f in aggs if f in NO_SPARK_AGGS]:
+            why = f"{no_spark[0]} has no Spark form yet"
+        elif any(isinstance(n, Recursive) for n in prog.nodes):
+            why = "WITH RECURSIVE (a LATERAL recursive CTE per epoch) has no Spark form yet"
         else:
             try:
                 for step in batch_steps(prog, ctx):

@@ -846,6 +846,10 @@ def incremental_tree(
             details.append(("Partition Key", [r(e) for e in n.partition] or "none"))
             if n.keep:
                 details.append(("Keep", r(n.keep)))
+        elif isinstance(n, ir.Recursive):
+            kind = "Recursive Union"  # PostgreSQL's name for WITH RECURSIVE's node
+            details.append(("Union", "UNION ALL" if n.all else "UNION"))
+            details.append(("Fixpoint", "recomputed at each epoch its tables changed"))
         else:
             kind = type(n).__name__
         info = operator(n)

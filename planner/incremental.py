@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
+import pglast.ast as A
 from headwater.planner.ir import (
     AggCall,
     Aggregate,
@@ -46,8 +47,9 @@ from headwater.planner.ir import (
     walk,
 )
 from headwater.planner.relations import deparse
-from pglast import ast as A
 from pglast import enums, parse_sql
+from pglast.parser import ParseError
+from pglast.stream import RawStream
 
 from headwater.errors import FeatureNotSupported
 
@@ -238,11 +240,35 @@ def lower_distinct_aggs(node: Node, fresh: Namer | None = None) -> Node:
         return node
     fresh = fresh or Namer(node)
     keys = tuple((fresh(), e) for _, e in node.group)
-    x = fresh()
-    pairs = Distinct(Project(node.input, keys + ((x, node.aggs[0].arg or "NULL"),)))
     group = tuple((n, k) for (n, _), (k, _) in zip(node.group, keys, strict=True))
+    arg = node.aggs[0].arg or "NULL"
+    if (fields := row_fields(arg)) is not None and all(a.func == "count" for a in node.aggs):
+        # count(DISTINCT (a, b)): a row is never NULL, so it is count(*) over the
+        # distinct (g, a, b), with no column of a row type (Spark has no such literal)
+        xs = tuple((fresh(), f) for f in fields)
+        rows = Distinct(Project(node.input, keys + xs))
+        return Aggregate(rows, group, tuple(AggCall(a.name, "count") for a in node.aggs))
+    x = fresh()
+    pairs = Distinct(Project(node.input, keys + ((x, arg),)))
     aggs = tuple(AggCall(a.name, a.func, x) for a in node.aggs)
     return Aggregate(pairs, group, aggs)
+
+
+def row_fields(expr: str) -> tuple[str, ...] | None:
+    """The fields of a row constructor `(a, b)` / `ROW(a, b)`, or None.
+
+    >>> row_fields("(c3, c4 + 1)"), row_fields("c3")
+    (('c3', 'c4 + 1'), None)"""
+    try:
+        val = parse_sql(f"SELECT {expr}")[0].stmt.targetList[0].val
+    except ParseError:
+        return None
+    if isinstance(val, A.FuncCall) and val.funcname[-1].sval == "struct_pack":
+        # ROW(a, b) as pg_compat translates it: struct_pack(f1 => a, f2 => b)
+        return tuple(RawStream()(getattr(f, "arg", f)) for f in val.args)
+    if not isinstance(val, A.RowExpr):
+        return None
+    return tuple(RawStream()(f) for f in val.args)
 
 
 def a_single_arg(node: Aggregate) -> bool:

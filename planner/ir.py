@@ -276,6 +276,37 @@ def window_partitioned(call: Expr, column: str) -> Expr:
     return deparse(tree)
 
 
+# the Scan of a recursive WITH query's own rows inside its recursive term
+RECURSIVE_OID = 2  # below every catalog oid, as the clock's
+
+
+@dataclass(frozen=True)
+class Recursive(Node):
+    """WITH RECURSIVE r AS (base UNION [ALL] step): the fixpoint of `step` (which reads
+    r through the Scan `ref`, oid RECURSIVE_OID) from `base`. Its children, whose
+    changes the operator reads, are the Scans of tables the two terms read (`inputs`);
+    the terms are templates the engine evaluates from scratch over those Scans' rows
+    at an epoch (planner/render.py), not operators. `step` is monotone: scans,
+    filters, projections and inner joins only (planner/ir.py `recursive_cte`)."""
+
+    inputs: tuple[Scan, ...]
+    base: Node
+    step: Node
+    ref: Scan
+    names: tuple[str, ...]
+    all: bool
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.names
+
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+    def with_children(self, *kids: Node) -> Node:
+        return replace(self, inputs=tuple(kids))
+
+
 @dataclass(frozen=True)
 class Plan:
     """A bound SELECT: the root node and the output column names users see."""
@@ -343,13 +374,28 @@ SUPPORTED_AGGS = {
     "string_agg": "string_agg",
     "percentile_cont": "percentile_cont",
     "percentile_disc": "percentile_disc",
+    "mode": "mode",
+    "array_agg": "array_agg",
+    "json_agg": "json_agg",
+    "jsonb_agg": "jsonb_agg",
+    "json_object_agg": "json_object_agg",
+    "jsonb_object_agg": "jsonb_object_agg",
 }
-OTHER_AGGS = {
+# calls whose value depends on the order of their rows: ORDER BY inside them is kept
+ORDERED_AGGS = (
+    "string_agg",
     "array_agg",
     "json_agg",
     "jsonb_agg",
     "json_object_agg",
     "jsonb_object_agg",
+)
+# calls of two arguments (the second in AggCall.extra)
+TWO_ARG_AGGS = ("string_agg", "json_object_agg", "jsonb_object_agg")
+# aggregates bound here in views only: not as window functions (the window rule
+# renders the others) nor in plain reads (relations.Binder binds those)
+VIEW_ONLY_AGGS = ("mode", *ORDERED_AGGS[1:])
+OTHER_AGGS = {
     "stddev",
     "stddev_pop",
     "stddev_samp",
@@ -360,7 +406,6 @@ OTHER_AGGS = {
     "bit_or",
     "bit_xor",
     "xmlagg",
-    "mode",
     "corr",
     "covar_pop",
     "covar_samp",
@@ -448,6 +493,10 @@ class PlanBuilder:
         self._scalars: list[Callable[[Node], Node]] = []
         self._ctes: dict[str, object] = {}
         self._cte_names: dict[int, list[str]] = {}  # WITH q (a, b): id(query) -> names
+        self._recursive: dict[int, object] = {}  # WITH RECURSIVE's self-reading queries
+        # the recursive query whose recursive term is being bound: its name, the Scan
+        # of its rows, how often the term read it (None: binding the base term)
+        self._rec_ref: dict[str, list] = {}
         self._probing = False  # binding an expression only to compare it with GROUP BY's
         # grouping()'s context in a grouped SELECT: (the set-number column or None, the
         # grouping sets as sets of key texts, the scope), None elsewhere
@@ -487,13 +536,13 @@ class PlanBuilder:
         assert isinstance(stmt, A.SelectStmt)
         if stmt.withClause is None:
             return self._select_body(stmt, parent, ctes)
-        if stmt.withClause.recursive:
-            raise _unsupported("WITH RECURSIVE")
         ctes = dict(ctes)
         for cte in stmt.withClause.ctes:
             if cte.aliascolnames:
                 self._cte_names[id(cte.ctequery)] = [c.sval for c in cte.aliascolnames]
             ctes[cte.ctename] = cte.ctequery
+            if stmt.withClause.recursive and _reads_name(cte.ctequery, cte.ctename):
+                self._recursive[id(cte.ctequery)] = cte
         out = self._select_body(stmt, parent, ctes)
         self._check_unused(stmt.withClause.ctes, ctes)
         return out
@@ -563,8 +612,11 @@ class PlanBuilder:
         scope = Scope([], parent=parent)
         node: Node | None = None
         for item in stmt.fromClause or ():
-            n, s = self.from_item(item, parent, ctes)
-            node = n if node is None else Join("cross", node, n)
+            if isinstance(item, A.RangeSubselect) and item.lateral and node is not None:
+                node, s = self.lateral(item, node, scope, ctes)
+            else:
+                n, s = self.from_item(item, parent, ctes)
+                node = n if node is None else Join("cross", node, n)
             scope.items.extend(s.items)
             scope.star.extend(s.star)
         if node is None:
@@ -792,7 +844,10 @@ class PlanBuilder:
             colnames = (
                 [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
             )
-            if names_cte(item, ctes):
+            if names_cte(item, ctes) and id(ctes[item.relname]) in self._recursive:
+                self._used_ctes.add(id(ctes[item.relname]))
+                node, names = self.recursive_cte(self._recursive[id(ctes[item.relname])], ctes)
+            elif names_cte(item, ctes):
                 query = ctes[item.relname]
                 self._used_ctes.add(id(query))
                 node, names = self.select(query, None, ctes)
@@ -816,6 +871,8 @@ class PlanBuilder:
                 [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
             )
             return self._scoped(node, names, alias, colnames)
+        if isinstance(item, A.JoinExpr) and getattr(item.rarg, "lateral", False):
+            return self.lateral_join(item, parent, ctes)
         if isinstance(item, A.JoinExpr):
             left, ls = self.from_item(item.larg, parent, ctes)
             right, rs = self.from_item(item.rarg, parent, ctes)
@@ -940,6 +997,181 @@ class PlanBuilder:
             visible[i] = c
         cols = list(zip(visible, node.columns, strict=True))
         return node, Scope([Item(alias, cols)], star=list(cols))
+
+    def lateral(
+        self,
+        item: A.RangeSubselect,
+        left: Node,
+        scope: Scope,
+        ctes: dict[str, object],
+        outer: bool = False,
+    ) -> tuple[Node, Scope]:
+        """`FROM T, LATERAL (SELECT ... FROM R WHERE ...) AS s`, decorrelated: an
+        aggregate's values (one row per T row) as correlated scalar subqueries joined
+        in; other rows as T JOIN R on the correlated conditions, the subquery's targets
+        projected over the join. Uncorrelated, it is a plain subquery."""
+        sub = item.subquery
+        alias = item.alias.aliasname if item.alias else None
+        colnames = (
+            [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
+        )
+        try:
+            n, names = self.select(sub, None, ctes)
+        except SQLError as e:
+            if e.sqlstate not in ("42703", "42P01"):
+                raise
+        else:
+            node, sc = self._scoped(n, names, alias, colnames)
+            return Join("left" if outer else "cross", left, node), sc
+        if not (_simple_subquery(sub) and not sub.sortClause):
+            raise _unsupported("LATERAL with GROUP BY, DISTINCT, ORDER BY or LIMIT")
+        targets = list(sub.targetList or ())
+        if all(_find_aggs([rt.val]) for rt in targets):
+            mark = len(self._scalars)
+            outs = [self.correlated_scalar(replace_targets(sub, (rt,)), scope) for rt in targets]
+            node = self.join_scalars(left, mark)
+            names = [rt.name or pg_column_name(rt.val) for rt in targets]
+            return node, self._scoped_cols(list(zip(names, outs, strict=True)), alias, colnames)
+        if any(_find_aggs([rt.val]) for rt in targets):
+            raise _unsupported("LATERAL mixing aggregates and other columns")
+        rnode, inner_scope = self.inner_from(sub, scope, ctes)
+        local: list[object] = []
+        correlated: list[str] = []
+        for c in _conjuncts(sub.whereClause) if sub.whereClause is not None else []:
+            if _has_sublink(c):
+                local.append(c)
+                continue
+            inner_scope.outer_refs = set()
+            text = self.expr(c, inner_scope)
+            (correlated.append(text) if inner_scope.outer_refs else local.append(c))
+        if local:
+            rnode = self.where(rnode, _and(local), inner_scope, ctes)
+        cond = " AND ".join(f"({c})" for c in correlated) or None
+        kind = "left" if outer else "inner" if cond else "cross"
+        joined = Join(kind, left, rnode, (), (), cond)
+        exprs: list[tuple[str, str]] = []
+        for rt in targets:
+            val = rt.val
+            if isinstance(val, A.ColumnRef) and isinstance(val.fields[-1], A.A_Star):
+                cols = (
+                    inner_scope.star
+                    if len(val.fields) == 1
+                    else inner_scope.star_of(val.fields[-2].sval)
+                )
+                exprs += [(name, internal) for name, internal in cols]
+                continue
+            exprs.append((rt.name or pg_column_name(val), self.expr(val, inner_scope)))
+        outs = [(name, self.fresh(), text) for name, text in exprs]
+        node = Project(
+            joined, tuple((c, c) for c in left.columns) + tuple((o, t) for _, o, t in outs)
+        )
+        return node, self._scoped_cols([(name, o) for name, o, _ in outs], alias, colnames)
+
+    def lateral_join(
+        self, item: A.JoinExpr, parent: Scope | None, ctes: dict[str, object]
+    ) -> tuple[Node, Scope]:
+        """`T [CROSS | INNER | LEFT] JOIN LATERAL (...) s [ON cond]`: `lateral`, then the
+        ON condition as a filter (LEFT JOIN: ON true only, the unmatched T rows padded)."""
+        kind = {enums.JoinType.JOIN_INNER: "inner", enums.JoinType.JOIN_LEFT: "left"}.get(
+            item.jointype
+        )
+        if kind is None or item.usingClause or item.isNatural or item.alias is not None:
+            raise _unsupported("LATERAL in this kind of join")
+        left, ls = self.from_item(item.larg, parent, ctes)
+        lscope = Scope(ls.items, ls.star, parent)
+        assert isinstance(item.rarg, A.RangeSubselect)
+        node, rs = self.lateral(item.rarg, left, lscope, ctes, kind == "left")
+        scope = Scope(ls.items + rs.items, ls.star + rs.star, parent)
+        quals = item.quals
+        always = (
+            isinstance(quals, A.A_Const) and isinstance(quals.val, A.Boolean) and quals.val.boolval
+        )
+        if quals is not None and not always:
+            if kind == "left":
+                raise _unsupported("LEFT JOIN LATERAL with an ON condition other than true")
+            node = Filter(node, self.expr(quals, scope))
+        return node, scope
+
+    def inner_from(
+        self, sub: A.SelectStmt, scope: Scope, ctes: dict[str, object]
+    ) -> tuple[Node, Scope]:
+        """A correlated subquery's FROM items cross joined, and its scope (whose parent,
+        `scope`, binds the outer columns)."""
+        inner_scope = Scope([], parent=scope)
+        rnode: Node | None = None
+        for item in sub.fromClause:
+            n, sc = self.from_item(item, scope, ctes)
+            rnode = n if rnode is None else Join("cross", rnode, n)
+            inner_scope.items.extend(sc.items)
+            inner_scope.star.extend(sc.star)
+        assert rnode is not None
+        return rnode, inner_scope
+
+    def _scoped_cols(
+        self, cols: list[tuple[str, str]], alias: str | None, colnames: list[str]
+    ) -> Scope:
+        """The scope of a FROM item's columns (name, internal), renamed by AS s(a, b)."""
+        visible = [(colnames[i] if i < len(colnames) else n, c) for i, (n, c) in enumerate(cols)]
+        return Scope([Item(alias, visible)], star=list(visible))
+
+    def recursive_cte(self, cte: object, ctes: dict[str, object]) -> tuple[Node, list[str]]:
+        """A WITH RECURSIVE query read by the query: its own reference inside its
+        recursive term, or the Recursive node of its fixpoint (maintained by
+        recomputing it at each epoch its tables changed: engine/rules/recursive.py)."""
+        name, query = cte.ctename, cte.ctequery  # type: ignore[attr-defined]
+        if name in self._rec_ref:
+            ref = self._rec_ref[name]
+            if ref[1] is None:
+                raise SQLError(
+                    f'recursive reference to query "{name}" must not appear within its'
+                    " non-recursive term",
+                    "42P19",
+                )
+            ref[1] += 1
+            if ref[1] > 1:
+                raise SQLError(
+                    f'recursive reference to query "{name}" must not appear more than once',
+                    "42P19",
+                )
+            return ref[0], list(ref[2])
+        if self.serving:
+            raise _unsupported("WITH RECURSIVE")  # reads: relations.Binder
+        if query.op != enums.SetOperation.SETOP_UNION:  # type: ignore[attr-defined]
+            raise SQLError(
+                f'recursive query "{name}" does not have the form non-recursive-term UNION'
+                " [ALL] recursive-term",
+                "42P19",
+            )
+        if query.sortClause or query.limitCount or query.limitOffset:  # type: ignore[attr-defined]
+            raise _unsupported("ORDER BY/LIMIT in a recursive query")
+        self._rec_ref[name] = [None, None, None]
+        try:
+            base, bnames = self.select(query.larg, None, ctes)  # type: ignore[attr-defined]
+            names = self._cte_names.get(id(query), []) + bnames
+            names = names[: len(bnames)]
+            pos = tuple(f"_r{i}" for i in range(len(bnames)))
+            ref = Scan(RECURSIVE_OID, pos, tuple(self.fresh() for _ in pos))
+            self._rec_ref[name] = [ref, 0, names]
+            step, snames = self.select(query.rarg, None, ctes)  # type: ignore[attr-defined]
+        finally:
+            del self._rec_ref[name]
+        if len(snames) != len(bnames):
+            raise SyntaxErr("each UNION query must have the same number of columns")
+        for n in walk(step):
+            if isinstance(n, Aggregate):  # as PostgreSQL's parser says
+                raise SQLError(
+                    "aggregate functions are not allowed in a recursive query's recursive term",
+                    "42P19",
+                )
+            what = _not_monotone(n)
+            if what:
+                raise _unsupported(f"WITH RECURSIVE with {what} in its recursive term")
+        inputs: list[Scan] = []
+        for n in (*walk(base), *walk(step)):
+            if isinstance(n, Scan) and n.table != RECURSIVE_OID and n not in inputs:
+                inputs.append(n)
+        out = tuple(self.fresh() for _ in bnames)
+        return Recursive(tuple(inputs), base, step, ref, out, bool(query.all)), names  # type: ignore[attr-defined]
 
     def relation(self, rv: object) -> tuple[Node, list[str]]:
 
@@ -1266,6 +1498,10 @@ class PlanBuilder:
         func = SUPPORTED_AGGS[name]
         if func in ORDERED_SET_AGGS:
             return self.ordered_set_call(fc, func, scope)
+        if self.serving and func in VIEW_ONLY_AGGS:
+            raise _unsupported(f"aggregate function {func}")  # reads: relations.Binder
+        if func == "mode":
+            return self.mode_call(fc, scope)
         if fc.agg_within_group:  # type: ignore[attr-defined]
             raise _unsupported("WITHIN GROUP")
         args = list(fc.args or ())  # type: ignore[attr-defined]
@@ -1274,9 +1510,9 @@ class PlanBuilder:
                 raise GroupingError("aggregate function calls cannot be nested")
         if fc.agg_star:  # type: ignore[attr-defined]
             arg = None
-        elif func == "string_agg":
+        elif func in TWO_ARG_AGGS:
             if len(args) != 2:
-                raise UndefinedFunction("function string_agg requires two arguments")
+                raise UndefinedFunction(f"function {func} requires two arguments")
             arg = self.expr(args[0], scope)
         else:
             if len(args) != 1:
@@ -1284,12 +1520,12 @@ class PlanBuilder:
                     f"function {name} with {len(args)} arguments does not exist"
                 )
             arg = self.expr(args[0], scope)
-        extra = (self.expr(args[1], scope),) if func == "string_agg" else ()
+        extra = (self.expr(args[1], scope),) if func in TWO_ARG_AGGS else ()
         if fc.agg_distinct and fc.agg_order:  # type: ignore[attr-defined]
             _check_distinct_order(fc, {self.expr(a, scope) for a in args}, self, scope)
         order = ()
         if fc.agg_order:  # type: ignore[attr-defined]
-            if func != "string_agg":
+            if func not in ORDERED_AGGS:
                 order = ()  # ORDER BY does not change count/sum/min/max/bool results
             else:  # a constant key orders nothing (DuckDB refuses `ORDER BY 'x'`)
                 order = tuple(self.sort_text(s, scope) for s in fc.agg_order)  # type: ignore[attr-defined]
@@ -1318,6 +1554,22 @@ class PlanBuilder:
         filt = self.expr(fc.agg_filter, scope) if fc.agg_filter is not None else None  # type: ignore[attr-defined]
         return AggCall(self.fresh(), func, arg, False, (fraction,), (), filt)
 
+    def mode_call(self, fc: object, scope: Scope) -> AggCall:
+        """mode() WITHIN GROUP (ORDER BY x): the most frequent non-NULL x, of equally
+        frequent ones the first in the order (PostgreSQL's); re-aggregated per changed
+        group. The sort key (with its direction) is the call's `order`."""
+        if not fc.agg_within_group:  # type: ignore[attr-defined]
+            raise SQLError("WITHIN GROUP is required for ordered-set aggregate mode", "42809")
+        args, order = list(fc.args or ()), list(fc.agg_order or ())  # type: ignore[attr-defined]
+        if args or len(order) != 1:
+            raise UndefinedFunction("function mode with these arguments does not exist")
+        if fc.agg_distinct:  # type: ignore[attr-defined]
+            raise _unsupported("mode(DISTINCT ...)")
+        arg = self.expr(order[0].node, scope)
+        filt = self.expr(fc.agg_filter, scope) if fc.agg_filter is not None else None  # type: ignore[attr-defined]
+        key = (self.sort_text(order[0], scope),)
+        return AggCall(self.fresh(), "mode", arg, False, (), key, filt)
+
     # -- window functions and scalar subqueries ---------------------------------------
     def window_call(
         self, fc: object, scope: Scope, group_keys: dict[str, str] | None, agg: object
@@ -1327,7 +1579,7 @@ class PlanBuilder:
         if self._windows is None or self._probing:
             raise _unsupported("window functions in this position")
         name = fc.funcname[-1].sval.lower()  # type: ignore[attr-defined]
-        if name not in WINDOW_FUNCS and name not in SUPPORTED_AGGS:
+        if name not in WINDOW_FUNCS and name not in SUPPORTED_AGGS or name in VIEW_ONLY_AGGS:
             raise _unsupported(f"window function {name}")
         if fc.agg_distinct or fc.agg_order or fc.agg_within_group:  # type: ignore[attr-defined]
             raise _unsupported(f"DISTINCT or ORDER BY in window function {name}")
@@ -1439,39 +1691,29 @@ class PlanBuilder:
                 -> T LEFT JOIN (SELECT k, avg(y) FROM R GROUP BY k) ON T.k = k
         """
         if not (
-            isinstance(sub, A.SelectStmt)
-            and sub.op == enums.SetOperation.SETOP_NONE
-            and not sub.groupClause
-            and sub.havingClause is None
-            and not sub.distinctClause
-            and sub.withClause is None
-            and sub.limitCount is None
-            and sub.limitOffset is None
-            and sub.fromClause
+            _simple_subquery(sub)
             and len(sub.targetList or ()) == 1
             and _find_aggs([sub.targetList[0].val])
         ):
             raise _unsupported("a correlated scalar subquery other than an aggregate's value")
-        inner_scope = Scope([], parent=scope)
-        rnode: Node | None = None
-        for item in sub.fromClause:
-            n, sc = self.from_item(item, scope, self._ctes)
-            rnode = n if rnode is None else Join("cross", rnode, n)
-            inner_scope.items.extend(sc.items)
-            inner_scope.star.extend(sc.star)
-        assert rnode is not None
+        rnode, inner_scope = self.inner_from(sub, scope, self._ctes)
         inner_cols = set(rnode.columns)
         lkeys: list[str] = []
         rkeys: list[str] = []
         local: list[object] = []
+        # correlated conjuncts other than equalities: their text (outer columns by their
+        # internal names) and the outer columns they read
+        general: list[str] = []
+        outer_cols: list[str] = []
         conds = _conjuncts(sub.whereClause) if sub.whereClause is not None else []
         for c in conds:
             if _has_sublink(c):
                 local.append(c)  # (an outer reference in there fails to bind)
                 continue
             inner_scope.outer_refs = set()
-            self.expr(c, inner_scope)
-            if not inner_scope.outer_refs:
+            text = self.expr(c, inner_scope)
+            found = set(inner_scope.outer_refs)
+            if not found:
                 local.append(c)
                 continue
             pair = equality_sides(c)
@@ -1486,7 +1728,10 @@ class PlanBuilder:
                     lkeys.append(outer)
                     rkeys.append(inner)
                     continue
-            raise _unsupported("a correlated scalar subquery correlated other than by equality")
+            if not all(isinstance(f, str) and f.isidentifier() for f in found):
+                raise _unsupported("a correlated scalar subquery correlated other than by equality")
+            general.append(text)
+            outer_cols += [f for f in sorted(found) if f not in outer_cols]  # type: ignore[misc]
         if local:
             rnode = self.where(rnode, _and(local), inner_scope, self._ctes)
         windows, self._windows = self._windows, None
@@ -1499,6 +1744,8 @@ class PlanBuilder:
         if inner_scope.outer_refs:
             raise _unsupported("an outer column in the select list of a correlated subquery")
         assert isinstance(agg, Aggregate)
+        if general:
+            return self._correlated_general(agg, exprs[0][1], lkeys, rkeys, general, outer_cols)
         keys = tuple((self.fresh(), k) for k in rkeys)
         grouped = Aggregate(agg.input, keys, agg.aggs)
         v, present, out = self.fresh(), self.fresh(), self.fresh()
@@ -1513,6 +1760,51 @@ class PlanBuilder:
         def joiner(node: Node) -> Node:
             joined = Join("left", node, inner, tuple(lkeys), rnames)
             return Project(joined, tuple((c, c) for c in node.columns) + ((out, pick),))
+
+        self._scalars.append(joiner)
+        return out
+
+    def _correlated_general(
+        self,
+        agg: Aggregate,
+        value: Expr,
+        lkeys: list[str],
+        rkeys: list[str],
+        general: list[str],
+        outer_cols: list[str],
+    ) -> str:
+        """A correlated scalar subquery with non-equality predicates, decorrelated over
+        the outer rows' distinct correlated values D (a "magic set"): D LEFT JOIN R on
+        the predicates, aggregated per D row over the matched rows only (each call
+        FILTERed on a marker of R's side: a D row without matches gets the value on no
+        rows, count 0 and the others NULL), joined back to the outer rows on the
+        correlated columns, NULL-safe (every outer row has its D row).
+
+            x < (SELECT max(y) FROM R WHERE R.k < T.k)
+                -> T JOIN (SELECT d, max(y) FILTER (WHERE m) FROM DISTINCT(T.k) AS d
+                   LEFT JOIN (R, true AS m) ON R.k < d GROUP BY d) ON T.k IS NOT DISTINCT FROM d
+        """
+        cols = list(outer_cols)
+        for k in lkeys:  # the outer expressions the equalities compare
+            cols += [c for c in sorted(refs(k)) if c not in cols]
+        mark, v, out = self.fresh(), self.fresh(), self.fresh()
+        right = Project(agg.input, tuple((c, c) for c in agg.input.columns) + ((mark, "true"),))
+        calls = tuple(
+            replace(a, filter=f"{mark} AND ({a.filter})" if a.filter else mark) for a in agg.aggs
+        )
+
+        def joiner(node: Node) -> Node:
+            d = {c: self.fresh() for c in cols}
+            magic = Distinct(Project(node, tuple((d[c], c) for c in cols)))
+            residual = " AND ".join(f"({substitute_columns(g, d)})" for g in general)
+            lk = tuple(substitute_columns(k, d) for k in lkeys)
+            matched = Join("left", magic, right, lk, tuple(rkeys), residual)
+            g = {c: self.fresh() for c in cols}
+            grouped = Aggregate(matched, tuple((g[c], d[c]) for c in cols), calls)
+            inner = Project(grouped, tuple((g[c], g[c]) for c in cols) + ((v, value),))
+            keys = tuple(g[c] for c in cols)
+            joined = Join("inner", node, inner, tuple(cols), keys, None, True)
+            return Project(joined, tuple((c, c) for c in node.columns) + ((out, v),))
 
         self._scalars.append(joiner)
         return out
@@ -1595,7 +1887,7 @@ class PlanBuilder:
             fname = node.funcname[-1].sval.lower()
             if node.over is not None:
                 return _ref(self.window_call(node, scope, group_keys, agg))
-            if fname in SUPPORTED_AGGS and (node.args or node.agg_star):
+            if fname in SUPPORTED_AGGS and (node.args or node.agg_star or node.agg_within_group):
                 if agg is None:
                     raise GroupingError("aggregate functions are not allowed here")
                 return _ref(agg(node))  # type: ignore[operator]
@@ -1857,6 +2149,59 @@ def equality_sides(node: object) -> tuple[object, object] | None:
     return None
 
 
+def _simple_subquery(sub: object) -> bool:
+    """SELECT ... FROM ... [WHERE ...]: no set operation, grouping, DISTINCT, WITH, LIMIT."""
+    return (
+        isinstance(sub, A.SelectStmt)
+        and sub.op == enums.SetOperation.SETOP_NONE
+        and not sub.groupClause
+        and sub.havingClause is None
+        and not sub.distinctClause
+        and sub.withClause is None
+        and sub.limitCount is None
+        and sub.limitOffset is None
+        and bool(sub.fromClause)
+    )
+
+
+def replace_targets(stmt: A.SelectStmt, targets: tuple) -> A.SelectStmt:
+    """A copy of the SELECT with other targets."""
+    new = copy.copy(stmt)
+    new.targetList = targets
+    return new
+
+
+def _not_monotone(node: Node) -> str | None:
+    """What makes a recursive term's operator not monotone (a row it derives could be
+    withdrawn by another row), or None."""
+    if isinstance(node, Window):
+        return "a window function or LIMIT"
+    if isinstance(node, SemiJoin) and node.anti:
+        return "NOT EXISTS/NOT IN"
+    if isinstance(node, Join) and node.kind not in ("inner", "cross"):
+        return f"a {node.kind.upper()} JOIN"
+    if isinstance(node, SetOp) and node.op != "union":
+        return node.op.upper()
+    if isinstance(node, Difference | Recursive):
+        return "EXCEPT" if isinstance(node, Difference) else "a nested WITH RECURSIVE"
+    return None
+
+
+def _reads_name(query: object, name: str) -> bool:
+    """Does a WITH query mention the relation `name` (unqualified) anywhere?"""
+
+    def visit(n: object) -> bool:
+        if isinstance(n, tuple | list):
+            return any(visit(x) for x in n)
+        if not isinstance(n, A.Node):
+            return False
+        if isinstance(n, A.RangeVar) and n.schemaname is None and n.relname == name:
+            return True
+        return any(visit(getattr(n, k)) for k in n)
+
+    return visit(query)
+
+
 def _find_aggs(nodes: list[object]) -> bool:
 
     def visit(n: object) -> bool:
@@ -1868,7 +2213,7 @@ def _find_aggs(nodes: list[object]) -> bool:
             return False
         if isinstance(n, A.FuncCall) and n.over is None:
             if n.funcname[-1].sval.lower() in SUPPORTED_AGGS.keys() | OTHER_AGGS and (
-                n.args or n.agg_star
+                n.args or n.agg_star or n.agg_within_group
             ):
                 return True
         return any(visit(getattr(n, name)) for name in n)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from headwater.catalog.identifiers import quote as q
 from headwater.planner import pg_compat
 from headwater.planner.ir import (
+    RECURSIVE_OID,
     AggCall,
     Aggregate,
     Difference,
@@ -31,6 +32,7 @@ from headwater.planner.ir import (
     Node,
     Plan,
     Project,
+    Recursive,
     Scan,
     SemiJoin,
     SetOp,
@@ -47,10 +49,13 @@ def agg_sql(call: AggCall, pg_aggregates: bool = False) -> str:
     """The aggregate call as SQL over the input's internal column names; with
     `pg_aggregates`, as planner/pg_compat.py translates it for plain reads."""
     d = "DISTINCT " if call.distinct else ""
+    order = f" ORDER BY {', '.join(call.order)}" if call.order else ""
+    filt = f" FILTER (WHERE {call.filter})" if call.filter is not None else ""
+    if call.func in ("array_agg", *JSON_AGGS, "mode"):
+        return _collection_agg(call, d, order, filt)
     if call.func == "count" and call.arg is None:
         body = "count(*)"
     elif call.func == "string_agg":
-        order = f" ORDER BY {', '.join(call.order)}" if call.order else ""
         body = f"string_agg({d}{call.arg}, {call.extra[0]}{order})"
     elif call.func == "avg" and not pg_aggregates:
         # PostgreSQL's avg (pg_compat's hw_avg macro): an exact numeric of integers and
@@ -65,11 +70,39 @@ def agg_sql(call: AggCall, pg_aggregates: bool = False) -> str:
         body = f"quantile_disc({call.arg}, {call.extra[0]})"
     else:
         body = f"{call.func}({d}{call.arg})"
-    if call.filter is not None:
-        body += f" FILTER (WHERE {call.filter})"
+    body += filt
     if pg_aggregates:
         body = pg_compat.translate_sql(f"SELECT {body}").removeprefix("SELECT ")
     return body
+
+
+# json_agg & co. as planner/functions/json.py renders them for plain reads: DuckDB's
+# list() of the values (or of one-key objects), its JSON text reformatted as
+# PostgreSQL prints the aggregate (the function named here)
+JSON_AGGS = {
+    "json_agg": "hw_json_agg_text",
+    "jsonb_agg": "hw_jsonb_in",
+    "json_object_agg": "hw_json_object_agg_text",
+    "jsonb_object_agg": "hw_jsonb_in",
+}
+
+
+def _collection_agg(call: AggCall, d: str, order: str, filt: str) -> str:
+    """array_agg, json_agg & co. and mode() as DuckDB SQL giving PostgreSQL's values
+    (array_agg keeps NULLs, as DuckDB's list(); all give NULL on no rows)."""
+    if call.func == "array_agg":
+        return f"list({d}{call.arg}{order}){filt}"
+    if call.func == "mode":
+        # DuckDB's mode() picks, of equally frequent values, the one it met first:
+        # with its rows in the call's order, PostgreSQL's pick (NULLs skipped)
+        return f"mode({call.arg}{order}){filt}"
+    if call.func in ("json_object_agg", "jsonb_object_agg"):
+        pair = f"json_object(CAST({call.arg} AS VARCHAR), {call.extra[0]})"
+        listed = f"list({d}{pair}{order}){filt}"
+        text = f"hw_json_merge_objects(CAST(to_json({listed}) AS VARCHAR))"
+    else:
+        text = f"CAST(to_json(list({d}{call.arg}{order}){filt}) AS VARCHAR)"
+    return f"CAST({JSON_AGGS[call.func]}({text}) AS JSON)"
 
 
 def ns_eq(a: list[str], b: list[str]) -> str:
@@ -168,6 +201,8 @@ def full_sql(node: Node, scan: Callable[[Scan], str], pg_aggregates: bool = Fals
         if node.keep is None:
             return inner
         return f"(SELECT * FROM {inner} AS _w WHERE {node.keep})"
+    if isinstance(node, Recursive):
+        return recursive_sql(node, scan)
     if isinstance(node, Difference):
         return (
             f"(SELECT * FROM {sub(node.left)} AS _l EXCEPT ALL "
@@ -214,3 +249,20 @@ def plan_sql(plan: Plan, scan: Callable[[Scan], str]) -> str:
     if plan.offset is not None:
         sql += f" OFFSET {plan.offset}"
     return sql
+
+
+def recursive_sql(node: Recursive, scan: Callable[[Scan], str]) -> str:
+    """WITH RECURSIVE's fixpoint from scratch, `scan` naming the rows of its inputs
+    (the recursive term's reference to its own rows is `_hw_rec`)."""
+
+    def rows(s: Scan) -> str:
+        return "_hw_rec" if s.table == RECURSIVE_OID else scan(s)
+
+    pos = ", ".join(node.ref.source)
+    union = "UNION ALL" if node.all else "UNION"
+    out = ", ".join(f"{p} AS {n}" for p, n in zip(node.ref.source, node.names, strict=True))
+    return (
+        f"(WITH RECURSIVE _hw_rec({pos}) AS (SELECT * FROM {full_sql(node.base, rows)} AS _b"
+        f" {union} SELECT * FROM {full_sql(node.step, rows)} AS _s)"
+        f" SELECT {out} FROM _hw_rec)"
+    )

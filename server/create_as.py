@@ -92,11 +92,11 @@ def execute(s: Session, w: WriteTxn, stmt: A.CreateTableAsStmt, params: list[Any
     for c in cols:
         if c.name in HIDDEN:
             raise FeatureNotSupported(f'column name "{c.name}" is reserved by Headwater')
+        if c.type.pg.name.startswith("_"):  # as CREATE TABLE says of such a column
+            raise FeatureNotSupported("array types are not supported yet")
         try:
             c.type.duckdb()
-        except KeyError:  # as CREATE TABLE says of such a column
-            if c.type.pg.name.startswith("_"):
-                raise FeatureNotSupported("array types are not supported yet") from None
+        except KeyError:
             raise FeatureNotSupported(f"type {c.type.sql()} is not supported yet") from None
     table = Table(cat.allocate_oid(), schema, rv.relname, cols)
     cat.add_relation(table)

@@ -54,6 +54,12 @@ QUERIES = [
     "SELECT id, b FROM t WHERE a IN (SELECT a FROM u WHERE x > {k})",
     "SELECT id, b FROM t WHERE a NOT IN (SELECT a FROM u WHERE x > {k})",
     "SELECT a, count(*) AS n FROM big_t GROUP BY a",
+    "SELECT a, array_agg(b ORDER BY b DESC, id) AS bs, mode() WITHIN GROUP (ORDER BY b) AS m,"
+    " count(DISTINCT (b, s)) AS nd FROM t WHERE id % 3 <> {k} GROUP BY a",
+    "WITH RECURSIVE r(src, dst) AS (SELECT a, x FROM u WHERE x > {k} UNION"
+    " SELECT r.src, u.x FROM r JOIN u ON r.dst = u.a)"
+    " SELECT src, count(*) AS n FROM r GROUP BY src",
+    "SELECT id, (SELECT count(*) FROM u WHERE u.x < t.b) AS n FROM t",
     "SELECT 1 AS one, 'x' AS two",
 ]
 

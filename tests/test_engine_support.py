@@ -179,6 +179,17 @@ def normalize(rows: list[tuple]) -> list[tuple]:
     return sorted((tuple(norm(v) for v in r) for r in rows), key=repr)
 
 
+def query_rows(pg: Any, sqls: list[str]) -> list[list[tuple]]:
+    """Each query's rows in PostgreSQL now (normalized), in one transaction."""
+    out = []
+    with pg.cursor() as cur:
+        for sql in sqls:
+            cur.execute(sql)
+            out.append(normalize(cur.fetchall()))
+    pg.commit()
+    return out
+
+
 def arrow_rows(t: pa.Table) -> list[tuple]:
     cols = [c.to_pylist() for c in t.columns]
     return list(zip(*cols, strict=True)) if cols else []

@@ -86,6 +86,20 @@ QUERIES = [
     "SELECT id FROM t WHERE b = (SELECT min(b) FROM t t2 WHERE t2.a = t.a)",
     "SELECT id, a FROM t WHERE a IN (SELECT u.a FROM u WHERE u.x > (SELECT avg(b) FROM t t3"
     " WHERE t3.a = u.a))",
+    # correlated by other predicates: over the outer rows' distinct correlated values
+    "SELECT id, (SELECT max(x) FROM u WHERE u.a < t.a) AS m FROM t",
+    "SELECT id, b FROM t WHERE b > (SELECT count(*) FROM u WHERE u.x BETWEEN t.a AND t.b)",
+    "SELECT id, (SELECT sum(x) FROM u WHERE u.a = t.a AND u.x > t.b) AS sx,"
+    " (SELECT count(*) FROM u WHERE u.a IS DISTINCT FROM t.a) AS nd FROM t",
+    "SELECT id FROM t WHERE b = (SELECT min(b) FROM t t2 WHERE t2.a <> t.a AND t2.s = t.s)",
+    # LATERAL: an aggregate's row per outer row; other rows a join on the correlation
+    "SELECT t.id, s.n, s.m FROM t, LATERAL (SELECT count(*) AS n, max(x) AS m FROM u"
+    " WHERE u.a < t.a) s",
+    "SELECT t.id, s.x FROM t, LATERAL (SELECT u.x FROM u WHERE u.a = t.a AND u.x > t.b) s",
+    "SELECT t.id, s.x FROM t LEFT JOIN LATERAL (SELECT u.x FROM u WHERE u.a <= t.a"
+    " AND u.x > {k}) s ON true",
+    "SELECT t.id, s.id AS uid FROM t CROSS JOIN LATERAL (SELECT * FROM u"
+    " WHERE u.x BETWEEN t.a AND t.b) s",
 ]
 
 
@@ -164,3 +178,40 @@ def test_window_views_backfill_and_batches(pg: psycopg.Connection, tmp_path: Pat
     expected = {work.epoch_no: _expect(pg, sqls)}
     expected |= advance_at_random(engine, work, rng, 60, lambda _: _expect(pg, sqls))
     assert_views_equal(engine, expected, 60000, sqls, seed)
+
+
+SERVER_VIEWS = {
+    "cor_below": "SELECT id, (SELECT max(x) FROM cor_u WHERE cor_u.a < cor_t.a) AS m FROM cor_t",
+    "cor_lateral": "SELECT cor_t.id, s.n FROM cor_t, LATERAL (SELECT count(*) AS n FROM cor_u"
+    " WHERE cor_u.x BETWEEN cor_t.a AND cor_t.a + 2) s",
+    "cor_rows": "SELECT cor_t.id, s.x FROM cor_t LEFT JOIN LATERAL (SELECT cor_u.x FROM cor_u"
+    " WHERE cor_u.a <= cor_t.a) s ON true",
+}
+
+
+def test_correlated_through_the_server(conn: psycopg.Connection, pg_oracle: object) -> None:
+    """Non-equality correlation and LATERAL through the server (CREATE, writes, reads),
+    equal to PostgreSQL after each write."""
+    with psycopg.connect(pg_oracle.dsn, autocommit=True) as pg:  # type: ignore[attr-defined]
+        for ddl in (
+            "CREATE TABLE cor_t (id int, a int)",
+            "CREATE TABLE cor_u (id int, a int, x int)",
+        ):
+            pg.execute(f"DROP TABLE IF EXISTS {ddl.split()[2]}")
+            pg.execute(ddl)
+            conn.execute(ddl)
+        for name, sql in SERVER_VIEWS.items():
+            conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+        writes = [
+            "INSERT INTO cor_t VALUES (1, 1), (2, 3), (3, NULL)",
+            "INSERT INTO cor_u VALUES (1, 0, 2), (2, 2, 5), (3, NULL, 1)",
+            "UPDATE cor_u SET a = 4 WHERE id = 1",
+            "DELETE FROM cor_t WHERE id = 2",
+            "INSERT INTO cor_t VALUES (4, 5)",
+        ]
+        for w in writes:
+            conn.execute(w)
+            pg.execute(w)
+            for name, sql in SERVER_VIEWS.items():
+                got = normalize(conn.execute(f"SELECT * FROM {name}").fetchall())
+                assert got == normalize(pg.execute(sql).fetchall()), (name, w)

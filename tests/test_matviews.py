@@ -346,13 +346,17 @@ def test_writes_into_a_materialized_view_refused_as_postgres(
 @pytest.mark.parametrize(
     ("query", "named"),
     [
-        ("SELECT array_agg(a) AS arr FROM {t}", "array_agg"),
+        ("SELECT var_pop(a) AS v FROM {t}", "var_pop"),
         ("SELECT id, array_agg(a) OVER (PARTITION BY a) AS r FROM {t}", "window function"),
         ("SELECT id, now() AS at FROM {t}", "now()"),
         ("SELECT id FROM {t} WHERE a > random()", "random()"),
-        ("SELECT id, (SELECT max(a) FROM {t} u WHERE u.a < s.a) AS m FROM {t} s", "correlated"),
         (
-            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r",
+            "SELECT a, (SELECT max(a) FROM {t} u WHERE u.a < s.a) AS m FROM {t} s GROUP BY a",
+            "correlated",
+        ),
+        (
+            "WITH RECURSIVE r(n) AS (SELECT a FROM {t} UNION SELECT r.n FROM r"
+            " LEFT JOIN {t} ON {t}.a = r.n + 1) SELECT n FROM r",
             "RECURSIVE",
         ),
         ("SELECT id FROM {t} WHERE a > ALL (SELECT a FROM {t})", "subquery in this position"),

@@ -30,7 +30,7 @@ from headwater.engine import spark_sql
 from headwater.engine.delta import Batch, ViewProgram
 from headwater.engine.rules.context import BatchContext
 from headwater.engine.spark_batch import SparkBatch, batch_steps, column_types, tables_written
-from headwater.engine.spark_executor import register_udfs
+from headwater.engine.spark_executor import SparkExecutor, register_udfs
 from headwater.planner.incremental import incrementalize
 from headwater.planner.pg_compat import install_functions
 
@@ -52,6 +52,7 @@ SHAPES = [
         "SELECT a, count(DISTINCT b) AS nd, sum(DISTINCT b) AS sd FROM t GROUP BY a",
     ),
     ("string_agg", "SELECT a, string_agg(s, ',' ORDER BY s) AS ss FROM t GROUP BY a"),
+    ("count_distinct_rows", "SELECT a, count(DISTINCT (b, s)) AS n FROM t GROUP BY a"),
     ("distinct", "SELECT DISTINCT a, s FROM t"),
     ("union", "SELECT a FROM t UNION SELECT a FROM u"),
     ("union_all", "SELECT a FROM t UNION ALL SELECT a FROM u"),
@@ -185,3 +186,29 @@ def test_spark_runs_the_rules_as_duckdb_does(spark: Any, name: str, sql: str) ->
 def test_renderer_examples() -> None:
     """The fix-ups' docstring examples hold."""
     assert doctest.testmod(spark_sql).failed == 0
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a, array_agg(b ORDER BY id) AS bs FROM t GROUP BY a",
+        "SELECT jsonb_agg(s ORDER BY id) AS j FROM t",
+        "SELECT a, mode() WITHIN GROUP (ORDER BY b) AS m FROM t GROUP BY a",
+        "WITH RECURSIVE r(v) AS (SELECT a FROM t UNION SELECT u.x FROM r JOIN u ON u.a = r.v)"
+        " SELECT v FROM r",
+    ],
+)
+def test_duckdb_only_views_say_why(sql: str, tmp_path: Any) -> None:
+    """array_agg, json(b)_agg & co. and mode() would lose PostgreSQL's value on Spark
+    (collect_list drops NULLs and the call's order), WITH RECURSIVE's fixpoint per epoch
+    has no Spark SQL form: the executor says why not."""
+    plan = incrementalize(plan_of(sql, catalog()))
+    sc = scans()
+    prog = ViewProgram(1, plan, {o: sc[o] for o in plan.tables})
+    db = duckdb.connect()
+    install_functions(db)
+    prog.prepare(db)
+    ex = SparkExecutor(tmp_path, lambda: None, None)  # type: ignore[arg-type]
+    ctx = BatchContext(program=1, frontier=0, end=1, first=True, epochs=1, changes=lambda o, a: "")
+    why = ex.expressible(prog, ctx)
+    assert why is not None and "no Spark form" in why, why

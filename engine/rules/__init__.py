@@ -15,6 +15,8 @@ reasoning:
     rules/setop.py              INTERSECT, EXCEPT    counts per row on each side
     rules/window.py             window functions,    the input's rows + last output
                                 top-N                (partitions recomputed)
+    rules/recursive.py          WITH RECURSIVE       each input's rows + last output
+                                (monotone)           (the fixpoint recomputed)
     rules/output.py             the view's output    versions and change log
 
 `changes(node, op, ctx)` picks the rule of a node; `state_schemas` the state
@@ -36,6 +38,7 @@ from headwater.engine.rules.linear_aggregate import (
     linear_aggregate,
     linear_aggregate_states,
 )
+from headwater.engine.rules.recursive import recursive, recursive_states
 from headwater.engine.rules.setop import setop, setop_states
 from headwater.engine.rules.sources import scan, values
 from headwater.engine.rules.window import window, window_states
@@ -47,6 +50,7 @@ from headwater.planner.ir import (
     Join,
     Node,
     Project,
+    Recursive,
     Scan,
     SetOp,
     Values,
@@ -76,6 +80,8 @@ def rule_of(node: Node) -> Rule:
         return union_all if node.op == "union" else setop
     if isinstance(node, Window):
         return window
+    if isinstance(node, Recursive):
+        return recursive
     raise TypeError(f"no rule for {type(node).__name__}")
 
 
@@ -100,4 +106,6 @@ def state_schemas(
         return setop_states(program, op, empty(node))
     if isinstance(node, Window):
         return window_states(program, op, empty(node.input), empty(node))
+    if isinstance(node, Recursive):
+        return recursive_states(node, program, op, [empty(s) for s in node.inputs], empty(node))
     return []

@@ -1,4 +1,5 @@
-"""Other aggregates (MIN/MAX, STRING_AGG, BOOL_AND/OR, DISTINCT calls): re-aggregate.
+"""Other aggregates (MIN/MAX, STRING_AGG, ARRAY_AGG, JSON[B]_AGG, JSON[B]_OBJECT_AGG, MODE,
+PERCENTILE_*, BOOL_AND/OR, DISTINCT calls): re-aggregate.
 
 Each group the batch changed is re-aggregated at each epoch it changed, from its
 rows at that epoch: the state `m` (the multiset of the group's input rows, only the
