@@ -1,8 +1,8 @@
 """`--object-store`: the engine's state and Spark's checkpoint, copied to the bucket.
 
 The change log is in the bucket already (SlateDB); the engine's state is what a start
-would otherwise rebuild by backfilling every view. Every `HEADWATER_ENGINE_SNAPSHOT_S`
-seconds (10 by default, never more often than every 10 copy-durations) and at
+would otherwise rebuild by backfilling every view. Every 10 s (or ten times the last
+copy's duration, if longer; `HEADWATER_ENGINE_SNAPSHOT_S` sets a fixed period) and at
 shutdown, `ship` captures one consistent copy (engine/state_copy.py: the DuckDB
 database, the Parquet files its manifest lists, Spark's checkpoint) and makes it the
 bucket's snapshot (storage/bucket_snapshot.py: new files, then the manifest, then the
@@ -93,12 +93,15 @@ class EngineSnapshots:
 
     # -- while running -----------------------------------------------------------------
     async def loop(self) -> None:
+        """A copy every PERIOD seconds, or DUTY times the last copy's duration if that
+        is longer (a large state is not copied back to back); a period set in
+        PERIOD_ENV is kept as it is (tests: as often as possible)."""
         try:
-            every = float(os.environ.get(PERIOD_ENV, PERIOD))
-        except ValueError:
-            every = PERIOD
+            fixed: float | None = float(os.environ[PERIOD_ENV])
+        except (KeyError, ValueError):
+            fixed = None
         while True:
-            await asyncio.sleep(max(every, DUTY * self._took))
+            await asyncio.sleep(fixed if fixed is not None else max(PERIOD, DUTY * self._took))
             await asyncio.to_thread(self.ship)
 
     def ship(self) -> None:
