@@ -65,6 +65,7 @@ class EngineSnapshots:
             return
         from headwater.engine.state_copy import DATABASE, relocate
 
+        shutil.rmtree(state_dir, ignore_errors=True)  # (what a fetch cut short left)
         try:
             body = self.bucket.fetch(state_dir, last=DATABASE)
             if body is None:
@@ -105,24 +106,26 @@ class EngineSnapshots:
             await asyncio.to_thread(self.ship)
 
     def ship(self) -> None:
-        """Copy the engine's state to the bucket, unless nothing changed. A copy by a
-        fenced server is skipped; one racing the fencing is older than the new writer's,
-        never wrong (its frontiers are epochs of the same log)."""
+        """Copy the engine's state to the bucket, unless nothing changed. A fenced
+        server neither copies nor writes the manifest nor deletes; a manifest racing the
+        fencing is older than the new writer's, never wrong (its frontiers are epochs
+        of the same log)."""
         engine = self.instance.matviews.engine
-        if self.bucket is None or engine is None or self.instance.store.fenced is not None:
+        if self.bucket is None or engine is None or self._fenced():
             return
         staging = self.instance.config.data_dir / STAGING
         with self._lock:
             t0 = time.monotonic()
             try:
                 copy = engine.capture(staging, self._fingerprint)
-                if copy is None or self.instance.store.fenced is not None:
+                if copy is None:
                     return
                 meta = {"last_epoch": copy.last_epoch, "frontiers": copy.frontiers}
-                done = self.bucket.ship(copy.root, copy.files, meta, self._injected)
+                done = self.bucket.ship(
+                    copy.root, copy.files, meta, self._injected, lambda: not self._fenced()
+                )
                 self._fingerprint = copy.fingerprint
-                self._took = time.monotonic() - t0
-                log.info(
+                log.debug(
                     "views' state copied to %s (snapshot %s, frontiers %s): %d files, "
                     "%d uploaded (%d bytes), %d deleted, %.2fs",
                     self.bucket.store.url,
@@ -132,14 +135,18 @@ class EngineSnapshots:
                     done.uploaded,
                     done.uploaded_bytes,
                     done.deleted,
-                    self._took,
+                    time.monotonic() - t0,
                 )
             except Exception as e:
                 log.warning(
                     "the views' state could not be copied to %s: %s", self.bucket.store.url, e
                 )
             finally:
+                self._took = time.monotonic() - t0  # (a failed copy costs as much)
                 shutil.rmtree(staging, ignore_errors=True)
+
+    def _fenced(self) -> bool:
+        return self.instance.store.fenced is not None
 
     def _injected(self, done: int, total: int) -> None:
         faults = self.instance.config.data_dir / "faults"

@@ -38,6 +38,10 @@ CHUNK = 8 << 20
 log = logging.getLogger("headwater.storage")
 
 
+class Fenced(Exception):
+    """Another server took over the area while a snapshot was being shipped."""
+
+
 @dataclass(frozen=True)
 class Shipped:
     id: str
@@ -62,9 +66,12 @@ class BucketSnapshots:
         files: Mapping[str, bool],
         meta: dict[str, Any],
         uploaded: Callable[[int, int], None] | None = None,
+        writer: Callable[[], bool] = lambda: True,
     ) -> Shipped:
         """Make `root`'s `files` (relative path -> immutable) the area's snapshot.
-        `uploaded(done, total)` is called after each upload (fault injection)."""
+        `uploaded(done, total)` is called after each upload (fault injection);
+        `writer()` is asked before the manifest is written and before objects are
+        deleted (False: another server writes this area now; Fenced is raised)."""
         from pyarrow import fs
 
         s3 = filesystem()
@@ -90,12 +97,14 @@ class BucketSnapshots:
             self._present.add(key)
             if uploaded is not None:
                 uploaded(n, len(todo))
+        if not writer():
+            raise Fenced(f"another server writes {self.store.url}/{self.area}")
         sid = uuid.uuid4().hex
         body = {"id": sid, "written_at": time.time(), "meta": meta, "files": keys}
         with s3.open_output_stream(object_key(self.store, self._name(MANIFEST))) as out:
             out.write(json.dumps(body, sort_keys=True).encode())
         named = set(keys.values())
-        stale = sorted(self._present - named)
+        stale = sorted(self._present - named) if writer() else []
         for key in stale:
             try:
                 s3.delete_file(object_key(self.store, key))

@@ -111,16 +111,20 @@ def _objects(prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def _manifest(prefix: str) -> dict | None:
-    """The engine's snapshot manifest in the bucket (server/engine_snapshots.py)."""
+def _object_text(key: str) -> str | None:
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     try:
-        body = s3.get_object(Bucket=BUCKET, Key=f"{prefix}/engine/snapshot.json")["Body"]
+        return s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
     except s3.exceptions.NoSuchKey:
         return None
-    return json.loads(body.read())
+
+
+def _manifest(prefix: str) -> dict | None:
+    """The engine's snapshot manifest in the bucket (server/engine_snapshots.py)."""
+    text = _object_text(f"{prefix}/engine/snapshot.json")
+    return None if text is None else json.loads(text)
 
 
 VIEWS = {
@@ -378,7 +382,12 @@ def test_spark_state_and_checkpoint_from_the_bucket(
     named = set(before["files"].values())
     orphans = [k for k in _objects("spark/engine/files") if k[len("spark/") :] not in named]
     assert orphans, "the crashed copy uploaded nothing (no half-way state was tested)"
-    restored = _batches(before["files"])
+    offsets = {  # the restored checkpoint's offset log: batch -> its text
+        n: _object_text(f"spark/{key}")
+        for rel, key in before["files"].items()
+        if rel.startswith("checkpoint/offsets/") and (n := rel.rsplit("/", 1)[-1]).isdigit()
+    }
+    assert offsets, before
     shutil.rmtree(data)
 
     second = _server(tmp_path / "b" / "data", "spark", executor="spark").start(timeout=120)
@@ -392,16 +401,22 @@ def test_spark_state_and_checkpoint_from_the_bucket(
         with psycopg.connect(second.dsn, autocommit=True) as c:
             c.execute("SET headwater.freshness_timeout = '1200s'")
             cur = c.cursor()
-            assert _rows(cur, "SELECT * FROM sp_sum") == _rows(cur, SPARK_VIEW)
-            c.execute("INSERT INTO sp_items VALUES (1000, 3, 5)")
+            # (the DELETE and UPDATE after the restored snapshot: a Spark batch from the
+            # change log)
             assert _rows(cur, "SELECT * FROM sp_sum") == _rows(cur, SPARK_VIEW)
             (view_executor,) = c.execute(
                 "SELECT executor FROM headwater_catalog.views WHERE name = 'sp_sum'"
             ).fetchone()
             assert view_executor == "spark"
-        # the stage went on from the restored checkpoint: its batches follow the
-        # restored ones (a new checkpoint would start again at batch 0)
-        have = _batches(ck.rglob("*"))
-        assert restored <= have and max(have) > max(restored), (restored, have)
+        # the stage went on from the restored checkpoint: its last batch was committed
+        # (restored, or replayed, the views skipping what they had), and the offsets
+        # are the restored ones (a new checkpoint would start at batch 0 again with
+        # the engine's last epoch, not the restored batch's)
+        last = max(offsets, key=int)
+        _wait("the restored batch committed", (ck / "commits" / last).exists, second)
+        for n, text in offsets.items():
+            assert (ck / "offsets" / n).read_text() == text, n
+        later = _batches(ck.rglob("*")) - {int(n) for n in offsets}
+        assert all(b > int(last) for b in later), later
     finally:
         second.stop()
