@@ -36,7 +36,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -56,6 +58,7 @@ from headwater.engine.stage import (
     forget_spark,
     jvm_process,
 )
+from headwater.engine.state_copy import StateCopy, capture
 from headwater.planner.ir import Plan, PlanBuilder
 from headwater.planner.temporal import CLOCK_COLUMN, CLOCK_DUCKDB_TYPE, CLOCK_OID
 from pglast import parse_sql
@@ -271,6 +274,12 @@ class EngineAPI:
     def _truncate_spool(self, end: int) -> None:
         fronts = [s.frontier for s in self.view_states().values() if s.status == "running"]
         self._spool.truncate(min(fronts, default=end))
+
+    def capture(self, into: Path, previous: tuple[Any, ...] | None) -> StateCopy | None:
+        """One consistent copy of the state (the database, its Parquet files, Spark's
+        checkpoint) in `into`, for the object store; None if its fingerprint equals
+        `previous` (engine/state_copy.py)."""
+        return capture(self._engine, into, previous)
 
     # -- the stage ----------------------------------------------------------------------------
     def start_stage(self) -> None:

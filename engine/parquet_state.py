@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 import uuid
 from pathlib import Path
 
@@ -45,6 +46,9 @@ class Manifest:
         self._load(cur)
         self._created: list[str] = []  # directories written in the open transaction
         self._dropped: list[str] = []  # directories unlisted in the open transaction
+        # held while unlisted directories are deleted: a copy of the state for the object
+        # store (engine/state_copy.py) holds it to link the files its transaction lists
+        self.lock = threading.Lock()
         self.collect_garbage()
 
     def _load(self, cur: duckdb.DuckDBPyConnection) -> None:
@@ -87,8 +91,9 @@ class Manifest:
         self.replace(cur, table, d)
 
     def commit(self) -> None:
-        for d in self._dropped:
-            shutil.rmtree(d, ignore_errors=True)
+        with self.lock:
+            for d in self._dropped:
+                shutil.rmtree(d, ignore_errors=True)
         self._created.clear()
         self._dropped.clear()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from headwater.planner.pg_compat import install_functions
 from headwater.server import clock_tick
 from headwater.server.batcher import InsertBatcher
 from headwater.server.channels import Notifications
+from headwater.server.engine_snapshots import EngineSnapshots
 from headwater.server.matviews import MaterializedViews
 from headwater.server.progress import Board
 from headwater.server.sequences import Sequences
@@ -28,7 +28,7 @@ from headwater.server.sinks import SinkManager
 from headwater.server.slo import FreshnessSLO
 from headwater.storage.changelog import EVENT_EPOCH, RETAINED_FROM, ChangeLog, EpochRecord
 from headwater.storage.commit import Committer
-from headwater.storage.object_store import ObjectStoreURL, claim_cache, download, upload
+from headwater.storage.object_store import ObjectStoreURL, claim_cache
 from headwater.storage.replica import Replica
 from headwater.storage.sequences import SequenceLog
 from headwater.storage.slate import SlateStore
@@ -36,12 +36,6 @@ from headwater.storage.slate import SlateStore
 from headwater.errors import SQLError
 
 log = logging.getLogger("headwater")
-
-# --object-store: the views' state (the engine's DuckDB database) is copied to the
-# bucket this often and at shutdown, and fetched by a start on an empty data directory
-ENGINE_SNAPSHOT = "engine/engine.duckdb"
-SNAPSHOT_ENV = "HEADWATER_ENGINE_SNAPSHOT_S"  # seconds between copies (tests shorten it)
-SNAPSHOT_EVERY = 60.0
 
 
 @dataclass
@@ -95,6 +89,7 @@ class Instance:
         self.rebuilding: set[int] = set()  # materialized views rebuilt after an ALTER
         self.committer: Committer | None = None
         self.matviews = MaterializedViews(self)
+        self.snapshots = EngineSnapshots(self)  # --object-store: the engine's state
         # epoch -> (closed at, rows changed per table oid): headwater_catalog.epochs
         self.epoch_history: dict[int, tuple[float, dict[int, int]]] = {}
         self.retained_from = 0  # oldest epoch AS OF can read (history before it vacuumed)
@@ -150,7 +145,7 @@ class Instance:
                 )
             )
         if self.config.object_store is not None:
-            self._snapshot_task = asyncio.get_running_loop().create_task(self._snapshot_loop())
+            self._snapshot_task = asyncio.get_running_loop().create_task(self.snapshots.loop())
         self.sinks.start()
         self.slo.start()
 
@@ -162,7 +157,7 @@ class Instance:
     def _recover(self) -> None:
         t0 = time.time()
         claim_cache(self.config.data_dir, self.config.object_store)
-        self._restore_engine()
+        self.snapshots.restore()
         self.store.open_sync()
         objs, meta = self.changelog.load_catalog()
         self.catalog.load(objs, meta.get("next_oid", 0))
@@ -196,80 +191,6 @@ class Instance:
             self._last_epoch,
             time.time() - t0,
         )
-
-    # -- the views' state in the bucket (--object-store) ----------------------------------
-    def _restore_engine(self) -> None:
-        """An empty cache: fetch the views' state last copied to the bucket, so views go
-        on from their frontiers (respooled from the change log) instead of a backfill.
-        Its Parquet listing is dropped: the DuckDB copy of every state is complete
-        (docs/adr/003-shared-state.md) and the Parquet files stayed behind."""
-        store = self.config.object_store
-        local = self.matviews.state_dir / "engine.duckdb"
-        if store is None or local.exists():
-            return
-        try:
-            if not download(store, ENGINE_SNAPSHOT, local):
-                return
-            import duckdb
-
-            db = duckdb.connect(str(local))
-            try:
-                tables = {r[0] for r in db.execute("SHOW TABLES").fetchall()}
-                if "hw_parquet" in tables:
-                    db.execute("DELETE FROM hw_parquet")
-                fronts = db.execute(
-                    "SELECT count(*), min(frontier), max(frontier) FROM hw_views"
-                ).fetchone()
-            finally:
-                db.close()
-        except Exception as e:  # the views are backfilled instead
-            log.warning("the views' state could not be fetched from %s: %s", store.url, e)
-            local.unlink(missing_ok=True)
-            return
-        log.info(
-            "fetched the views' state from %s/%s: %d views at epochs %s-%s",
-            store.url,
-            ENGINE_SNAPSHOT,
-            *(fronts or (0, None, None)),
-        )
-
-    async def _snapshot_loop(self) -> None:
-        try:
-            every = float(os.environ.get(SNAPSHOT_ENV, SNAPSHOT_EVERY))
-        except ValueError:
-            every = SNAPSHOT_EVERY
-        while True:
-            await asyncio.sleep(every)
-            await asyncio.to_thread(self.ship_engine)
-
-    def ship_engine(self) -> None:
-        """Copy the views' state to the bucket: one DuckDB transaction (COPY FROM
-        DATABASE) while the engine goes on, so states and frontiers agree. A copy by a
-        fenced server is skipped; one racing the fencing is older, never wrong (its
-        frontiers are epochs of the same log)."""
-        store, engine = self.config.object_store, self.matviews.engine
-        if store is None or engine is None or self.store.fenced is not None:
-            return
-        from headwater.engine.engine import ATTACHED
-
-        snap = self.config.data_dir / "engine-snapshot.duckdb"
-        snap.unlink(missing_ok=True)
-        cur = self.replica.cursor()
-        try:
-            path = str(snap).replace("'", "''")
-            cur.execute(f"ATTACH '{path}' AS hw_snapshot")
-            try:
-                cur.execute(f"COPY FROM DATABASE {ATTACHED} TO hw_snapshot")
-            finally:
-                cur.execute("DETACH hw_snapshot")
-            if self.store.fenced is None:
-                upload(store, snap, ENGINE_SNAPSHOT)
-        except Exception as e:
-            log.warning("the views' state could not be copied to %s: %s", store.url, e)
-        finally:
-            cur.close()
-            snap.unlink(missing_ok=True)
-            snap.with_name(snap.name + ".wal").unlink(missing_ok=True)
 
     def _record_epoch(self, rec: EpochRecord) -> None:
         self.epoch_history[rec.epoch] = (
@@ -340,7 +261,7 @@ class Instance:
             self._clock_task.cancel()
         await self.sinks.close()
         await asyncio.to_thread(self.matviews.close)
-        await asyncio.to_thread(self.ship_engine)  # the stage stopped: its last frontiers
+        await asyncio.to_thread(self.snapshots.ship)  # the stage stopped: its last frontiers
         if self.committer:
             await self.committer.stop()
         await asyncio.to_thread(self.store.close_sync)

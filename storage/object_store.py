@@ -94,7 +94,7 @@ def _unreachable(store: ObjectStoreURL, why: str, hint: str | None = None) -> SQ
     )
 
 
-def _filesystem() -> Any:
+def filesystem() -> Any:
     """pyarrow's S3 client on the same endpoint, region and credentials as SlateDB's."""
     from pyarrow import fs
 
@@ -108,31 +108,8 @@ def _filesystem() -> Any:
     )
 
 
-def _key(store: ObjectStoreURL, name: str) -> str:
+def object_key(store: ObjectStoreURL, name: str) -> str:
     return "/".join(p for p in (store.bucket, store.prefix, name) if p)
-
-
-def upload(store: ObjectStoreURL, local: Path, name: str) -> None:
-    """PUT `local` as `{prefix}/{name}` (readers see the old object or the whole new one)."""
-    s3 = _filesystem()
-    with open(local, "rb") as src, s3.open_output_stream(_key(store, name)) as out:
-        shutil.copyfileobj(src, out, 8 << 20)
-
-
-def download(store: ObjectStoreURL, name: str, local: Path) -> bool:
-    """GET `{prefix}/{name}` into `local` (False: there is no such object)."""
-    from pyarrow import fs
-
-    s3 = _filesystem()
-    key = _key(store, name)
-    if s3.get_file_info(key).type == fs.FileType.NotFound:
-        return False
-    local.parent.mkdir(parents=True, exist_ok=True)
-    part = local.with_name(local.name + ".part")
-    with s3.open_input_stream(key) as src, open(part, "wb") as out:
-        shutil.copyfileobj(src, out, 8 << 20)
-    part.replace(local)
-    return True
 
 
 def check_reachable(store: ObjectStoreURL) -> None:
@@ -148,7 +125,7 @@ def check_reachable(store: ObjectStoreURL) -> None:
     from pyarrow import fs
 
     try:
-        s3 = _filesystem()
+        s3 = filesystem()
         info = s3.get_file_info(store.bucket)
     except OSError as exc:
         raise _unreachable(store, str(exc).split("; Details:")[0]) from None

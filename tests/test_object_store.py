@@ -12,6 +12,11 @@
   error naming the fencing (exit code 1; its open session gets it as FATAL 57P01),
   and the second has every row the first acknowledged.
 - Errors at start name the endpoint and what to set (bucket missing, plain http).
+- Spark's side: with `--executor spark`, the bucket's snapshot holds the engine's
+  database, the Parquet state files and Spark's checkpoint; a server that crashes in
+  the middle of a snapshot's upload (fault injection) leaves the previous snapshot
+  named, and a server on an empty directory restores it: the stage resumes after the
+  restored checkpoint's batches, the Parquet state is listed, views are exact.
 
 One server at a time, except the two short-lived ones of the fencing test (no views,
 so no JVM).
@@ -19,6 +24,8 @@ so no JVM).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import shutil
@@ -88,12 +95,12 @@ def s3() -> Iterator[MotoS3]:
         moto.stop()
 
 
-def _server(data_dir: Path, prefix: str) -> HeadwaterServer:
+def _server(data_dir: Path, prefix: str, executor: str = "auto") -> HeadwaterServer:
     data_dir.parent.mkdir(parents=True, exist_ok=True)  # (the log goes there)
     store = ["--object-store", f"s3://{BUCKET}/{prefix}"]
     # auto: views advance on DuckDB while the Spark stage starts (minutes under load)
     return HeadwaterServer(
-        data_dir, args=[*store, "--metrics-address", "off", "--executor", "auto"]
+        data_dir, args=[*store, "--metrics-address", "off", "--executor", executor]
     )
 
 
@@ -103,6 +110,22 @@ def _objects(prefix: str) -> list[str]:
     s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/")
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def _object_text(key: str) -> str | None:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    try:
+        return s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
+    except s3.exceptions.NoSuchKey:
+        return None
+
+
+def _manifest(prefix: str) -> dict | None:
+    """The engine's snapshot manifest in the bucket (server/engine_snapshots.py)."""
+    text = _object_text(f"{prefix}/engine/snapshot.json")
+    return None if text is None else json.loads(text)
 
 
 VIEWS = {
@@ -177,7 +200,7 @@ def test_recovery_from_an_empty_data_dir(
         first.kill()
 
     assert _objects("recovery/slatedb"), "SlateDB wrote nothing to the bucket"
-    assert _objects("recovery/engine"), "the views' state was not copied to the bucket"
+    assert _manifest("recovery"), "the views' state was not copied to the bucket"
     shutil.rmtree(tmp_path / "a" / "data")  # the local data directory is only a cache
     second = _server(tmp_path / "b" / "data", "recovery").start(timeout=120)
     try:
@@ -290,3 +313,112 @@ def test_unusable_store_says_what_to_do(s3: MotoS3, tmp_path: Path) -> None:
     assert "AWS_ALLOW_HTTP=true" in err, err
     err = _stderr(refused)
     assert nobody in err and "AWS_ENDPOINT_URL" in err, err
+
+
+SPARK_VIEW = "SELECT g, count(*) AS n, sum(v) AS total FROM sp_items GROUP BY g"
+
+
+def _batches(files: object) -> set[int]:
+    """Batch ids in a checkpoint's offset log (relative paths or Paths)."""
+    return {
+        int(str(f).rsplit("/", 1)[-1])
+        for f in files  # type: ignore[attr-defined]
+        if "checkpoint/offsets/" in str(f) and str(f).rsplit("/", 1)[-1].isdigit()
+    }
+
+
+def _wait(what: str, ok: object, server: HeadwaterServer, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"{what}: {server.log_tail()}"
+        time.sleep(0.5)
+
+
+def test_spark_state_and_checkpoint_from_the_bucket(
+    s3: MotoS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HEADWATER_ENGINE_SNAPSHOT_S", "1")
+    monkeypatch.setenv("HEADWATER_FAULT_INJECTION", "1")
+    data = tmp_path / "a" / "data"
+    first = _server(data, "spark", executor="spark").start()
+    try:
+        with psycopg.connect(first.dsn, autocommit=True) as c:
+            c.execute("SET headwater.freshness_timeout = '1200s'")  # Spark under load
+            c.execute("CREATE TABLE sp_items (id int PRIMARY KEY, g int NOT NULL, v int)")
+            c.execute("INSERT INTO sp_items SELECT i, i % 5, i FROM generate_series(1, 200) i")
+            c.execute(f"CREATE MATERIALIZED VIEW sp_sum AS {SPARK_VIEW}")
+            c.execute(
+                "INSERT INTO sp_items SELECT i, i % 7, 2 * i FROM generate_series(201, 260) i"
+            )
+            assert _rows(c.cursor(), "SELECT * FROM sp_sum") == _rows(c.cursor(), SPARK_VIEW)
+            (front,) = c.execute(
+                "SELECT frontier FROM headwater_catalog.views WHERE name = 'sp_sum'"
+            ).fetchone()
+
+            def shipped() -> bool:  # a snapshot at the view's frontier, with Spark's files
+                m = _manifest("spark")
+                return bool(
+                    m
+                    and m["meta"]["frontiers"][0] >= front
+                    and _batches(m["files"])
+                    and any(f.startswith("parquet/") for f in m["files"])
+                )
+
+            _wait("a snapshot with the checkpoint and the Parquet state", shipped, first)
+            # the next copy crashes its server half-way through its uploads
+            (data / "faults").mkdir()
+            (data / "faults" / "snapshot_crash").touch()
+            before = _manifest("spark")
+            assert before is not None
+            with contextlib.suppress(psycopg.OperationalError):  # (a copy in flight)
+                c.execute("DELETE FROM sp_items WHERE id % 10 = 0")
+                c.execute("UPDATE sp_items SET v = v + 1 WHERE g = 2")
+        assert first.proc is not None
+        assert first.proc.wait(timeout=600) == -9, first.log_tail()
+        assert "fault injection: killed after uploading" in first.log_tail(100_000)
+    finally:
+        first.kill()
+
+    after = _manifest("spark")
+    assert after == before, "a snapshot whose upload crashed replaced the previous one"
+    named = set(before["files"].values())
+    orphans = [k for k in _objects("spark/engine/files") if k[len("spark/") :] not in named]
+    assert orphans, "the crashed copy uploaded nothing (no half-way state was tested)"
+    offsets = {  # the restored checkpoint's offset log: batch -> its text
+        n: _object_text(f"spark/{key}")
+        for rel, key in before["files"].items()
+        if rel.startswith("checkpoint/offsets/") and (n := rel.rsplit("/", 1)[-1]).isdigit()
+    }
+    assert offsets, before
+    shutil.rmtree(data)
+
+    second = _server(tmp_path / "b" / "data", "spark", executor="spark").start(timeout=120)
+    try:
+        log = second.log_tail(200_000)
+        assert f"(snapshot {before['id']})" in log and "backfilling" not in log, log
+        line = next(ln for ln in log.splitlines() if "fetched the views' state" in ln)
+        assert "Parquet state of 0 tables" not in line and "missing" not in line, line
+        print(line)
+        ck = tmp_path / "b" / "data" / "engine" / "checkpoint"
+        with psycopg.connect(second.dsn, autocommit=True) as c:
+            c.execute("SET headwater.freshness_timeout = '1200s'")
+            cur = c.cursor()
+            # (the DELETE and UPDATE after the restored snapshot: a Spark batch from the
+            # change log)
+            assert _rows(cur, "SELECT * FROM sp_sum") == _rows(cur, SPARK_VIEW)
+            (view_executor,) = c.execute(
+                "SELECT executor FROM headwater_catalog.views WHERE name = 'sp_sum'"
+            ).fetchone()
+            assert view_executor == "spark"
+        # the stage went on from the restored checkpoint: its last batch was committed
+        # (restored, or replayed, the views skipping what they had), and the offsets
+        # are the restored ones (a new checkpoint would start at batch 0 again with
+        # the engine's last epoch, not the restored batch's)
+        last = max(offsets, key=int)
+        _wait("the restored batch committed", (ck / "commits" / last).exists, second)
+        for n, text in offsets.items():
+            assert (ck / "offsets" / n).read_text() == text, n
+        later = _batches(ck.rglob("*")) - {int(n) for n in offsets}
+        assert all(b > int(last) for b in later), later
+    finally:
+        second.stop()
