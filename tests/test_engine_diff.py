@@ -60,6 +60,15 @@ QUERIES = [
     " SELECT r.src, u.x FROM r JOIN u ON r.dst = u.a)"
     " SELECT src, count(*) AS n FROM r GROUP BY src",
     "SELECT id, (SELECT count(*) FROM u WHERE u.x < t.b) AS n FROM t",
+    # issue 14's shapes: windows, top-N (whole and per group), an uncorrelated scalar
+    # subquery, grouping sets
+    "SELECT id, a, b, row_number() OVER (PARTITION BY a ORDER BY b, id) AS rn, sum(b)"
+    " OVER (PARTITION BY a ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s2 FROM t",
+    "SELECT id, b FROM t ORDER BY b DESC NULLS LAST, id LIMIT 3",
+    "SELECT id, a, b FROM (SELECT id, a, b, rank() OVER (PARTITION BY a ORDER BY b DESC) AS r"
+    " FROM t) q WHERE r <= 2",
+    "SELECT id, b FROM t WHERE b > (SELECT avg(x) FROM u WHERE x > {k})",
+    "SELECT a, s, count(*) AS n, sum(b) AS sb, grouping(a, s) AS g FROM t GROUP BY ROLLUP (a, s)",
     "SELECT 1 AS one, 'x' AS two",
 ]
 
