@@ -56,7 +56,7 @@ class Config:
     min_free_mb: int = 64  # writes are refused (53100) when the data dir has less free space
     max_connections: int = 100  # as PostgreSQL's max_connections (superusers get 3 more)
     spark_master: str = "local[2]"  # where the engine's Spark stage runs
-    executor: str = "duckdb"  # who runs views' batches: auto | spark | duckdb (engine/executors)
+    executor: str = "auto"  # who runs views' batches: auto | spark | duckdb (engine/executors)
     # seconds the stage may have work and finish no batch before its JVM is killed
     spark_stall_timeout: float = 120.0
     retention: float = 3600.0  # seconds of history kept for AS OF and SUBSCRIBE ... AS OF
