@@ -720,6 +720,11 @@ async def _spark_kills(tmp_path: Path, pg: Any) -> None:
             await conn.close()
             stats["cycles"] += 1
             print(f"\n{where}: recovered frontiers {fronts}, {len(m.acked)} rows", end="")
+        stop = asyncio.Event()  # writes after the last restart: every view has a batch
+        writers = await start_writers(server.port, SPARK_KILLS, m, stop)
+        await writes_go_on(m, "end")
+        stop.set()
+        await asyncio.gather(*writers)
         conn = await connect(server.port)
         await conn.execute("SET headwater.freshness = 'none'")
         final = await wait_caught_up(conn, "end")
