@@ -25,6 +25,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -102,36 +103,48 @@ def test_views_equal_postgres_at_every_epoch(
     engine = Engine(tmp_path / "state", tmp_path / "spool", wait_ms=100)
     views = _create_views(engine, pg, rng, work.epoch_no)
 
-    expected: dict[int, dict[int, list[tuple]]] = {}
-
-    def snapshot_pg(epoch: int) -> None:
-        with pg.cursor() as cur:
-            for vid, sql in views.items():
-                cur.execute(sql)
-                expected.setdefault(vid, {})[epoch] = normalize(cur.fetchall())
-        pg.commit()
-
-    first = work.epoch_no
-    snapshot_pg(first)
+    oracle = Oracle(pg, views)
+    oracle.snapshot(work.epoch_no)
     engine.start()
     try:
         for _ in range(200):
-            snapshot_pg(work.epoch())
+            oracle.snapshot(work.epoch())
             if rng.random() < 0.05:
                 time.sleep(0.3)  # now and then let the stage catch up (single-epoch batches)
         assert engine.wait_for(work.epoch_no, timeout=240), f"seed {seed}: stage did not catch up"
     finally:
         engine.stop()
-    failed = {s.name: s.error for s in engine.status() if s.status != "running"}
-    assert not failed, f"seed {seed}: views failed: {failed}"
-    bad = []
-    for vid, per_epoch in expected.items():
-        for epoch, rows in per_epoch.items():
-            got = normalize(arrow_rows(engine.read(vid, epoch)))
-            if got != rows:
-                bad.append((views[vid], epoch, rows[:5], got[:5]))
+    bad = oracle.mismatches(engine, seed)
     engine.close()
     assert not bad, f"seed {seed}: {len(bad)} mismatches, first: {bad[0]}"
+
+
+@dataclass
+class Oracle:
+    """Each view's rows in PostgreSQL at each epoch, compared with the engine's."""
+
+    pg: psycopg.Connection
+    views: dict[int, str]  # view id -> its query
+    rows: dict[int, dict[int, list[tuple]]] = field(default_factory=dict)
+
+    def snapshot(self, epoch: int) -> None:
+        with self.pg.cursor() as cur:
+            for vid, sql in self.views.items():
+                cur.execute(sql)
+                self.rows.setdefault(vid, {})[epoch] = normalize(cur.fetchall())
+        self.pg.commit()
+
+    def mismatches(self, engine: Engine, seed: int) -> list[tuple]:
+        """(query, epoch, PostgreSQL's rows, the view's) wherever they differ."""
+        failed = {s.name: s.error for s in engine.status() if s.status != "running"}
+        assert not failed, f"seed {seed}: views failed: {failed}"
+        bad = []
+        for vid, per_epoch in self.rows.items():
+            for epoch, rows in per_epoch.items():
+                got = normalize(arrow_rows(engine.read(vid, epoch)))
+                if got != rows:
+                    bad.append((self.views[vid], epoch, rows[:5], got[:5]))
+        return bad
 
 
 def _create_views(
@@ -183,12 +196,14 @@ ALL_ROWS, NO_ROWS = 0, 1 << 62  # `auto`'s rows floor: every batch to Spark, non
 
 @pytest.mark.parametrize("mode", ["spark", "auto", "duckdb"])
 def test_executors_equal_postgres_at_every_epoch(
-    spark: object,
+    request: pytest.FixtureRequest,
     pg: psycopg.Connection,
     tmp_path: Path,
     mode: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if mode != "duckdb":
+        request.getfixturevalue("spark")  # the process's SparkSession (one JVM)
     seed = _seed()
     rng = random.Random(seed)
     work = Workload(pg, tmp_path / "spool", seed)
@@ -213,41 +228,26 @@ def test_executors_equal_postgres_at_every_epoch(
     shapes = None if EXEC_ALL or mode == "duckdb" else EXEC_SHAPES
     views = _create_views(engine, pg, rng, work.epoch_no, alternate, shapes)
     record()
-    expected: dict[int, dict[int, list[tuple]]] = {}
-
-    def snapshot_pg(epoch: int) -> None:
-        with pg.cursor() as cur:
-            for vid, sql in views.items():
-                cur.execute(sql)
-                expected.setdefault(vid, {})[epoch] = normalize(cur.fetchall())
-        pg.commit()
-
-    snapshot_pg(work.epoch_no)
+    oracle = Oracle(pg, views)
+    oracle.snapshot(work.epoch_no)
     batches = EXEC_BATCHES * (2 if mode == "auto" else 1)
     for b in range(batches):
         alternate(b + 1)  # the backfill of view 0 was on Spark: the first batch on DuckDB
         first = work.epoch_no + 1
         for _ in range(rng.randrange(1, 4)):
-            snapshot_pg(work.epoch())
+            oracle.snapshot(work.epoch())
         while not all(  # both tables change in the batch: every view has work
             any(sp.table_file(work.spool, e, oid).exists() for e in range(first, work.epoch_no + 1))
             for oid in (T, U)
         ):
-            snapshot_pg(work.epoch())
+            oracle.snapshot(work.epoch())
         engine.advance(work.epoch_no)
         record()
-    failed = {s.name: s.error for s in engine.status() if s.status != "running"}
-    assert not failed, f"seed {seed}: views failed: {failed}"
-    bad = []
-    for vid, per_epoch in expected.items():
-        for epoch, rows in per_epoch.items():
-            got = normalize(arrow_rows(engine.read(vid, epoch)))
-            if got != rows:
-                bad.append((views[vid], epoch, rows[:5], got[:5]))
+    bad = oracle.mismatches(engine, seed)
     tasks = sum(engine.spark.tasks.values())
     engine.close()
     print(
-        f"\n{mode}: {len(views)} views, {batches} batches, {len(expected[30099])} epochs"
+        f"\n{mode}: {len(views)} views, {batches} batches, {len(oracle.rows[30099])} epochs"
         f" checked, {tasks} Spark tasks, {time.monotonic() - t0:.0f}s; reasons: {sorted(reasons)}"
     )
     assert not bad, f"seed {seed}: {len(bad)} mismatches, first: {bad[0]}"
