@@ -237,10 +237,10 @@ class MaterializedViews:
     def interim(self) -> bool:
         """Views advance on DuckDB while the stage is down (`--executor auto` while it
         starts or restarts: `_interim`), so a lagging view is only moments behind."""
-        return (
-            self.instance.config.executor == "auto"
-            and self._stage is not None
-            and self.stage_state in ("starting", "restarting", "error")
+        return self._interim_thread is not None and self.stage_state in (
+            "starting",
+            "restarting",
+            "error",
         )
 
     def stage_fault(self) -> tuple[str, str] | None:
