@@ -97,11 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     start.add_argument(
         "--executor",
-        default="duckdb",
+        default="auto",
         choices=["auto", "spark", "duckdb"],
-        help="who runs the materialized views' maintenance: spark (every batch as Spark "
-        "jobs), duckdb (in the server), auto (bulk batches on Spark, small ones on DuckDB); "
-        "SHOW headwater.executor (duckdb)",
+        help="who runs the materialized views' maintenance: auto (bulk batches on Spark, "
+        "small ones on DuckDB, all on DuckDB while Spark starts), spark (every batch as "
+        "Spark jobs), duckdb (in the server); SHOW headwater.executor (auto)",
     )
     start.add_argument(
         "--spark-stall-timeout",

@@ -166,7 +166,7 @@ async def wait_views(
     deadline = time.monotonic() + timeout
     behind: int | None = lagging[0]
     if not told:
-        if mv.stage_state == "running":
+        if mv.stage_state == "running" or mv.interim:
             first = min(NOTICE_AFTER, timeout)
             behind = await waits.wait(mv.wait_frontiers(views, epoch, first))
         if behind is not None and mv.status(behind)[0] != "error":
@@ -199,6 +199,12 @@ def waiting_notice(s: Session, oid: int, epoch: int) -> SQLError:
     at += f"; this read needs epoch {epoch}"
     hint = "SET headwater.freshness = 'none' reads what is fresh now, without waiting."
     state = mv.stage_state
+    if mv.interim:  # DuckDB advances the views meanwhile: the wait is for the view
+        return _notice(
+            f'waiting for materialized view "{name}" to reach epoch {epoch}',
+            detail=f"{at}. The Spark stage is {state}; DuckDB maintains the views"
+            " meanwhile (--executor auto).",
+        )
     if state == "starting":
         return _notice(
             "waiting for the maintenance engine to start",

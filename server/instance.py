@@ -55,7 +55,7 @@ class Config:
     spark_master: str = "local[2]"  # where the engine's Spark stage runs
     # the standalone master's web UI (the status page lists its workers); None: port 8080
     spark_master_ui: str | None = None
-    executor: str = "duckdb"  # who runs views' batches: auto | spark | duckdb (engine/executors)
+    executor: str = "auto"  # who runs views' batches: auto | spark | duckdb (engine/executors)
     # seconds the stage may have work and finish no batch before its JVM is killed
     spark_stall_timeout: float = 120.0
     retention: float = 3600.0  # seconds of history kept for AS OF and SUBSCRIBE ... AS OF

@@ -101,6 +101,8 @@ class MaterializedViews:
         # called on the stage's thread after each batch: (end, seconds, executors) (metrics)
         self.batch_listeners: list[Callable[[int, float, frozenset[str]], None]] = []
         self._stage: threading.Thread | None = None
+        # `--executor auto`: advances the views on DuckDB while the stage is down
+        self._interim_thread: threading.Thread | None = None
         self._stopping = threading.Event()
         # the stage as the supervisor sees it: starting | running | restarting | error
         # | stopped; stage_error: why it is restarting (None while healthy)
@@ -223,9 +225,10 @@ class MaterializedViews:
         )
         self._stage.start()
         if engine.executor == "auto":
-            threading.Thread(
+            self._interim_thread = threading.Thread(
                 target=self._interim, args=(engine,), name="views-interim", daemon=True
-            ).start()
+            )
+            self._interim_thread.start()
 
     def _interim(self, engine: EngineAPI) -> None:
         """`--executor auto`: while the Spark stage is not running (starting: 6-70 s;
@@ -245,6 +248,16 @@ class MaterializedViews:
         JVM plans and compiles its first batch for seconds)."""
         return self.stage_state == "starting" or (
             self.stage_state == "running" and self._advances == self._started_at
+        )
+
+    @property
+    def interim(self) -> bool:
+        """Views advance on DuckDB while the stage is down (`--executor auto` while it
+        starts or restarts: `_interim`), so a lagging view is only moments behind."""
+        return self._interim_thread is not None and self.stage_state in (
+            "starting",
+            "restarting",
+            "error",
         )
 
     def stage_fault(self) -> tuple[str, str] | None:
@@ -368,7 +381,9 @@ class MaterializedViews:
     def _stage_progress(self) -> None:  # a step of a batch on Spark: not stalled
         self._advances += 1
 
-    def _stage_advanced(self, end: int) -> None:  # the stage's thread, after a batch
+    def _stage_advanced(self, end: int) -> None:  # after a batch
+        if threading.current_thread() is self._interim_thread:
+            return  # not the stage's progress (the stall watchdog's measure)
         self._advances += 1
         self._inject("batch")
 

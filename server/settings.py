@@ -75,7 +75,7 @@ DEFAULTS: dict[str, str] = {
     "headwater.retention": "1h",  # set at server start (headwater start --retention)
     "headwater.memory_limit": "",  # set at server start (headwater start --memory-limit)
     "headwater.max_message_size": "64MB",  # headwater start --max-message-size
-    "headwater.executor": "duckdb",  # headwater start --executor
+    "headwater.executor": "auto",  # headwater start --executor
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
 }
 

@@ -7,9 +7,11 @@ view sends a NOTICE saying what it waits for before it blocks (once per statemen
 the maintenance engine starting, or the view reaching an epoch. 'session' and 'none'
 keep their behaviour (a reader that never wrote does not wait for others' writes).
 
-One server for this module (started with it: its Spark stage starts during the
-first test, whose read must wait for it). The JVM is SIGSTOPped in one test to make
-a view lag deterministically. Timings are printed, never asserted.
+One server for this module, with `--executor duckdb` (under the default `auto` views
+are maintained on DuckDB while the stage starts, so nothing would wait for it:
+tests/test_executor_auto.py): its Spark stage starts during the first test, whose
+read must wait for it. The JVM is SIGSTOPped in one test to make a view lag
+deterministically. Timings are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ class FirstRead:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeadwaterServer]:
-    srv = HeadwaterServer(tmp_path_factory.mktemp("freshness") / "data").start(timeout=120)
+    data = tmp_path_factory.mktemp("freshness") / "data"
+    srv = HeadwaterServer(data, args=["--executor", "duckdb"]).start(timeout=120)
     yield srv
     srv.stop()
 
