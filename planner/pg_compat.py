@@ -29,6 +29,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.pgtypes import normalize_jsonb, numeric_div_scale, quotient_scale
+from headwater.catalog.pgtypes.arrays import parse_array_literal
 from headwater.catalog.version import SERVER_VERSION_TEXT
 from headwater.planner import functions
 from pglast import parse_sql
@@ -1501,89 +1502,6 @@ def _a_expr(node: A.A_Expr) -> Any:
 
 
 # -- array constants and ANY/ALL ----------
-
-
-def parse_array_literal(text: str) -> list[Any] | None:
-    """The elements of PostgreSQL's array input syntax ('{1,"a b",NULL,{2}}'): strings,
-    None for NULL, lists for sub-arrays; None if `text` is not such a literal (or has
-    dimension decorations, which are left to DuckDB to refuse)."""
-    pos = 0
-    n = len(text)
-
-    def skip_ws() -> None:
-        nonlocal pos
-        while pos < n and text[pos].isspace():
-            pos += 1
-
-    def parse_array() -> list[Any] | None:
-        nonlocal pos
-        pos += 1  # "{"
-        out: list[Any] = []
-        skip_ws()
-        if pos < n and text[pos] == "}":
-            pos += 1
-            return out
-        while True:
-            skip_ws()
-            if pos >= n:
-                return None
-            c = text[pos]
-            if c == "{":
-                sub = parse_array()
-                if sub is None:
-                    return None
-                out.append(sub)
-            elif c == '"':
-                pos += 1
-                buf = []
-                while pos < n and text[pos] != '"':
-                    if text[pos] == "\\":
-                        pos += 1
-                    if pos < n:
-                        buf.append(text[pos])
-                        pos += 1
-                if pos >= n:
-                    return None
-                pos += 1
-                out.append("".join(buf))
-            else:
-                buf, raw_end, quoted = [], 0, False
-                while pos < n and text[pos] not in ',}{"':
-                    if text[pos] == "\\":
-                        pos += 1
-                        if pos >= n:
-                            return None
-                        quoted = True
-                        buf.append(text[pos])
-                        raw_end = len(buf)
-                    else:
-                        buf.append(text[pos])
-                        if not text[pos].isspace():
-                            raw_end = len(buf)
-                    pos += 1
-                if pos < n and text[pos] in '{"':
-                    return None
-                word = "".join(buf[:raw_end])
-                if not word:
-                    return None
-                out.append(None if word.upper() == "NULL" and not quoted else word)
-            skip_ws()
-            if pos >= n:
-                return None
-            if text[pos] == ",":
-                pos += 1
-                continue
-            if text[pos] == "}":
-                pos += 1
-                return out
-            return None
-
-    skip_ws()
-    if pos >= n or text[pos] != "{":
-        return None
-    elements = parse_array()
-    skip_ws()
-    return elements if elements is not None and pos == n else None
 
 
 def _duckdb_list_text(elements: list[Any]) -> str:
