@@ -92,14 +92,16 @@ ALL_TYPES: tuple[PgType, ...] = (
 BY_OID: dict[int, PgType] = {t.oid: t for t in ALL_TYPES}
 BY_NAME: dict[str, PgType] = {t.name: t for t in ALL_TYPES}
 
-# One-dimensional arrays of the types above, as query results (DuckDB lists) only:
-# columns of array type are not supported. typname is PostgreSQL's (`_int4`).
+# Arrays of the types above, as query results and parameters (DuckDB lists): columns
+# of array type are not supported. typname is PostgreSQL's (`_int4`).
 ARRAY_TYPES: dict[str, PgType] = {
     t.name: _t("_" + t.name, t.array_oid, -1, 0, t.sql_name + "[]", "A")
     for t in ALL_TYPES
     if t.array_oid
 }
 ARRAY_ELEMENT: dict[str, PgType] = {a.name: BY_NAME[e] for e, a in ARRAY_TYPES.items()}
+# The types a parameter may be declared with (Parse's OIDs): the scalars and their arrays
+PARAM_TYPES: dict[int, PgType] = {**BY_OID, **{a.oid: a for a in ARRAY_TYPES.values()}}
 # pg_index.indkey and friends (system catalogs only). The replica keeps them as DuckDB
 # USMALLINT[] / UINTEGER[] lists, which is how results tell them from int2[] / oid[].
 INT2VECTOR = _t("int2vector", 22, -1, 1006, "int2vector", "A")

@@ -2,7 +2,8 @@
 
 Clients such as asyncpg encode parameters by the types the server announces in
 ParameterDescription, so `WHERE id = $1` must say the type of `id`. Contexts:
-an explicit cast, a comparison or arithmetic with a column or a number, an INSERT
+an explicit cast (to an array type too), a comparison or arithmetic with a column or a
+number, `x op ANY/ALL ($1)` (x's array type, as for `id = ANY($1)`), an INSERT
 value, an UPDATE assignment, LIMIT/OFFSET. Anything else is text (as PostgreSQL would
 resolve an unknown literal).
 """
@@ -13,10 +14,11 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
-from headwater.catalog.types import INT4, INT8, NUMERIC, TEXT, ColumnType
+from headwater.catalog.types import ARRAY_TYPES, INT4, INT8, NUMERIC, TEXT, ColumnType
 from headwater.planner.ddl import type_of
 from headwater.planner.scope import Item, Scope, find_relation, named_relations
 from headwater.planner.syntax import nodes
+from pglast.enums.parsenodes import A_Expr_Kind
 
 from headwater.errors import SQLError
 
@@ -30,6 +32,20 @@ def _param(node: Any) -> int | None:
 # the type of a constant beside a parameter in an operator (`$1 + 1`), as PostgreSQL
 # resolves the unknown parameter to the other operand's type
 _LITERAL_TYPES = {A.Integer: INT4, A.Float: NUMERIC}
+
+
+_ANY_ALL = (A_Expr_Kind.AEXPR_OP_ANY, A_Expr_Kind.AEXPR_OP_ALL)
+
+
+def cast_type(tn: A.TypeName) -> ColumnType:
+    """The type a cast names, `int[]` and `int[][]` (one array type) included."""
+    if not tn.arrayBounds:
+        return type_of(tn)
+    elem = type_of(A.TypeName(names=tn.names, typmods=tn.typmods))
+    arr = ARRAY_TYPES.get(elem.pg.name)
+    if arr is None:
+        raise SQLError(f"type {elem.pg.sql_name}[] is not supported", "0A000")
+    return ColumnType(arr)
 
 
 class _Inferrer:
@@ -57,6 +73,20 @@ class _Inferrer:
         hits = self.scope.candidates([last.sval])
         return hits[0] if hits else None
 
+    def operand_type(self, node: Any) -> ColumnType | None:
+        """The type of a column or number beside a parameter."""
+        if isinstance(node, A.ColumnRef):
+            return self.column_type(node)
+        if isinstance(node, A.A_Const) and not node.isnull:
+            literal = _LITERAL_TYPES.get(type(node.val))
+            return ColumnType(literal) if literal is not None else None
+        if isinstance(node, A.TypeCast):
+            try:
+                return cast_type(node.typeName)
+            except SQLError:
+                return None
+        return None
+
     def walk(self, node: Any) -> None:
         if isinstance(node, tuple | list):
             for n in node:
@@ -66,9 +96,15 @@ class _Inferrer:
             return
         if isinstance(node, A.TypeCast) and (n := _param(node.arg)) is not None:
             try:
-                self.note(n, type_of(node.typeName))
+                self.note(n, cast_type(node.typeName))
             except SQLError:
                 pass
+        elif isinstance(node, A.A_Expr) and node.kind in _ANY_ALL:
+            n = _param(node.rexpr)
+            elem = self.operand_type(node.lexpr)
+            arr = ARRAY_TYPES.get(elem.pg.name) if elem is not None else None
+            if n is not None and arr is not None:
+                self.note(n, ColumnType(arr))
         elif isinstance(node, A.A_Expr):
             for a, b in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
                 n = _param(a)

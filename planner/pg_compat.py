@@ -28,7 +28,14 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 import pglast.ast as A
-from headwater.catalog.pgtypes import normalize_jsonb, numeric_div_scale, quotient_scale
+from headwater.catalog.pgtypes import (
+    normalize_jsonb,
+    numeric_div_scale,
+    quotient_scale,
+    text_decoder,
+)
+from headwater.catalog.pgtypes.arrays import array_in, parse_array_literal
+from headwater.catalog.types import resolve_type_name
 from headwater.catalog.version import SERVER_VERSION_TEXT
 from headwater.planner import constant_lists, functions
 from pglast import parse_sql
@@ -361,7 +368,7 @@ def select_outputs(node: Any) -> Any:
     the relation's name, and a set-returning function gives one row per element.
 
     >>> translate_sql("SELECT generate_series(1, 3)", (select_outputs,))
-    'SELECT unnest(generate_series(1, 3))'
+    'SELECT unnest(CAST(generate_series(1, 3) AS integer[]))'
     """
     if isinstance(node, A.SelectStmt) and node.targetList:
         for rt in node.targetList:
@@ -381,7 +388,9 @@ def select_outputs(node: Any) -> Any:
                 and rt.val.over is None
                 and "".join(_names(rt.val.funcname)[-1:]).lower() in _LIST_SRFS
             ):
-                rt.val = A.FuncCall(funcname=(A.String(sval="unnest"),), args=(rt.val,))
+                rt.val = A.FuncCall(
+                    funcname=(A.String(sval="unnest"),), args=(_int4_series(rt.val),)
+                )
     return node
 
 
@@ -476,7 +485,10 @@ def _unnest_inner_srfs(node: Any) -> Any:
                 and child.over is None
                 and "".join(_names(child.funcname)[-1:]).lower() in _LIST_SRFS
             ):
-                setattr(cur, attr, A.FuncCall(funcname=(A.String(sval="unnest"),), args=(child,)))
+                unnested = A.FuncCall(
+                    funcname=(A.String(sval="unnest"),), args=(_int4_series(child),)
+                )
+                setattr(cur, attr, unnested)
             elif child is not None:
                 stack.append(child)
     return node
@@ -637,7 +649,7 @@ def unqualified_columns(node: Any) -> Any:
 def table_functions(node: Any) -> Any:
     """FROM json_each(j) & co. as subqueries with PostgreSQL's columns."""
     if isinstance(node, A.RangeFunction):
-        new = _zipped_functions(node)
+        new = _zipped_functions(node) or _int4_series_table(node)
         if new is None:
             new = functions.table_function(node)
         return node if new is None else new
@@ -646,6 +658,53 @@ def table_functions(node: Any) -> Any:
 
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+_INT4_NAMES = frozenset({"int4", "int2", "integer", "int", "smallint"})
+
+
+def _is_int4(node: Any) -> bool:
+    """An integer argument PostgreSQL types int4: a literal within int4 (pglast gives
+    larger ones as Float) or a cast to integer or smallint."""
+    if isinstance(node, A.A_Const):
+        return isinstance(node.val, A.Integer)
+    if isinstance(node, A.TypeCast):
+        return not node.typeName.arrayBounds and _type_of(node) in _INT4_NAMES
+    return False
+
+
+def _int4_series(call: Any) -> Any:
+    """generate_series(int, int [, int]) returns int in PostgreSQL (DuckDB: bigint), so
+    chr(g) and friends find their integer overload: the list cast to INTEGER[]."""
+    if (
+        isinstance(call, A.FuncCall)
+        and "".join(_names(call.funcname)[-1:]).lower() == "generate_series"
+        and len(call.args or ()) in (2, 3)
+        and all(_is_int4(a) for a in call.args)
+    ):
+        return _template("CAST(__hwarg0 AS INTEGER[])", call)
+    return call
+
+
+def _int4_series_table(node: A.RangeFunction) -> Any:
+    """FROM generate_series(int, int [, int]) AS g: a subquery whose one column (named
+    as PostgreSQL names it) is the series as integer."""
+    if node.ordinality or node.coldeflist or len(node.functions or ()) != 1:
+        return None
+    call, coldefs = node.functions[0]
+    if coldefs or _int4_series(call) is call:
+        return None
+    alias = node.alias.aliasname if node.alias else "generate_series"
+    colnames = [c.sval for c in (node.alias.colnames or ())] if node.alias else []
+    column = colnames[0] if colnames else alias
+    bigints = ", ".join(f"CAST({_deparse(a)} AS bigint)" for a in call.args)  # DuckDB's
+    sql = (
+        f"SELECT * FROM (SELECT CAST(_hw_s.generate_series AS INTEGER) AS {_quoted(column)} "
+        f"FROM generate_series({bigints}) AS _hw_s(generate_series)) AS {_quoted(alias)}"
+    )
+    sub = parse_sql(sql)[0].stmt.fromClause[0]
+    sub.lateral = node.lateral
+    return sub
 
 
 def _zipped_functions(node: A.RangeFunction) -> Any:
@@ -1262,6 +1321,8 @@ def _typecast(tc: A.TypeCast) -> Any:
         return fixed
     tn = tc.typeName
     if tn.arrayBounds:
+        if isinstance(tc.arg, A.A_Const) and isinstance(tc.arg.val, A.String):
+            _check_array_literal(tc.arg.val.sval, _names(tn.names))
         _to_duckdb_list(tc.arg)  # '{1,2}'::int[]; '{{1,2},{3,4}}'::int[] a list of lists
         tn.arrayBounds = (A.Integer(ival=-1),) * _list_depth(tc.arg)
     elif _names(tn.names)[-1:] == ["jsonb"]:
@@ -1505,89 +1566,6 @@ def _a_expr(node: A.A_Expr) -> Any:
 # -- array constants and ANY/ALL ----------
 
 
-def parse_array_literal(text: str) -> list[Any] | None:
-    """The elements of PostgreSQL's array input syntax ('{1,"a b",NULL,{2}}'): strings,
-    None for NULL, lists for sub-arrays; None if `text` is not such a literal (or has
-    dimension decorations, which are left to DuckDB to refuse)."""
-    pos = 0
-    n = len(text)
-
-    def skip_ws() -> None:
-        nonlocal pos
-        while pos < n and text[pos].isspace():
-            pos += 1
-
-    def parse_array() -> list[Any] | None:
-        nonlocal pos
-        pos += 1  # "{"
-        out: list[Any] = []
-        skip_ws()
-        if pos < n and text[pos] == "}":
-            pos += 1
-            return out
-        while True:
-            skip_ws()
-            if pos >= n:
-                return None
-            c = text[pos]
-            if c == "{":
-                sub = parse_array()
-                if sub is None:
-                    return None
-                out.append(sub)
-            elif c == '"':
-                pos += 1
-                buf = []
-                while pos < n and text[pos] != '"':
-                    if text[pos] == "\\":
-                        pos += 1
-                    if pos < n:
-                        buf.append(text[pos])
-                        pos += 1
-                if pos >= n:
-                    return None
-                pos += 1
-                out.append("".join(buf))
-            else:
-                buf, raw_end, quoted = [], 0, False
-                while pos < n and text[pos] not in ',}{"':
-                    if text[pos] == "\\":
-                        pos += 1
-                        if pos >= n:
-                            return None
-                        quoted = True
-                        buf.append(text[pos])
-                        raw_end = len(buf)
-                    else:
-                        buf.append(text[pos])
-                        if not text[pos].isspace():
-                            raw_end = len(buf)
-                    pos += 1
-                if pos < n and text[pos] in '{"':
-                    return None
-                word = "".join(buf[:raw_end])
-                if not word:
-                    return None
-                out.append(None if word.upper() == "NULL" and not quoted else word)
-            skip_ws()
-            if pos >= n:
-                return None
-            if text[pos] == ",":
-                pos += 1
-                continue
-            if text[pos] == "}":
-                pos += 1
-                return out
-            return None
-
-    skip_ws()
-    if pos >= n or text[pos] != "{":
-        return None
-    elements = parse_array()
-    skip_ws()
-    return elements if elements is not None and pos == n else None
-
-
 def _duckdb_list_text(elements: list[Any]) -> str:
     """DuckDB's list input syntax for the same elements (every string quoted)."""
     parts = []
@@ -1599,6 +1577,18 @@ def _duckdb_list_text(elements: list[Any]) -> str:
         else:
             parts.append('"' + e.replace("\\", "\\\\").replace('"', '\\"') + '"')
     return "[" + ", ".join(parts) + "]"
+
+
+def _check_array_literal(text: str, type_names: list[str]) -> None:
+    """PostgreSQL's errors for a bad '{...}'::t[] constant: 22P02 when malformed, and
+    the element type's input errors (22P02, 22003 out of range, 22008); date/time items
+    read in the default DateStyle, as scalar date/time constants are
+    (functions/literals.py)."""
+    try:
+        elem = resolve_type_name(type_names, [])
+    except SQLError:
+        elem = None
+    array_in(str if elem is None else text_decoder(elem))(text)
 
 
 def _to_duckdb_list(node: Any) -> None:
@@ -1696,7 +1686,9 @@ def _any_all(node: A.A_Expr, op: str) -> Any:
             return A.BoolExpr(
                 boolop=BoolExprType.OR_EXPR if is_any else BoolExprType.AND_EXPR, args=tuple(tests)
             )
-        return node  # not an array: DuckDB's error
+        if elements is None:
+            array_in(str)(arr.val.sval)  # PostgreSQL's 22P02 malformed array literal
+        return node
     if isinstance(arr, A.A_ArrayExpr) or (
         isinstance(arr, A.TypeCast) and isinstance(arr.arg, A.A_Const) and not arr.arg.isnull
     ):

@@ -26,7 +26,7 @@ from headwater.catalog.pgtypes import (
     text_decoder,
     text_encoder,
 )
-from headwater.catalog.types import BY_OID, TEXT, ColumnType
+from headwater.catalog.types import PARAM_TYPES, TEXT, ColumnType
 from headwater.planner.extensions import (
     CopySubscribe,
     DeclareSelectAsOf,
@@ -639,7 +639,7 @@ class Connection:
         types: list[ColumnType] = []
         for i in range(nparams):
             if i < len(declared) and declared[i]:
-                pg = BY_OID.get(declared[i])
+                pg = PARAM_TYPES.get(declared[i])
                 if pg is None:
                     raise FeatureNotSupported(
                         f"parameter type with OID {declared[i]} is not supported"

@@ -203,6 +203,7 @@ class Executor:
                 ctas = create_as.from_select_into(stmt)
                 privilege_checks.check(s, ctas)  # CREATE on the schema, as CREATE TABLE AS
                 return await transactions.in_write(s, partial(create_as.execute, s), ctas, params)
+            stmt = set_show.apply_set_config(s.settings, stmt, params)
             signal = backend_signals.signal_call(stmt, params)
             if signal is not None:
                 return backend_signals.signal_backend(self, *signal)
@@ -284,6 +285,7 @@ class Executor:
         if isinstance(stmt, A.SelectStmt) and create_as.into_clause(stmt) is None:
             if row_locks.has_locks(stmt):
                 stmt = row_locks.without_locks(stmt)
+            stmt = set_show.apply_set_config(self.s.settings, stmt, None)
             if notify.calls_functions(stmt):
                 return await notify.describe(self, stmt, nparams)
             return await queries.describe(self.s, self.waits, stmt, nparams)

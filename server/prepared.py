@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pglast.ast as A
 from headwater.catalog.pgtypes import binary_decoder, text_decoder
 from headwater.catalog.types import BPCHAR, TEXT, UNKNOWN, ColumnType, PgType
-from headwater.planner.ddl import type_of
 from headwater.planner.naming import name_targets
-from headwater.planner.params import count_params, infer_param_types
+from headwater.planner.params import cast_type, count_params, infer_param_types
 from headwater.planner.scope import resolve_relation
 from headwater.planner.syntax import nodes
 from headwater.server import queries
@@ -119,7 +118,7 @@ def _typed_params(query: Any, types: list[ColumnType]) -> Any:
 def _declared_type(tn: A.TypeName) -> ColumnType:
     """A parameter's type; PostgreSQL drops its modifier (numeric(6, 2) is numeric)."""
     try:
-        return ColumnType(type_of(tn).pg)
+        return ColumnType(cast_type(tn).pg)
     except SQLError as e:
         loc = getattr(tn, "location", None)
         if e.position is None and isinstance(loc, int):

@@ -3,7 +3,7 @@
 A record holds four factories, PostgreSQL's typoutput, typsend, typinput and
 typreceive: each builds the codec for one column type (its typmod) and session, so the
 per-value path is one call with no type dispatch. Types without a decoder of their own
-(arrays, int2vector, oidvector) take their parameters as text.
+(int2vector, oidvector) take their parameters as text.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from headwater.catalog import types as T
-from headwater.catalog.pgtypes.arrays import array_out, array_send
+from headwater.catalog.pgtypes.arrays import array_in, array_out, array_recv, array_send
 from headwater.catalog.pgtypes.bits import bit_bin, bit_in, bit_recv, bit_text
 from headwater.catalog.pgtypes.bytea import bytea_bin, bytea_in, bytea_text
 from headwater.catalog.pgtypes.codec import (
@@ -271,13 +271,15 @@ CODECS: dict[int, TypeCodecs] = {
 
 
 def _array_codecs(elem: PgType) -> TypeCodecs:
-    """An array type's codecs: its element's encoder applied to each item."""
+    """An array type's codecs: its element's codec applied to each item."""
     elem_ct = ColumnType(elem)
     return TypeCodecs(
         text_out=lambda ct, s: array_out(text_encoder(elem_ct, session=s)),
         binary_out=lambda ct, s: array_send(elem.oid, binary_encoder(elem_ct, session=s)),
-        text_in=_always(as_str),
-        binary_in=_always(string_recv),
+        text_in=lambda ct, s: array_in(text_decoder(elem_ct, session=s)),
+        binary_in=lambda ct, s: array_recv(
+            elem.oid, elem.sql_name, binary_decoder(elem_ct, session=s)
+        ),
     )
 
 

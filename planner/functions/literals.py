@@ -90,6 +90,8 @@ def typed_literal(tc: A.TypeCast) -> Any | None:
     arg = tc.arg
     if not (isinstance(arg, A.A_Const) and isinstance(arg.val, A.String)):
         return None
+    if tc.typeName.arrayBounds:  # '{2024-01-02}'::date[]: a list, each item DuckDB's cast
+        return None
     kind = _type_of(tc)
     if kind not in ("date", "time", "timestamp", "timestamptz", "interval"):
         return None

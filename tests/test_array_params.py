@@ -1,0 +1,234 @@
+"""Array-typed bind parameters against PostgreSQL 15: psycopg (server-side binding,
+prepared statements, client-side binding; arrays in text format with declared int/float/
+date/... array OIDs, or untyped '{...}' for lists of strings), ParameterDescription, and
+asyncpg (binary format, types from ParameterDescription). `= ANY($1)`, `<> ALL($1)`,
+`unnest($1)`, `$1::int[]`, `array_length($1, 1)`, NULL elements, empty and NULL arrays,
+multi-dimensional arrays; malformed array input (22P02); PREPARE with an array
+parameter; generate_series(int, int) typed integer (chr(g))."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from tests.hwserver import HeadwaterServer
+
+psycopg = pytest.importorskip("psycopg")
+
+pytestmark = pytest.mark.oracle
+
+SETUP = (
+    "DROP TABLE IF EXISTS arrp",
+    "CREATE TABLE arrp (id int, name text, d date)",
+    "INSERT INTO arrp VALUES (1, 'a', '2024-01-01'), (2, 'b', '2024-01-02'), "
+    "(3, 'c', NULL), (4, NULL, '2024-01-04')",
+)
+
+
+@pytest.fixture(scope="module")
+def both(hw_server: HeadwaterServer, pg_oracle: Any) -> Iterator[Any]:
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        for c in (hw, pg):
+            for sql in SETUP:
+                c.execute(sql)
+        yield hw, pg
+
+
+def _run(conn: Any, mode: str, sql: str, args: tuple[Any, ...]) -> Any:
+    try:
+        if mode == "client":
+            cur = psycopg.ClientCursor(conn)
+            cur.execute(sql, args)
+        else:
+            cur = conn.cursor()
+            cur.execute(sql, args, prepare=mode == "prepared")
+        return cur.fetchall()
+    except psycopg.Error as e:
+        return ("ERROR", e.sqlstate)
+
+
+CASES: list[tuple[str, tuple[Any, ...]]] = [
+    ("SELECT id FROM arrp WHERE name = ANY(%s) ORDER BY id", (["a", "c"],)),
+    ("SELECT id FROM arrp WHERE name = ANY(%s) ORDER BY id", (["a", None],)),
+    ("SELECT id FROM arrp WHERE name = ANY(%s) ORDER BY id", ([],)),
+    ("SELECT id FROM arrp WHERE name <> ALL(%s) ORDER BY id", (["a", "c"],)),
+    ("SELECT id FROM arrp WHERE id = ANY(%s) ORDER BY id", ([1, 3],)),
+    ("SELECT id FROM arrp WHERE id = ANY(%s) ORDER BY id", ([1, None],)),
+    ("SELECT id FROM arrp WHERE id = ANY(%s) ORDER BY id", ([2**40, 2],)),
+    ("SELECT id FROM arrp WHERE id = ANY(%s) ORDER BY id", (None,)),
+    ("SELECT id FROM arrp WHERE id <> ALL(%s) ORDER BY id", ([1, 3],)),
+    ("SELECT id FROM arrp WHERE id <> ALL(%s) ORDER BY id", ([],)),
+    ("SELECT id FROM arrp WHERE id <> ALL(%s) ORDER BY id", ([1, None],)),
+    ("SELECT id FROM arrp WHERE d = ANY(%s) ORDER BY id", ([dt.date(2024, 1, 2)],)),
+    ("SELECT id FROM arrp WHERE id = ANY(%s::int[]) ORDER BY id", ("{2,4}",)),
+    ("SELECT id, id = ANY(%s) FROM arrp ORDER BY id", ([1, None],)),
+    ("SELECT unnest(%s) AS x ORDER BY x", ([3, 1, 2],)),
+    ("SELECT unnest(%s::text[])", (["a b", "c,d", '"q"', "NULL", None, "", "x\\y"],)),
+    ("SELECT x FROM unnest(%s::int[]) AS x ORDER BY x", ([5, 4],)),
+    ("SELECT %s::int[]", (["1", "2"],)),
+    ("SELECT %s::int[]", ([],)),
+    ("SELECT %s::int[]", (None,)),
+    ("SELECT array_length(%s, 1)", ([1, 2, 3],)),
+    ("SELECT array_length(%s::int[], 1)", ([],)),
+    ("SELECT %s", ([1, 2],)),
+    ("SELECT %s", ([1, None],)),
+    ("SELECT %s", ([[1, 2], [3, 4]],)),
+    ("SELECT %s", (["x", "y"],)),
+    ("SELECT %s", ([1.5, -2.25],)),
+    ("SELECT %s", ([True, None, False],)),
+    ("SELECT %s", ([Decimal("1.5"), Decimal("-10.25")],)),
+    ("SELECT %s", ([dt.date(2024, 2, 29)],)),
+    ("SELECT %s", ([dt.datetime(2024, 2, 29, 12, 30, 1)],)),
+    ("SELECT %s", ([uuid.UUID("12345678-1234-5678-1234-567812345678")],)),
+    ("SELECT %s::text[]", (["a", "b"],)),
+]
+
+BAD: list[tuple[str, tuple[Any, ...]]] = [
+    ("SELECT id FROM arrp WHERE id = ANY(%s::int[])", ("{1,x}",)),
+    ("SELECT id FROM arrp WHERE name = ANY(%s)", ("{a,",)),
+    ("SELECT id FROM arrp WHERE name = ANY(%s)", ("a,b",)),
+    ("SELECT %s::int[]", ("{{1,2},{3}}",)),
+    ("SELECT %s::int[]", ("{1,{2}}",)),
+    ("SELECT %s::int[]", ("{99999999999}",)),
+    ("SELECT %s::date[]", ("{2024-13-01}",)),
+]
+
+
+@pytest.mark.parametrize("mode", ["server", "prepared", "client"])
+def test_psycopg_array_parameters_as_postgresql(both: Any, mode: str) -> None:
+    hw, pg = both
+    for sql, args in CASES + BAD:
+        expected = _run(pg, mode, sql, args)
+        assert _run(hw, mode, sql, args) == expected, (mode, sql, args, expected)
+    for sql, args in BAD:  # 22P02, or 22003/22008 for an element out of its type's range
+        answer = _run(hw, mode, sql, args)
+        assert answer[0] == "ERROR" and answer[1].startswith("22"), (mode, sql, answer)
+
+
+def test_malformed_array_message(both: Any) -> None:
+    """The message PostgreSQL gives, naming the literal."""
+    hw, pg = both
+    for c in (hw, pg):
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation) as err:
+            c.execute("SELECT id FROM arrp WHERE name = ANY(%s)", ("{a,",))
+        assert str(err.value).splitlines()[0] == 'malformed array literal: "{a,"'
+
+
+def test_sql_prepare_with_array_parameter(both: Any) -> None:
+    hw, pg = both
+    script = [
+        "PREPARE arrp_q(int[]) AS SELECT id FROM arrp WHERE id = ANY($1) ORDER BY id",
+        "EXECUTE arrp_q('{1,4}')",
+        "EXECUTE arrp_q(ARRAY[2, 3])",
+        "EXECUTE arrp_q('{1,x}')",
+        "DEALLOCATE arrp_q",
+    ]
+    for sql in script:
+        answers = []
+        for c in (hw, pg):
+            try:
+                cur = c.execute(sql)
+                answers.append(cur.fetchall() if cur.description else cur.statusmessage)
+            except psycopg.Error as e:
+                answers.append(("ERROR", e.sqlstate))
+        assert answers[0] == answers[1], sql
+
+
+def test_generate_series_of_integers_is_integer(both: Any) -> None:
+    hw, pg = both
+    for sql in (
+        "SELECT chr(g) FROM generate_series(65, 67) AS g",
+        "SELECT g, pg_typeof(g)::text FROM generate_series(1, 3) AS g",
+        "SELECT x FROM generate_series(5, 1, -2) AS t(x)",
+        "SELECT * FROM generate_series(1, 2)",
+        "SELECT generate_series(1, 2) + 1 AS n",
+        "SELECT chr(x) FROM (SELECT generate_series(97, 98) AS x) s",
+        "SELECT g, pg_typeof(g)::text FROM generate_series(1, 3000000000, 1000000000) AS g",
+        "SELECT g * 1000000000 FROM generate_series(1, 3) AS g",
+    ):
+        h, p = _run(hw, "server", sql, ()), _run(pg, "server", sql, ())
+        assert h == p, sql
+        if p and p[0] != "ERROR":
+            cur_h, cur_p = hw.execute(sql), pg.execute(sql)
+            assert [d.type_code for d in cur_h.description] == [
+                d.type_code for d in cur_p.description
+            ], sql
+
+
+# -- ParameterDescription; asyncpg's binary arrays ---------------------------------------
+
+
+def test_parameter_description_of_array_contexts(both: Any) -> None:
+    """`col = ANY($1)` announces the column's array type, as PostgreSQL does (asyncpg
+    encodes by it)."""
+    hw, pg = both
+    for sql in (
+        "SELECT id FROM arrp WHERE id = ANY($1)",
+        "SELECT id FROM arrp WHERE name = ANY($1)",
+        "SELECT id FROM arrp WHERE d <> ALL($1)",
+        "SELECT id FROM arrp WHERE 1 = ANY($1)",
+        "SELECT unnest($1::text[])",
+        "SELECT array_length($1::int8[], 1)",
+        "SELECT $1::numeric[]",
+    ):
+        oids = []
+        for c in (hw, pg):
+            c.pgconn.prepare(b"arrp_desc", sql.encode())
+            d = c.pgconn.describe_prepared(b"arrp_desc")
+            oids.append([d.param_type(i) for i in range(d.nparams)])
+            c.execute("DEALLOCATE arrp_desc")
+        assert oids[0] == oids[1], sql
+
+
+async def _asyncpg_answers(dsn: dict[str, Any]) -> list[Any]:
+    """text[] and oid[], the arrays asyncpg encodes without introspecting pg_type (its
+    introspection of other array types needs pg_catalog's oid columns typed oid, which
+    Headwater reports as bigint)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(**dsn)
+    out: list[Any] = []
+    try:
+        calls: list[tuple[str, Any]] = [
+            ("SELECT id FROM arrp WHERE name = ANY($1) ORDER BY id", ["b", "c"]),
+            ("SELECT id FROM arrp WHERE name = ANY($1) ORDER BY id", []),
+            ("SELECT id FROM arrp WHERE name = ANY($1) ORDER BY id", None),
+            ("SELECT id FROM arrp WHERE name <> ALL($1) ORDER BY id", ["a", None]),
+            ("SELECT unnest($1::text[])", ["x", None, "y z", ""]),
+            ("SELECT array_length($1::text[], 1)", ["p", "q"]),
+            ("SELECT id FROM arrp WHERE id::oid = ANY($1::oid[]) ORDER BY id", [1, 3]),
+        ]
+        for sql, arg in calls:
+            try:
+                out.append([tuple(r) for r in await asyncio.wait_for(conn.fetch(sql, arg), 30)])
+            except asyncpg.PostgresError as e:
+                out.append(("ERROR", e.sqlstate))
+    finally:
+        await conn.close()
+    return out
+
+
+def test_asyncpg_binary_array_parameters(both: Any) -> None:
+    pytest.importorskip("asyncpg")
+    answers = []
+    for c in both:
+        info = c.info
+        dsn = {
+            "host": info.host,
+            "port": info.port,
+            "user": info.user,
+            "database": info.dbname,
+            "password": info.password or None,
+        }
+        answers.append(asyncio.run(_asyncpg_answers(dsn)))
+    for got, expected in zip(answers[0], answers[1], strict=True):
+        assert got == expected
