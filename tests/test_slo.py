@@ -35,7 +35,10 @@ def hw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeadwaterServer]:
     with pytest.MonkeyPatch.context() as mp:  # the server's environment
         mp.setenv(FAULTS_ENV, "1")
         mp.setenv(BACKOFF_ENV, "0.5")
-        server = HeadwaterServer(root / "data", args=["--metrics-port", str(metrics)]).start()
+        # --executor duckdb: views wait for the Spark stage, so its failures make them
+        # late (under the default auto, DuckDB keeps them fresh while it restarts)
+        args = ["--metrics-port", str(metrics), "--executor", "duckdb"]
+        server = HeadwaterServer(root / "data", args=args).start()
     server.metrics_port = metrics  # type: ignore[attr-defined]
     (server.data_dir / "faults").mkdir()
     yield server
