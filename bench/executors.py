@@ -1,10 +1,14 @@
-"""The two executors side by side (issue 13): shared-state commit cost, and backfill.
+"""The two executors side by side (issue 13): state commits, backfill, batches, COPY, SDP.
 
     python bench/executors.py state      # per-batch commit: Parquet manifest vs Delta
     python bench/executors.py backfill --rows 100000,1000000 [--master local[2]]
     python bench/executors.py backfill --large          # 5 M and 10 M rows
     python bench/executors.py batches --state 1000000 --batch 1000,10000,100000,1000000
     python bench/executors.py scaling --rows 1000000    # local[1], local[2], standalone
+    python bench/executors.py copy                      # 200 k rows; the full figure:
+    python bench/executors.py copy --rows 5000000
+    python bench/executors.py sdp                       # 100 k rows + 3 x 10 k; full figure:
+    python bench/executors.py sdp --state 10000000 --batch 100000 --batches 5 [--sdp-cli]
 
 `state`: what one batch's state commit costs with each candidate format: Parquet
 files listed in the engine's DuckDB (a row per file, in the frontier's transaction)
@@ -25,6 +29,25 @@ the crossover, which is what `auto`'s rows floor should be (engine/executors.py)
 `scaling`: the Spark executor's backfill under local[1], local[2] and a standalone
 master with one 2-core worker on loopback (tests/test_spark_cluster.start_cluster),
 each in its own process (one SparkSession per process).
+
+`copy` (through a real server, bench/common.py): a Headwater server per `--executor`
+(duckdb, spark, auto), tables t and u (1,000 rows), 5 views (VIEWS5: aggregate,
+join, distinct, min/max per group, join + aggregate), the Spark stage warmed up, then
+COPY FROM STDIN of `--rows` rows into t: the seconds from the COPY's start until one
+read of all 5 views under `headwater.freshness = 'latest'` returns (it waits until
+every view includes the COPY), rows/s, the executor of the views' batches and the
+Spark tasks they ran. Under `auto` with a local master, a COPY of 5 M rows or more
+goes to Spark (engine/executors.py SPARK_MIN_ROWS_LOCAL), smaller ones to DuckDB.
+
+`sdp`: the peer a Spark user would pick, Spark Declarative Pipelines (bench/sdp.py,
+in a process of its own): the same 5 views as SDP `CREATE MATERIALIZED VIEW`s over
+Parquet directories; after each of `--batches` batches of `--batch` rows appended to
+t (a Parquet file), the pipeline runs (a full recompute of every view in open-source
+Spark). Then Headwater with `--executor spark` and `auto`, same table, same batches
+(COPY): the time from the batch to views that reflect it, side by side with the load
+average and the ratio. `--sdp-cli`: `spark-pipelines run` per batch (a JVM each)
+instead of the pipelines API on one Spark Connect session. Needs the `bench` extra
+(pip install -e '.[test,bench]': the Spark Connect client packages).
 """
 
 from __future__ import annotations
@@ -471,6 +494,8 @@ def sdp(
     Spark Declarative Pipelines (bench/sdp.py, a full recompute per run) vs Headwater."""
     import json
 
+    from bench import sdp as sdp_peer
+
     times: dict[str, list[tuple[float, float]]] = {}  # side -> [(seconds, load)]
     label = "SDP (spark-pipelines run)" if cli else "SDP (pipelines API)"
     tmp = Path(tempfile.mkdtemp(prefix="hw-bench-sdp-"))
@@ -483,7 +508,9 @@ def sdp(
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, check=False)
         expect = state_rows
         for line in proc.stdout.decode().splitlines():
-            r = json.loads(line)
+            if not line.startswith(sdp_peer.MARK):
+                continue
+            r = json.loads(line.removeprefix(sdp_peer.MARK))
             if "initial" in r:
                 print(
                     f"  first run (5 views created over {state_rows:,} rows): {r['initial']:.1f} s"

@@ -8,7 +8,7 @@ its own (its Spark Connect server is a JVM; the bench starts one at a time):
 
     python bench/sdp.py --dir DIR --state 100000 --batch 10000 --batches 3 [--cli]
 
-prints one JSON object per line: {"initial": s} (the first run: every view created),
+prints one JSON object per line after `MARK`: {"initial": s} (the first run: every view created),
 then {"batch": i, "seconds": s, "rows": r} per batch (s: from the start of the
 batch's Parquet write to the end of the pipeline run; r: sum(n) of the aggregate view
 read back from its files, which must equal the source's rows).
@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.executors import VIEWS5, table_t, table_u  # noqa: E402
 
+MARK = "hw-bench-sdp: "  # our result lines (SDP prints its events on stdout too)
 SPEC = """name: hw_bench
 storage: file://{storage}
 libraries:
@@ -151,7 +152,7 @@ def main() -> None:
     try:
         t0 = time.perf_counter()
         runner.run()
-        print(json.dumps({"initial": time.perf_counter() - t0}), flush=True)
+        print(MARK + json.dumps({"initial": time.perf_counter() - t0}), flush=True)
         first = args.state
         for i in range(1, args.batches + 1):
             batch = table_t(first, args.batch)
@@ -160,7 +161,9 @@ def main() -> None:
             pq.write_table(batch, root / "src" / "t" / f"part-{i:05d}.parquet")
             runner.run()
             dt = time.perf_counter() - t0
-            print(json.dumps({"batch": i, "seconds": dt, "rows": agg_rows(root)}), flush=True)
+            print(
+                MARK + json.dumps({"batch": i, "seconds": dt, "rows": agg_rows(root)}), flush=True
+            )
     finally:
         runner.close()
 
