@@ -126,7 +126,7 @@ class CliRunner:
 
     def run(self) -> None:
         cmd = [self.exe, "run", "--spec", str(self.root / "spark-pipeline.yml")]
-        cmd += ["--master", self.master, "--conf", "spark.sql.catalogImplementation=hive"]
+        cmd += ["--remote", self.master, "--conf", "spark.sql.catalogImplementation=hive"]
         subprocess.run(cmd, cwd=self.root, env=self.env, check=True, stdout=sys.stderr)
 
     def close(self) -> None:
