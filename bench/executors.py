@@ -435,7 +435,10 @@ class HwViews:
             if not any("starting" in (r or "") for r, _ in self.batches()):
                 break
             time.sleep(1.0)
-        print(f"  {self.executor:>6}: Spark stage up after {time.perf_counter() - t0:.1f} s")
+        took = time.perf_counter() - t0
+        print(
+            f"  {self.executor:>6}: warm-up (small writes until the stage runs them) {took:.1f} s"
+        )
 
     def batches(self) -> list[tuple[str | None, int]]:
         """(executor_reason, spark_tasks) of the 5 views' last batches."""
