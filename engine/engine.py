@@ -117,15 +117,16 @@ class Engine:
         wait_ms: int = 0,
         connection: duckdb.DuckDBPyConnection | None = None,
         replan: Replan | None = None,
-        executor: str = "duckdb",
+        executor: str = "auto",
         memory_limit: int | None = None,
     ) -> None:
         """`connection`: a DuckDB database to attach the engine's database to (the
         server's replica), so that reads of views are plain SQL on it (`read_sql`).
         `replan`: each view's plan, built again from its definition (see `restore`);
         without it, the views of an existing state are not loaded until `restore`.
-        `executor`: who runs each batch's rules, `duckdb`, `spark` or `auto`
-        (engine/executors.py; `memory_limit`, the server's, weighs in for `auto`)."""
+        `executor`: who runs each batch's rules, `duckdb`, `spark` or `auto` (the
+        server's default too; engine/executors.py; `memory_limit`, the server's,
+        weighs in for `auto`)."""
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}: {executor!r}")
         self.executor = executor

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from headwater.engine import rules
+from headwater.engine.executors import SPARK_MIN_ROWS_CLUSTER, SPARK_MIN_ROWS_LOCAL
 from headwater.planner.incremental import incrementalize
 from headwater.planner.ir import Node, Plan, walk
 
@@ -25,9 +26,15 @@ EXECUTOR_REASON = (
 EXECUTOR_REASONS = {
     "duckdb": EXECUTOR_REASON,
     "spark": "every batch runs as Spark SQL jobs over the state's Parquet files "
-    "(docs/adr/003-shared-state.md)",
-    "auto": "bulk batches run on Spark, small ones on DuckDB (engine/executors.py)",
+    "(docs/adr/003-shared-state.md), unless its rules have no Spark form (then DuckDB "
+    "runs them and says why)",
+    "auto": f"a batch of at least {SPARK_MIN_ROWS_LOCAL} changed rows with a local master "
+    f"({SPARK_MIN_ROWS_CLUSTER} with a cluster master), or one beyond half of "
+    "--memory-limit, runs on Spark; smaller ones, and every batch while Spark starts, "
+    "on DuckDB (engine/executors.py)",
 }
+# what EXPLAIN says runs the batches of a view not created yet, per `--executor`
+PLANNED_EXECUTORS = {"duckdb": "duckdb", "spark": "spark", "auto": "duckdb or spark, per batch"}
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,14 @@ def operators(plan: Plan, view: int | str) -> dict[int, Operator]:
     return out
 
 
-def explain_plan(plan: Plan, view: int | str = "{view}") -> ViewExplain:
-    """A view not created yet: its plan lowered as the engine would lower it."""
+def explain_plan(plan: Plan, view: int | str = "{view}", executor: str = "auto") -> ViewExplain:
+    """A view not created yet: its plan lowered as the engine would lower it, and who
+    would run its batches under `--executor executor`."""
     lowered = incrementalize(plan)
-    return ViewExplain(lowered, operators(lowered, view), output_tables=(f"o{view}", f"l{view}"))
+    return ViewExplain(
+        lowered,
+        operators(lowered, view),
+        output_tables=(f"o{view}", f"l{view}"),
+        executor=PLANNED_EXECUTORS[executor],
+        executor_reason=f"--executor {executor}: {EXECUTOR_REASONS[executor]}",
+    )
