@@ -1151,6 +1151,8 @@ class PlanBuilder:
                 raise _unsupported(
                     f"{what} reading outer columns other than in equalities of its WHERE"
                 ) from None
+            finally:  # (planned or not: no other statement may take its id)
+                self._lateral_keys.pop(id(stmt), None)
 
         if aggregated:
             return self._lateral_scalar(base, keys, lkeys, left, outer, plan, alias, colnames)
@@ -1206,6 +1208,7 @@ class PlanBuilder:
         grouped = copy.deepcopy(base)
         grouped.targetList = (*copy.deepcopy(targets), *keys)
         grouped.groupClause = tuple(copy.deepcopy(k.val) for k in keys)
+        _partition_windows(grouped, [k.val for k in keys])
         empty = copy.deepcopy(base)
         empty.targetList = copy.deepcopy(targets)
         empty.whereClause = A.A_Const(val=A.Boolean(boolval=False))
