@@ -1165,7 +1165,10 @@ class PlanBuilder:
         if on:  # DISTINCT ON (k, ...) ORDER BY k, ...
             base.distinctClause = (*copy.deepcopy(ksides), *base.distinctClause)
             base.sortClause = (
-                *(A.SortBy(node=copy.deepcopy(k), sortby_dir=0, sortby_nulls=0) for k in ksides),
+                *(
+                    A.SortBy(node=copy.deepcopy(k), sortby_dir=_ASC, sortby_nulls=_NULLS)
+                    for k in ksides
+                ),
                 *(base.sortClause or ()),
             )
         _partition_windows(base, ksides)
@@ -2344,6 +2347,9 @@ def _simple_subquery(sub: object) -> bool:
         and sub.limitOffset is None
         and bool(sub.fromClause)
     )
+
+
+_ASC, _NULLS = enums.SortByDir.SORTBY_DEFAULT, enums.SortByNulls.SORTBY_NULLS_DEFAULT
 
 
 def _has_window(nodes: object) -> bool:

@@ -13,22 +13,22 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from headwater.engine.engine import Engine
 
+from headwater.errors import SQLError
 from tests.test_engine_support import (
     Workload,
     advance_at_random,
     assert_views_equal,
     catalog,
-    normalize,
     plan_of,
     query_rows,
     scans,
+    views_through_server,
 )
 
 pytestmark = pytest.mark.oracle
@@ -87,22 +87,14 @@ QUERIES = [
 ]
 
 
-@pytest.fixture
-def pg(pg_oracle: object) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(pg_oracle.dsn) as c:  # type: ignore[attr-defined]
-        yield c
-
-
-def _seed() -> int:
-    return int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
-
-
 @pytest.mark.parametrize("loaded", [0, 25])
 def test_lateral_views_equal_postgres_at_every_epoch(
     pg: psycopg.Connection, tmp_path: Path, loaded: int
 ) -> None:
-    """Views created before the data (loaded=0) and over data (backfill), then batches."""
-    seed = _seed()
+    """Views created before the data (loaded=0) and over data (backfill), then batches
+    (`pg`: conftest's, autocommit: an epoch's statements commit one by one, and what
+    each view must be is read after the epoch)."""
+    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
     rng = random.Random(seed)
     work = Workload(pg, tmp_path / "spool", seed)
     for _ in range(loaded):
@@ -149,8 +141,6 @@ INVALID = [
 
 def test_refused_constructs_name_themselves() -> None:
     cat = catalog()
-    from headwater.errors import SQLError
-
     for sql, words in REFUSED.items():
         with pytest.raises(SQLError) as e:
             plan_of(sql, cat)
@@ -158,7 +148,7 @@ def test_refused_constructs_name_themselves() -> None:
         assert words in str(e.value), (sql, str(e.value))
 
 
-def test_lateral_through_the_server(conn: psycopg.Connection, pg_oracle: object) -> None:
+def test_lateral_through_the_server(conn: psycopg.Connection, pg: psycopg.Connection) -> None:
     """CREATE MATERIALIZED VIEW with LATERAL top-N and aggregates through the server,
     equal to PostgreSQL after each write; invalid LATERAL queries fail there with
     PostgreSQL's SQLSTATE."""
@@ -168,33 +158,19 @@ def test_lateral_through_the_server(conn: psycopg.Connection, pg_oracle: object)
         "lat_agg": "SELECT lat_t.id, s.n, s.sx FROM lat_t LEFT JOIN LATERAL (SELECT count(*) AS n,"
         " sum(x) AS sx FROM lat_u WHERE lat_u.a = lat_t.a HAVING count(*) <> 1) s ON true",
     }
-    with psycopg.connect(pg_oracle.dsn, autocommit=True) as pg:  # type: ignore[attr-defined]
-        for ddl in (
-            "CREATE TABLE lat_t (id int, a int)",
-            "CREATE TABLE lat_u (id int, a int, x int)",
-        ):
-            pg.execute(f"DROP TABLE IF EXISTS {ddl.split()[2]} CASCADE")
-            pg.execute(ddl)
-            conn.execute(ddl)
-        for name, sql in views.items():
-            conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-        writes = [
-            "INSERT INTO lat_t VALUES (1, 1), (2, 1), (3, NULL), (4, 2)",
-            "INSERT INTO lat_u VALUES (1, 1, 5), (2, 1, 7), (3, NULL, 1), (4, 1, 6)",
-            "UPDATE lat_u SET a = 2 WHERE id = 2",
-            "DELETE FROM lat_t WHERE id = 2",
-            "INSERT INTO lat_u VALUES (5, 2, NULL), (6, 3, 1)",
-            "INSERT INTO lat_t VALUES (5, 3), (6, 1)",
-        ]
-        for w in writes:
-            conn.execute(w)
-            pg.execute(w)
-            for name, sql in views.items():
-                got = normalize(conn.execute(f"SELECT * FROM {name}").fetchall())
-                assert got == normalize(pg.execute(sql).fetchall()), (name, w)
-        for sql in INVALID:
-            with pytest.raises(psycopg.Error) as want:
-                pg.execute(sql)
-            with pytest.raises(psycopg.Error) as got:
-                conn.execute(f"CREATE MATERIALIZED VIEW lat_bad AS {sql}")
-            assert got.value.sqlstate == want.value.sqlstate, (sql, got.value, want.value)
+    writes = [
+        "INSERT INTO lat_t VALUES (1, 1), (2, 1), (3, NULL), (4, 2)",
+        "INSERT INTO lat_u VALUES (1, 1, 5), (2, 1, 7), (3, NULL, 1), (4, 1, 6)",
+        "UPDATE lat_u SET a = 2 WHERE id = 2",
+        "DELETE FROM lat_t WHERE id = 2",
+        "INSERT INTO lat_u VALUES (5, 2, NULL), (6, 3, 1)",
+        "INSERT INTO lat_t VALUES (5, 3), (6, 1)",
+    ]
+    ddls = ["CREATE TABLE lat_t (id int, a int)", "CREATE TABLE lat_u (id int, a int, x int)"]
+    views_through_server(conn, pg, ddls, views, writes)
+    for sql in INVALID:
+        with pytest.raises(psycopg.Error) as want:
+            pg.execute(sql)
+        with pytest.raises(psycopg.Error) as got:
+            conn.execute(f"CREATE MATERIALIZED VIEW lat_bad AS {sql}")
+        assert got.value.sqlstate == want.value.sqlstate, (sql, got.value, want.value)
