@@ -2,7 +2,8 @@
 deterministic generator of the person/auction/bid streams, and per-query maintenance
 figures next to PostgreSQL re-running the query after each epoch (REFRESH's work).
 
-q11 and q12 have windows neither Headwater nor PostgreSQL has, written in SQL both run:
+q11's session windows and q12's processing time have no form in Headwater or PostgreSQL;
+they are written in SQL both run:
 q11's session windows (a bidder's bids with gaps of at most 10 s, Flink's SESSION(...,
 INTERVAL '10' SECOND)) with window functions: lag() marks the bids that start a session,
 a running sum() numbers the sessions, a GROUP BY counts them. q12's processing-time
