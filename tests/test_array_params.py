@@ -90,6 +90,11 @@ CASES: list[tuple[str, tuple[Any, ...]]] = [
     ("SELECT %s", ([dt.datetime(2024, 2, 29, 12, 30, 1)],)),
     ("SELECT %s", ([uuid.UUID("12345678-1234-5678-1234-567812345678")],)),
     ("SELECT %s::text[]", (["a", "b"],)),
+    # a system catalog's columns (the parameter's type inferred from one: was 'UNNEST()
+    # can only be applied to lists', a scalar text parameter)
+    ("SELECT relname FROM pg_class WHERE relname = ANY(%s) ORDER BY 1", (["pg_type", "x"],)),
+    ("SELECT oid::int FROM pg_type WHERE typname = ANY(%s) ORDER BY 1", (["int4", "oid"],)),
+    ("SELECT count(*) FROM pg_namespace WHERE lower(nspname) = ANY(%s)", (["pg_catalog"],)),
 ]
 
 BAD: list[tuple[str, tuple[Any, ...]]] = [
