@@ -28,10 +28,15 @@ EXECUTOR_REASONS = {
     "spark": "every batch runs as Spark SQL jobs over the state's Parquet files "
     "(docs/adr/003-shared-state.md), unless its rules have no Spark form (then DuckDB "
     "runs them and says why)",
-    "auto": f"a batch of at least {SPARK_MIN_ROWS_LOCAL} changed rows with a local master "
-    f"({SPARK_MIN_ROWS_CLUSTER} with a cluster master), or one beyond half of "
-    "--memory-limit, runs on Spark; smaller ones, and every batch while Spark starts, "
-    "on DuckDB (engine/executors.py)",
+    "auto": "with a local master, a batch whose rows and state exceed half of "
+    "--memory-limit runs on Spark, the others on DuckDB (faster on one machine at every "
+    + (
+        f"size measured; and batches of {SPARK_MIN_ROWS_LOCAL} rows or more on Spark)"
+        if SPARK_MIN_ROWS_LOCAL is not None
+        else "size measured)"
+    )
+    + f"; with a cluster master, batches of {SPARK_MIN_ROWS_CLUSTER} changed rows or more "
+    "too; while Spark starts, every batch on DuckDB (engine/executors.py)",
 }
 # what EXPLAIN says runs the batches of a view not created yet, per `--executor`
 PLANNED_EXECUTORS = {"duckdb": "duckdb", "spark": "spark", "auto": "duckdb or spark, per batch"}
