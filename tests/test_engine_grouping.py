@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from headwater.engine import executors
 from headwater.engine.engine import Engine
 from psycopg.types.string import TextLoader
 
@@ -117,6 +118,47 @@ def test_grouping_views_equal_postgres_at_every_epoch(
     expected = {work.epoch_no: query_rows(pg, sqls)}
     expected |= advance_at_random(engine, work, rng, 40, lambda _: query_rows(pg, sqls))
     assert_views_equal(engine, expected, 70000, sqls, seed)
+
+
+# the collection aggregates and mode(): the views the Spark executor runs too
+COLLECTIONS = [q for q in QUERIES if "_agg(" in q and "string_agg" not in q or "mode()" in q]
+
+
+def test_collection_aggregates_on_both_executors_equal_postgres(
+    spark: object, pg: psycopg.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """array_agg, json(b)_agg, json(b)_object_agg and mode() (ORDER BY, DISTINCT, FILTER
+    in the call, NULL elements) under `auto` with the executor alternating: backfills
+    and every other batch on Spark, the others on DuckDB, each going on from the state
+    the other left; PostgreSQL's values (json text included) at every epoch."""
+    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
+    rng = random.Random(seed)
+    work = Workload(pg, tmp_path / "spool", seed)
+    for _ in range(10):
+        work.epoch()
+    cat, sc = catalog(), scans()
+    engine = Engine(tmp_path / "state", tmp_path / "spool", executor="auto")
+    floor = {True: 0, False: 1 << 62}  # auto's rows floor: every batch to Spark, none
+    monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", floor[True])
+    sqls = [q.format(k=rng.randrange(4), k3=1) for q in COLLECTIONS]
+    for i, sql in enumerate(sqls):
+        plan = plan_of(sql, cat)
+        engine.create_view(71000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
+    ran: dict[int, set[str]] = {}
+    expected = {work.epoch_no: query_rows(pg, sqls)}
+    for b in range(2):  # DuckDB after the backfills, then Spark after DuckDB
+        for v, choice in engine.last_choice.items():
+            ran.setdefault(v, set()).add(choice.executor)
+        engine.last_choice.clear()
+        monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", floor[b % 2 == 1])
+        for _ in range(rng.randrange(1, 4)):
+            e = work.epoch()
+            expected[e] = query_rows(pg, sqls)
+        engine.advance(work.epoch_no)
+    for v, choice in engine.last_choice.items():
+        ran.setdefault(v, set()).add(choice.executor)
+    assert {v: ex for v, ex in ran.items() if ex != {"spark", "duckdb"}} == {}, ran
+    assert_views_equal(engine, expected, 71000, sqls, seed)
 
 
 @pytest.mark.parametrize(

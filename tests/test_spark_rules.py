@@ -191,17 +191,15 @@ def test_renderer_examples() -> None:
 @pytest.mark.parametrize(
     "sql",
     [
-        "SELECT a, array_agg(b ORDER BY id) AS bs FROM t GROUP BY a",
-        "SELECT jsonb_agg(s ORDER BY id) AS j FROM t",
-        "SELECT a, mode() WITHIN GROUP (ORDER BY b) AS m FROM t GROUP BY a",
         "WITH RECURSIVE r(v) AS (SELECT a FROM t UNION SELECT u.x FROM r JOIN u ON u.a = r.v)"
         " SELECT v FROM r",
     ],
 )
 def test_duckdb_only_views_say_why(sql: str, tmp_path: Any) -> None:
-    """array_agg, json(b)_agg & co. and mode() would lose PostgreSQL's value on Spark
-    (collect_list drops NULLs and the call's order), WITH RECURSIVE's fixpoint per epoch
-    has no Spark SQL form: the executor says why not."""
+    """WITH RECURSIVE's fixpoint per epoch has no Spark SQL form (Spark 4.3's recursive
+    CTEs take UNION ALL only, and no LATERAL one per epoch): the executor says why not.
+    (array_agg, json(b)_agg & co. and mode() have one: engine/spark_sql.py
+    `collection_aggs`, tested in tests/test_engine_grouping.py.)"""
     plan = incrementalize(plan_of(sql, catalog()))
     sc = scans()
     prog = ViewProgram(1, plan, {o: sc[o] for o in plan.tables})
