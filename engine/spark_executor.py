@@ -20,8 +20,8 @@ depends on the values) run as Arrow UDFs wrapping the DuckDB executor's own func
 (planner/pg_compat.py), registered on the session: their Python runs on the Spark
 executors (the same interpreter: PYSPARK_PYTHON); so do json_agg & co.'s texts (DuckDB's
 to_json of the ordered list, then planner/functions/json.py's text functions, `_json_list`).
-Views whose rules need functions without a Spark form (NO_SPARK_FORM) or INTERVAL columns are not expressible:
-`expressible` says why.
+Views whose rules need functions without a Spark form (NO_SPARK_FORM) or INTERVAL
+columns are not expressible: `expressible` says why.
 """
 
 from __future__ import annotations

@@ -155,3 +155,44 @@ def test_through_the_server(conn: psycopg.Connection, pg: psycopg.Connection) ->
         assert got == normalize(pg.execute(view).fetchall()), w
     plan = "\n".join(r[0] for r in conn.execute("EXPLAIN MATERIALIZED VIEW rec_reach"))
     assert "recursive" in plan.lower(), plan
+
+
+def test_non_terminating_recursion_fails_its_view_only(
+    conn: psycopg.Connection, pg: psycopg.Connection
+) -> None:
+    """A recursion that never terminates (a cycle under UNION ALL; n + 1 without a bound,
+    under UNION) fails its view's batch after RECURSION_LIMIT iterations, with an error naming the
+    view and what to do, in headwater_catalog.views; the other views keep advancing."""
+    ddl = "CREATE TABLE rec_cyc (id int, src int, dst int)"
+    pg.execute("DROP TABLE IF EXISTS rec_cyc")
+    pg.execute(ddl)
+    pg.commit()
+    conn.execute(ddl)
+    paths = (
+        "WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM rec_cyc UNION ALL"
+        " SELECT r.a, e.dst FROM r JOIN rec_cyc e ON e.src = r.b) SELECT a, b FROM r"
+    )
+    count = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION SELECT i + 1 FROM n)"
+        " SELECT c.id, n.i FROM rec_cyc c JOIN n ON c.dst = n.i"
+    )
+    conn.execute(f"CREATE MATERIALIZED VIEW rec_paths AS {paths}")
+    conn.execute("CREATE MATERIALIZED VIEW rec_edges AS SELECT count(*) AS n FROM rec_cyc")
+    with pytest.raises(psycopg.Error) as err:  # its backfill: at CREATE
+        conn.execute(f"CREATE MATERIALIZED VIEW rec_count AS {count}")
+    assert "did not terminate within 1000 iterations" in str(err.value), err.value
+    w = "INSERT INTO rec_cyc VALUES (1, 1, 2), (2, 2, 3)"  # no cycle: the view is exact
+    conn.execute(w)
+    pg.execute(w)
+    pg.commit()
+    got = normalize(conn.execute("SELECT * FROM rec_paths").fetchall())
+    assert got == normalize(pg.execute(paths).fetchall())
+    conn.execute("INSERT INTO rec_cyc VALUES (3, 3, 1)")  # a cycle: paths without end
+    conn.execute("INSERT INTO rec_cyc VALUES (4, 4, 4)")
+    assert conn.execute("SELECT n FROM rec_edges").fetchone() == (4,)
+    status, error = conn.execute(
+        "SELECT status, error FROM headwater_catalog.views WHERE name = 'rec_paths'"
+    ).fetchone()
+    assert status == "error", (status, error)
+    assert "did not terminate within 1000 iterations" in error, error
+    assert "rec_paths" in error and "HW_RECURSION_LIMIT" in error, error
