@@ -39,12 +39,11 @@ import pyarrow as pa
 import sqlglot
 from headwater.engine.delta import ViewProgram
 from headwater.engine.parquet_state import MAX_PARTS, Manifest, write_arrow
-from headwater.engine.rules.context import Append, BatchContext, Fill, Run, Step
+from headwater.engine.rules.context import Append, BatchContext, Fill, Fixpoint, Run, Step
 from headwater.engine.rules.output import output
 from headwater.engine.spark_batch import SparkBatch, batch_steps, column_types
 from headwater.engine.spark_sql import to_spark
 from headwater.planner.functions import json as json_functions
-from headwater.planner.ir import Recursive
 from sqlglot import exp
 
 log = logging.getLogger("headwater.engine")
@@ -128,13 +127,10 @@ class SparkExecutor:
         types = column_types(prog)
         if any("INTERVAL" in t.upper() for t in types.values()):
             why = "an INTERVAL column (Spark has no such column type)"
-        elif any(isinstance(n, Recursive) for n in prog.nodes):
-            # Spark 4.3's recursive CTEs take UNION ALL only, no LATERAL one per epoch
-            why = "WITH RECURSIVE (a LATERAL recursive CTE per epoch) has no Spark form yet"
         else:
             try:
                 for step in batch_steps(prog, ctx):
-                    sql = to_spark(step.select if not isinstance(step, Run) else step.sql, types)
+                    sql = " ".join(to_spark(s, types) for s in _spark_sqls(step))
                     bad = [f for f in NO_SPARK_FORM if f in sql]
                     if bad:
                         why = f"{bad[0]} has no Spark form yet (PostgreSQL's numeric scale)"
@@ -272,6 +268,14 @@ class SparkExecutor:
                 if st is not None:
                     n += st.numCompletedTasks
         self.tasks[program] = self.tasks.get(program, 0) + n
+
+
+def _spark_sqls(step: Step) -> list[str]:
+    """The DuckDB SQL of a step that Spark runs (a Fixpoint's parts: engine/spark_batch.py)."""
+    if isinstance(step, Fixpoint):
+        ins = [rows.replace("{t}", "0") for _, rows in step.inputs]
+        return [f"SELECT * FROM {x} AS _x" for x in (*ins, step.base, step.step)]
+    return [step.sql if isinstance(step, Run) else step.select]
 
 
 def _relations(cur: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -10,6 +10,7 @@ HW_ENGINE_SEED=n reruns a seed.
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from headwater.engine import executors
 from headwater.engine.engine import Engine
 from headwater.planner.incremental import incrementalize
 
@@ -33,6 +35,8 @@ from tests.test_engine_support import (
 )
 
 pytestmark = pytest.mark.oracle
+# (the module: the package's `recursive` is the rule function)
+recursive_rule = importlib.import_module("headwater.engine.rules.recursive")
 
 QUERIES = [
     # reachability (transitive closure, cycles: UNION stops them)
@@ -84,6 +88,53 @@ def test_recursive_views_equal_postgres_at_every_epoch(
     for i, sql in enumerate(sqls):  # (none is trivially empty)
         assert any(per_view[i] for per_view in expected.values()), sql
     assert_views_equal(engine, expected, 80000, sqls, seed)
+
+
+def test_recursive_views_on_both_executors_equal_postgres(
+    spark: object, pg: psycopg.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same views under `auto` with the executor alternating: backfills and the
+    second batch on Spark (the fixpoint iterated there), the first on DuckDB, each going
+    on from the state the other left; PostgreSQL's rows at every epoch. A recursion that
+    never terminates (a cycle under UNION ALL) fails on Spark too, after the limit."""
+    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
+    rng = random.Random(seed)
+    work = Workload(pg, tmp_path / "spool", seed)
+    for _ in range(10):
+        work.epoch()
+    cat, sc = catalog(), scans()
+    engine = Engine(tmp_path / "state", tmp_path / "spool", executor="auto")
+    floor = {True: 0, False: 1 << 62}  # auto's rows floor: every batch to Spark, none
+    monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", floor[True])
+    monkeypatch.setattr(recursive_rule, "RECURSION_LIMIT", 5)
+    # (Spark costs seconds per iteration: reachability, bounded paths under UNION ALL, a
+    # recursion without tables)
+    sqls = [views_of(rng)[i] for i in (0, 2, 3)]
+    for i, sql in enumerate(sqls):
+        plan = plan_of(sql, cat)
+        engine.create_view(81000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
+    endless = (  # u's edges have cycles: paths without end
+        "WITH RECURSIVE p(node) AS (SELECT a FROM u UNION ALL"
+        " SELECT u.x FROM p JOIN u ON u.a = p.node) SELECT node FROM p"
+    )
+    plan = plan_of(endless, cat)
+    with pytest.raises(Exception, match="did not terminate within 5 iterations"):
+        engine.create_view(81999, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
+    ran: dict[int, set[str]] = {}
+    expected = {work.epoch_no: query_rows(pg, sqls)}
+    for b in range(2):  # DuckDB after the backfills, then Spark after DuckDB
+        for v, choice in engine.last_choice.items():
+            ran.setdefault(v, set()).add(choice.executor)
+        engine.last_choice.clear()
+        monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", floor[b % 2 == 1])
+        for _ in range(rng.randrange(1, 4)):
+            e = work.epoch()
+            expected[e] = query_rows(pg, sqls)
+        engine.advance(work.epoch_no)
+    for v, choice in engine.last_choice.items():
+        ran.setdefault(v, set()).add(choice.executor)
+    assert {v: ex for v, ex in ran.items() if ex != {"spark", "duckdb"}} == {}, ran
+    assert_views_equal(engine, expected, 81000, sqls, seed)
 
 
 @pytest.mark.parametrize(
