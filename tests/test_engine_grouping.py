@@ -24,7 +24,9 @@ from psycopg.types.string import TextLoader
 
 from headwater.errors import SQLError
 from tests.test_engine_support import (
+    SPARK_ALL,
     Workload,
+    advance_alternating,
     advance_at_random,
     assert_views_equal,
     catalog,
@@ -138,26 +140,13 @@ def test_collection_aggregates_on_both_executors_equal_postgres(
         work.epoch()
     cat, sc = catalog(), scans()
     engine = Engine(tmp_path / "state", tmp_path / "spool", executor="auto")
-    floor = {True: 0, False: 1 << 62}  # auto's rows floor: every batch to Spark, none
-    monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", floor[True])
+    monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", SPARK_ALL)
     sqls = [q.format(k=rng.randrange(4), k3=1) for q in COLLECTIONS]
     for i, sql in enumerate(sqls):
         plan = plan_of(sql, cat)
         engine.create_view(71000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
-    ran: dict[int, set[str]] = {}
     expected = {work.epoch_no: query_rows(pg, sqls)}
-    for b in range(2):  # DuckDB after the backfills, then Spark after DuckDB
-        for v, choice in engine.last_choice.items():
-            ran.setdefault(v, set()).add(choice.executor)
-        engine.last_choice.clear()
-        monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", floor[b % 2 == 1])
-        for _ in range(rng.randrange(1, 4)):
-            e = work.epoch()
-            expected[e] = query_rows(pg, sqls)
-        engine.advance(work.epoch_no)
-    for v, choice in engine.last_choice.items():
-        ran.setdefault(v, set()).add(choice.executor)
-    assert {v: ex for v, ex in ran.items() if ex != {"spark", "duckdb"}} == {}, ran
+    expected |= advance_alternating(engine, work, rng, lambda _: query_rows(pg, sqls), monkeypatch)
     assert_views_equal(engine, expected, 71000, sqls, seed)
 
 
