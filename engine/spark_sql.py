@@ -294,8 +294,8 @@ def collection_aggs(tree: exp.Expression, types: Types) -> exp.Expression:
     Spark's `mode() WITHIN GROUP (ORDER BY x)`, which picks among equally frequent
     values by the order, as PostgreSQL does.
 
-    >>> to_spark("SELECT list(x ORDER BY k DESC) FROM t")[:70]
-    'SELECT IF(SIZE(COLLECT_LIST(STRUCT(k AS _k0, x AS _v))) = 0, NULL, TRA'
+    >>> to_spark("SELECT list(x ORDER BY k DESC) FROM t")[:71]
+    "SELECT IF(SIZE(COLLECT_LIST(NAMED_STRUCT('_k0', k, '_v', x))) = 0, NULL"
     >>> to_spark("SELECT mode(x ORDER BY x DESC) FILTER (WHERE f) FROM t")
     'SELECT MODE() WITHIN GROUP (ORDER BY x DESC) FILTER(WHERE f) FROM t'
     """
@@ -333,15 +333,25 @@ def _spark_list(agg: exp.ArrayAgg, where: exp.Expression | None) -> exp.Expressi
     distinct = isinstance(inner, exp.Distinct)
     elem = inner.expressions[0] if distinct else inner
     sp = {"dialect": "spark"}
-    fields = [f"{o.this.sql(**sp)} AS _k{i}" for i, o in enumerate(order)]
-    collect = f"COLLECT_LIST(STRUCT({', '.join([*fields, f'{elem.sql(**sp)} AS _v'])}))"
+    fields = [f"'_k{i}', {o.this.sql(**sp)}" for i, o in enumerate(order)]
+    fields.append(f"'_v', {elem.sql(**sp)}")
+    collect = f"COLLECT_LIST({_NAMED}({', '.join(fields)}))"
     if where is not None:
         collect += f" FILTER (WHERE {where.this.sql(**sp)})"
     items = f"ARRAY_DISTINCT({collect})" if distinct else collect
     if order:
         items = f"ARRAY_SORT({items}, (_l, _r) -> {_comparator(order)})"
     sql = f"IF(SIZE({collect}) = 0, NULL, TRANSFORM({items}, _s -> _s._v))"
-    return sqlglot.parse_one(sql, read="spark")
+    tree = sqlglot.parse_one(sql, read="spark")
+    for node in tree.find_all(exp.Anonymous):
+        if node.name.upper() == _NAMED:
+            node.set("this", "NAMED_STRUCT")
+    return tree
+
+
+# Spark's NAMED_STRUCT (sqlglot would print it STRUCT(x AS name), which Spark 4.3 fails
+# to resolve in a Python UDF's argument: "Cannot evaluate expression: name")
+_NAMED = "_HW_NAMED_STRUCT"
 
 
 def _comparator(order: list[exp.Ordered]) -> str:
@@ -375,13 +385,9 @@ def _json_list(agg: exp.ArrayAgg, where: exp.Expression | None, types: Types) ->
     if isinstance(elem, exp.JSONObject) and len(elem.expressions) == 1:
         pair = elem.expressions[0]  # JSONKeyValue(key, value)
         kind, value = "object", pair.expression
-        struct = exp.Struct(
-            expressions=[
-                exp.alias_(pair.this.copy(), "k"),
-                exp.alias_(pair.expression.copy(), "v"),
-            ]
-        )
-        elem.replace(struct)
+        k, v = exp.Literal.string("k"), exp.Literal.string("v")
+        fields = [k, pair.this.copy(), v, pair.expression.copy()]
+        elem.replace(exp.Anonymous(this=_NAMED, expressions=fields))
     array = _spark_list(agg, where)
     vtype = _duck_type(value, types)
     return exp.Anonymous(
