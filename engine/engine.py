@@ -732,9 +732,11 @@ class Engine:
                         self.manifest.rollback(cur)
                         self._forget_scratch()
                         log.warning("view %s failed at epochs (%s, %s]: %s", v, fronts[v], end, e)
+                        # the error names the view (a rule's message knows only its id)
+                        why = f'materialized view "{self.names.get(v, v)}": {e}'
                         cur.execute(
                             "UPDATE hw_views SET status = 'error', error = ? WHERE view = ?",
-                            [str(e), v],
+                            [why, v],
                         )
                         fronts.pop(v, None)
                 self._set_end(last)

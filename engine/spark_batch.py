@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from headwater.engine import rules
-from headwater.engine.rules.context import Append, BatchContext, Fill, Operator, Run, Step
+from headwater.engine.rules.context import (
+    Append,
+    BatchContext,
+    Fill,
+    Fixpoint,
+    Operator,
+    Run,
+    Step,
+)
 from headwater.engine.rules.output import output
 from headwater.engine.spark_sql import state_update, to_spark
 
@@ -98,6 +106,9 @@ class SparkBatch:
 
     def step(self, step: Step) -> str:
         """Run one step; returns a label naming it (kind and table)."""
+        if isinstance(step, Fixpoint):
+            self._bind(step.table, self._fixpoint(step))
+            return f"fixpoint {step.table}"
         if isinstance(step, Fill):
             self._bind(step.table, self._sql(step.select))
             return f"fill {step.table}"
@@ -115,6 +126,59 @@ class SparkBatch:
             self._bind(table, new)
             self.changed[table] = None
         return f"{update.kind} {table}"
+
+    def _fixpoint(self, fp: Fixpoint) -> Any:
+        """WITH RECURSIVE's fixpoint at each epoch of `fp.epochs`, iterated here (Spark
+        4.3's recursive CTEs take UNION ALL only, and no LATERAL one per epoch): the
+        base's rows, then the step over the last iteration's new rows (`fp.work`) until
+        it adds none; under UNION only rows not derived yet are new (EXCEPT DISTINCT,
+        NULLs equal). More than `fp.limit` iterations raise `fp.error`, as DuckDB's
+        form of the rule does."""
+        from pyspark.sql import functions as F
+
+        cols = list(fp.columns)
+        base_sql = to_spark(f"SELECT * FROM {fp.base} AS _b", self.types)
+        step_sql = to_spark(f"SELECT * FROM {fp.step} AS _s", self.types)
+        epochs = sorted(r[0] for r in self.spark.table(fp.epochs).select("_t").collect())
+        parts = []
+        try:
+            for t in epochs or [-2]:  # (none: an empty relation of the right columns)
+                for name, rows in fp.inputs:
+                    at = f"SELECT * FROM {rows.replace('{t}', str(int(t)))} AS _x"
+                    self._bind(name, self._sql(at))
+                found = self.spark.sql(base_sql).toDF(*cols)
+                if not fp.all:
+                    found = found.distinct()
+                found = found.localCheckpoint(eager=True)
+                new, depth = found, 0
+                while epochs:
+                    new.createOrReplaceTempView(fp.work)
+                    new = self.spark.sql(step_sql).toDF(*cols)
+                    if not fp.all:
+                        new = new.distinct().subtract(found)
+                    new = new.localCheckpoint(eager=True)
+                    if new.isEmpty():
+                        break
+                    depth += 1  # the iteration that derived `new`
+                    if depth > fp.limit:
+                        raise ValueError(fp.error)
+                    found = found.unionAll(new)
+                counted = found.groupBy(*[F.col(f"`{c}`") for c in cols]).count()
+                picked = [F.col(f"`{c}`").alias(n) for c, n in zip(cols, fp.names, strict=True)]
+                parts.append(
+                    counted.select(
+                        F.lit(t).cast("bigint").alias("_t"),
+                        *picked,
+                        F.col("count").cast("bigint").alias("_n"),
+                    )
+                )
+        finally:
+            for name in [fp.work, *(n for n, _ in fp.inputs)]:
+                self.spark.catalog.dropTempView(name)
+        out = parts[0]
+        for p in parts[1:]:
+            out = out.unionAll(p)
+        return out if epochs else out.where("false")
 
     def _sql(self, duckdb_sql: str) -> Any:
         return self.spark.sql(to_spark(duckdb_sql, self.types))

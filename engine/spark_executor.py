@@ -18,14 +18,16 @@ Tasks run for each view are counted from Spark's status tracker (a job group per
 batch). PostgreSQL's numeric division and avg of integers and numerics (a scale that
 depends on the values) run as Arrow UDFs wrapping the DuckDB executor's own functions
 (planner/pg_compat.py), registered on the session: their Python runs on the Spark
-executors (the same interpreter: PYSPARK_PYTHON). Views whose rules need functions
-without a Spark form (NO_SPARK_FORM) or INTERVAL columns are not expressible:
-`expressible` says why.
+executors (the same interpreter: PYSPARK_PYTHON); so do json_agg & co.'s texts (DuckDB's
+to_json of the ordered list, then planner/functions/json.py's text functions, `_json_list`).
+Views whose rules need functions without a Spark form (NO_SPARK_FORM) or INTERVAL
+columns are not expressible: `expressible` says why.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import warnings
 from collections.abc import Callable
@@ -37,27 +39,17 @@ import pyarrow as pa
 import sqlglot
 from headwater.engine.delta import ViewProgram
 from headwater.engine.parquet_state import MAX_PARTS, Manifest, write_arrow
-from headwater.engine.rules.context import Append, BatchContext, Fill, Run, Step
+from headwater.engine.rules.context import Append, BatchContext, Fill, Fixpoint, Run, Step
 from headwater.engine.rules.output import output
 from headwater.engine.spark_batch import SparkBatch, batch_steps, column_types
 from headwater.engine.spark_sql import to_spark
-from headwater.planner.ir import Aggregate, Recursive
+from headwater.planner.functions import json as json_functions
 from sqlglot import exp
 
 log = logging.getLogger("headwater.engine")
 
 # functions the rendered rules may call that Spark does not have (no UDF registered)
-NO_SPARK_FORM = ("hw_jsonb_in", "hw_avg_w")
-# aggregate calls whose Spark rendering would not be PostgreSQL's: sqlglot turns DuckDB's
-# list(x ORDER BY y) into collect_list(x), which drops the order and the NULLs
-NO_SPARK_AGGS = {
-    "array_agg": "array_agg (Spark's collect_list drops NULLs and the call's ORDER BY)",
-    "json_agg": "json_agg (PostgreSQL's json text; Spark's collect_list drops NULLs)",
-    "jsonb_agg": "jsonb_agg (PostgreSQL's jsonb text; Spark's collect_list drops NULLs)",
-    "json_object_agg": "json_object_agg (PostgreSQL's json text)",
-    "jsonb_object_agg": "jsonb_object_agg (PostgreSQL's jsonb text and key order)",
-    "mode": "mode() WITHIN GROUP (PostgreSQL's pick among equally frequent values)",
-}
+NO_SPARK_FORM = ("hw_avg_w",)
 _AVG_DECIMAL = "decimal(37,16)"  # what DuckDB's hw_avg_int / hw_avg_exact return
 
 
@@ -76,6 +68,42 @@ def register_udfs(spark: Any) -> None:
         div = arrow_udf(pg_compat._numeric_div_udf, quotient, scalar)
     spark.udf.register("hw_avg_exact", avg)
     spark.udf.register("hw_numeric_div", div)
+    # json_agg & co.: DuckDB's JSON text of the ordered list, then the same text
+    # functions as the DuckDB executor's (planner/functions/json.py)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        spark.udf.register("hw_json_list", arrow_udf(_json_list, "string", scalar))
+        spark.udf.register("hw_jsonb_in", arrow_udf(pg_compat._jsonb_in_udf, "string", scalar))
+        for name in ("hw_json_agg_text", "hw_json_object_agg_text", "hw_json_merge_objects"):
+            fn, params, _, strict = json_functions._UDFS[name]
+            lifted = json_functions._lift(fn, pa.string, strict, len(params))
+            spark.udf.register(name, arrow_udf(lifted, "string", scalar))
+
+
+_DUCK_TYPE = re.compile(r"[A-Za-z0-9_(), ]+")  # a plain DuckDB type name (no quoting)
+_duck: list[duckdb.DuckDBPyConnection] = []  # one per Spark Python worker
+
+
+def _json_list(lists: Any, kinds: Any, vtypes: Any) -> Any:
+    """DuckDB's `CAST(to_json(list) AS VARCHAR)` of each Spark array (engine/spark_sql.py
+    `collection_aggs`): the elements as DuckDB prints them in JSON, of their DuckDB type
+    (`vtypes`, '' unknown: Arrow's); json_object_agg's (k, v) structs as one-key objects."""
+    if not _duck:
+        _duck.append(duckdb.connect())
+    kind = kinds[0].as_py() if len(kinds) else "list"
+    vtype = vtypes[0].as_py() if len(vtypes) else ""
+    if not _DUCK_TYPE.fullmatch(vtype or ""):
+        vtype = ""
+    v = f"CAST(x.v AS {vtype})" if vtype else "x.v"
+    if kind == "object":
+        items = f"list_transform(l, lambda x: json_object(x.k, {v}))"
+    else:
+        items = f"CAST(l AS {vtype}[])" if vtype else "l"
+    rows = pa.table({"l": lists, "i": pa.array(range(len(lists)), pa.int64())})
+    cur = _duck[0].cursor()
+    cur.register("_rows", rows)
+    out = cur.sql(f"SELECT CAST(to_json({items}) AS VARCHAR) FROM _rows ORDER BY i")
+    return out.to_arrow_table().column(0).combine_chunks()
 
 
 class SparkExecutor:
@@ -97,17 +125,12 @@ class SparkExecutor:
             return self._why_not[prog.view]
         why: str | None = None
         types = column_types(prog)
-        aggs = [a.func for n in prog.nodes if isinstance(n, Aggregate) for a in n.aggs]
         if any("INTERVAL" in t.upper() for t in types.values()):
             why = "an INTERVAL column (Spark has no such column type)"
-        elif no_spark := [NO_SPARK_AGGS[f] for f in aggs if f in NO_SPARK_AGGS]:
-            why = f"{no_spark[0]} has no Spark form yet"
-        elif any(isinstance(n, Recursive) for n in prog.nodes):
-            why = "WITH RECURSIVE (a LATERAL recursive CTE per epoch) has no Spark form yet"
         else:
             try:
                 for step in batch_steps(prog, ctx):
-                    sql = to_spark(step.select if not isinstance(step, Run) else step.sql, types)
+                    sql = " ".join(to_spark(s, types) for s in _spark_sqls(step))
                     bad = [f for f in NO_SPARK_FORM if f in sql]
                     if bad:
                         why = f"{bad[0]} has no Spark form yet (PostgreSQL's numeric scale)"
@@ -245,6 +268,14 @@ class SparkExecutor:
                 if st is not None:
                     n += st.numCompletedTasks
         self.tasks[program] = self.tasks.get(program, 0) + n
+
+
+def _spark_sqls(step: Step) -> list[str]:
+    """The DuckDB SQL of a step that Spark runs (a Fixpoint's parts: engine/spark_batch.py)."""
+    if isinstance(step, Fixpoint):
+        ins = [rows.replace("{t}", "0") for _, rows in step.inputs]
+        return [f"SELECT * FROM {x} AS _x" for x in (*ins, step.base, step.step)]
+    return [step.sql if isinstance(step, Run) else step.select]
 
 
 def _relations(cur: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -56,6 +56,7 @@ def render(tree: exp.Expression, types: Types | None = None) -> str:
         tree = fix(tree)
     if types is not None:
         tree = integer_division(tree, types)
+    tree = collection_aggs(tree, types or {})
     tree = hw_functions(tree, types or {})
     return tree.sql(dialect="spark")
 
@@ -277,6 +278,131 @@ def integer_division(tree: exp.Expression, types: Types) -> exp.Expression:
         return node
 
     return tree.transform(fix)
+
+
+# -- collection aggregates: array_agg, json(b)_agg & co., mode ------------------------
+def collection_aggs(tree: exp.Expression, types: Types) -> exp.Expression:
+    """DuckDB's `list(x ORDER BY k) FILTER (WHERE f)` (array_agg; json_agg & co. read
+    it through `to_json`) and `mode(x ORDER BY x)` in PostgreSQL's terms on Spark.
+    sqlglot's COLLECT_LIST(x) drops NULLs and the order: each element is collected as
+    a struct of its sort keys and itself (a struct with NULL fields is kept), sorted
+    by the keys (`array_sort` with a comparator: direction and NULLS FIRST/LAST per
+    key), then mapped to the element; DISTINCT (whose ORDER BY PostgreSQL restricts
+    to the argument) removes equal structs first; no rows is NULL, as in PostgreSQL.
+    json_agg & co.: the list's JSON text by DuckDB's own to_json (`hw_json_list`, an
+    Arrow UDF, engine/spark_executor.py), the element's DuckDB type when known. mode:
+    Spark's `mode() WITHIN GROUP (ORDER BY x)`, which picks among equally frequent
+    values by the order, as PostgreSQL does.
+
+    >>> to_spark("SELECT list(x ORDER BY k DESC) FROM t")[:71]
+    "SELECT IF(SIZE(COLLECT_LIST(NAMED_STRUCT('_k0', k, '_v', x))) = 0, NULL"
+    >>> to_spark("SELECT mode(x ORDER BY x DESC) FILTER (WHERE f) FROM t")
+    'SELECT MODE() WITHIN GROUP (ORDER BY x DESC) FILTER(WHERE f) FROM t'
+    """
+    for agg in list(tree.find_all(exp.ArrayAgg)):  # (the replacements hold new ones)
+        target: exp.Expression = agg
+        where = None
+        if isinstance(agg.parent, exp.Filter):
+            target, where = agg.parent, agg.parent.expression
+        up = target.parent
+        if isinstance(up, exp.Anonymous) and up.name.lower() == "to_json":
+            up.replace(_json_list(agg, where, types))
+        else:
+            target.replace(_spark_list(agg, where))
+    for node in list(tree.find_all(exp.Mode)):
+        target = node.parent if isinstance(node.parent, exp.Filter) else node
+        order = node.this
+        if not isinstance(order, exp.Order):
+            continue
+        keys = ", ".join(o.sql(dialect="spark") for o in order.expressions)
+        sql = f"mode() WITHIN GROUP (ORDER BY {keys})"
+        if target is not node:
+            sql += f" FILTER (WHERE {target.expression.this.sql(dialect='spark')})"
+        target.replace(sqlglot.parse_one(sql, read="spark"))
+    return tree
+
+
+def _spark_list(agg: exp.ArrayAgg, where: exp.Expression | None) -> exp.Expression:
+    """DuckDB's list(...) as a Spark array in the call's order, NULLs kept (NULL on no
+    rows)."""
+    inner = agg.this
+    order: list[exp.Ordered] = []
+    if isinstance(inner, exp.Order):
+        order = list(inner.expressions)
+        inner = inner.this
+    distinct = isinstance(inner, exp.Distinct)
+    elem = inner.expressions[0] if distinct else inner
+    sp = {"dialect": "spark"}
+    fields = [f"'_k{i}', {o.this.sql(**sp)}" for i, o in enumerate(order)]
+    fields.append(f"'_v', {elem.sql(**sp)}")
+    collect = f"COLLECT_LIST({_NAMED}({', '.join(fields)}))"
+    if where is not None:
+        collect += f" FILTER (WHERE {where.this.sql(**sp)})"
+    items = f"ARRAY_DISTINCT({collect})" if distinct else collect
+    if order:
+        items = f"ARRAY_SORT({items}, (_l, _r) -> {_comparator(order)})"
+    sql = f"IF(SIZE({collect}) = 0, NULL, TRANSFORM({items}, _s -> _s._v))"
+    tree = sqlglot.parse_one(sql, read="spark")
+    for node in tree.find_all(exp.Anonymous):
+        if node.name.upper() == _NAMED:
+            node.set("this", "NAMED_STRUCT")
+    return tree
+
+
+# Spark's NAMED_STRUCT (sqlglot would print it STRUCT(x AS name), which Spark 4.3 fails
+# to resolve in a Python UDF's argument: "Cannot evaluate expression: name")
+_NAMED = "_HW_NAMED_STRUCT"
+
+
+def _comparator(order: list[exp.Ordered]) -> str:
+    """array_sort's comparator of two structs by their keys _k0, _k1, ... (DuckDB's
+    ORDER BY: NULLS LAST ascending, NULLS FIRST descending unless said)."""
+    whens = []
+    for i, o in enumerate(order):
+        desc = bool(o.args.get("desc"))
+        nulls_first = bool(o.args.get("nulls_first"))
+        lo, hi = ("1", "-1") if desc else ("-1", "1")
+        nl, nr = ("-1", "1") if nulls_first else ("1", "-1")
+        a, b = f"_l._k{i}", f"_r._k{i}"
+        whens += [
+            f"WHEN {a} IS NULL AND {b} IS NOT NULL THEN {nl}",
+            f"WHEN {a} IS NOT NULL AND {b} IS NULL THEN {nr}",
+            f"WHEN {a} < {b} THEN {lo}",
+            f"WHEN {a} > {b} THEN {hi}",
+        ]
+    return f"CASE {' '.join(whens)} ELSE 0 END"
+
+
+def _json_list(agg: exp.ArrayAgg, where: exp.Expression | None, types: Types) -> exp.Expression:
+    """`to_json(list(...))` (json_agg & co.) on Spark: the ordered array given to the
+    `hw_json_list` UDF, which prints it as DuckDB's to_json does. json_object_agg's
+    elements, DuckDB's `json_object(CAST(k AS VARCHAR), v)`, are collected as
+    struct(k, v) and made objects by the UDF."""
+    kind = "list"
+    inner = agg.this.this if isinstance(agg.this, exp.Order) else agg.this
+    elem = inner.expressions[0] if isinstance(inner, exp.Distinct) else inner
+    value = elem
+    if isinstance(elem, exp.JSONObject) and len(elem.expressions) == 1:
+        pair = elem.expressions[0]  # JSONKeyValue(key, value)
+        kind, value = "object", pair.expression
+        k, v = exp.Literal.string("k"), exp.Literal.string("v")
+        fields = [k, pair.this.copy(), v, pair.expression.copy()]
+        elem.replace(exp.Anonymous(this=_NAMED, expressions=fields))
+    array = _spark_list(agg, where)
+    vtype = _duck_type(value, types)
+    return exp.Anonymous(
+        this="hw_json_list",
+        expressions=[array, exp.Literal.string(kind), exp.Literal.string(vtype)],
+    )
+
+
+def _duck_type(node: exp.Expression, types: Types) -> str:
+    """A value's DuckDB type when the rules' SQL says it (a column, a cast), else ''."""
+    if isinstance(node, exp.Column):
+        return types.get(node.name) or ""
+    if isinstance(node, exp.Cast):
+        return node.to.sql(dialect="duckdb")
+    return ""
 
 
 @dataclass(frozen=True)

@@ -251,9 +251,18 @@ def plan_sql(plan: Plan, scan: Callable[[Scan], str]) -> str:
     return sql
 
 
-def recursive_sql(node: Recursive, scan: Callable[[Scan], str]) -> str:
+def recursive_sql(node: Recursive, scan: Callable[[Scan], str], limit: int | None = None) -> str:
     """WITH RECURSIVE's fixpoint from scratch, `scan` naming the rows of its inputs
-    (the recursive term's reference to its own rows is `_hw_rec`)."""
+    (the recursive term's reference to its own rows is `_hw_rec`).
+
+    With `limit`, the rows also carry `_hw_d`, the iteration that derived them (the
+    base's are 0), and the recursion stops after iteration `limit + 1`: a row with
+    `_hw_d > limit` says it would not have stopped within `limit` iterations (the
+    engine's guard against a recursion that never terminates). Each iteration's rows
+    share their depth: the step stamps max(_hw_d) + 1 of the rows it read. Under
+    UNION the depth is not part of a row's identity: the rows are keyed by their
+    columns (DuckDB's USING KEY) and the step adds only rows not yet derived (its
+    `recurring` table), which is UNION's fixpoint."""
 
     def rows(s: Scan) -> str:
         return "_hw_rec" if s.table == RECURSIVE_OID else scan(s)
@@ -261,8 +270,21 @@ def recursive_sql(node: Recursive, scan: Callable[[Scan], str]) -> str:
     pos = ", ".join(node.ref.source)
     union = "UNION ALL" if node.all else "UNION"
     out = ", ".join(f"{p} AS {n}" for p, n in zip(node.ref.source, node.names, strict=True))
+    base, step = full_sql(node.base, rows), full_sql(node.step, rows)
+    if limit is None:
+        return (
+            f"(WITH RECURSIVE _hw_rec({pos}) AS (SELECT * FROM {base} AS _b"
+            f" {union} SELECT * FROM {step} AS _s) SELECT {out} FROM _hw_rec)"
+        )
+    new = ""
+    key = ""
+    if not node.all:
+        key = f" USING KEY ({pos})"
+        same = ns_eq([f"_u.{p}" for p in node.ref.source], [f"_s.{c}" for c in node.step.columns])
+        new = f" AND NOT EXISTS (SELECT 1 FROM recurring._hw_rec AS _u WHERE {same})"
     return (
-        f"(WITH RECURSIVE _hw_rec({pos}) AS (SELECT * FROM {full_sql(node.base, rows)} AS _b"
-        f" {union} SELECT * FROM {full_sql(node.step, rows)} AS _s)"
-        f" SELECT {out} FROM _hw_rec)"
+        f"(WITH RECURSIVE _hw_rec({pos}, _hw_d){key} AS (SELECT _b.*, 0 AS _hw_d FROM {base} AS _b"
+        f" {union} SELECT _s.*, _k._hw_d + 1 FROM {step} AS _s,"
+        f" (SELECT max(_hw_d) AS _hw_d FROM _hw_rec) AS _k WHERE _k._hw_d <= {int(limit)}{new})"
+        f" SELECT {out}, _hw_d FROM _hw_rec)"
     )

@@ -246,7 +246,8 @@ def test_executors_equal_postgres_at_every_epoch(
         engine.last_choice.clear()
 
     t0 = time.monotonic()
-    # (MORE_QUERIES' collection aggregates and recursion stay on DuckDB: not with Spark)
+    # (MORE_QUERIES: not here; the collection aggregates and recursion under both
+    # executors: tests/test_engine_grouping.py, tests/test_engine_recursive.py)
     every = list(range(len(QUERIES)))
     shapes = None if mode == "duckdb" else every if EXEC_ALL else EXEC_SHAPES
     views = _create_views(engine, pg, rng, work.epoch_no, alternate, shapes)

@@ -18,12 +18,15 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from headwater.engine import executors
 from headwater.engine.engine import Engine
 from psycopg.types.string import TextLoader
 
 from headwater.errors import SQLError
 from tests.test_engine_support import (
+    SPARK_ALL,
     Workload,
+    advance_alternating,
     advance_at_random,
     assert_views_equal,
     catalog,
@@ -117,6 +120,34 @@ def test_grouping_views_equal_postgres_at_every_epoch(
     expected = {work.epoch_no: query_rows(pg, sqls)}
     expected |= advance_at_random(engine, work, rng, 40, lambda _: query_rows(pg, sqls))
     assert_views_equal(engine, expected, 70000, sqls, seed)
+
+
+# the collection aggregates and mode(): the views the Spark executor runs too
+COLLECTIONS = [q for q in QUERIES if "_agg(" in q and "string_agg" not in q or "mode()" in q]
+
+
+def test_collection_aggregates_on_both_executors_equal_postgres(
+    spark: object, pg: psycopg.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """array_agg, json(b)_agg, json(b)_object_agg and mode() (ORDER BY, DISTINCT, FILTER
+    in the call, NULL elements) under `auto` with the executor alternating: backfills
+    and every other batch on Spark, the others on DuckDB, each going on from the state
+    the other left; PostgreSQL's values (json text included) at every epoch."""
+    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
+    rng = random.Random(seed)
+    work = Workload(pg, tmp_path / "spool", seed)
+    for _ in range(10):
+        work.epoch()
+    cat, sc = catalog(), scans()
+    engine = Engine(tmp_path / "state", tmp_path / "spool", executor="auto")
+    monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", SPARK_ALL)
+    sqls = [q.format(k=rng.randrange(4), k3=1) for q in COLLECTIONS]
+    for i, sql in enumerate(sqls):
+        plan = plan_of(sql, cat)
+        engine.create_view(71000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
+    expected = {work.epoch_no: query_rows(pg, sqls)}
+    expected |= advance_alternating(engine, work, rng, lambda _: query_rows(pg, sqls), monkeypatch)
+    assert_views_equal(engine, expected, 71000, sqls, seed)
 
 
 @pytest.mark.parametrize(

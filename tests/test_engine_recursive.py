@@ -10,6 +10,7 @@ HW_ENGINE_SEED=n reruns a seed.
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 from collections.abc import Iterator
@@ -17,12 +18,15 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from headwater.engine import executors
 from headwater.engine.engine import Engine
 from headwater.planner.incremental import incrementalize
 
 from headwater.errors import SQLError
 from tests.test_engine_support import (
+    SPARK_ALL,
     Workload,
+    advance_alternating,
     advance_at_random,
     assert_views_equal,
     catalog,
@@ -33,6 +37,8 @@ from tests.test_engine_support import (
 )
 
 pytestmark = pytest.mark.oracle
+# (the module: the package's `recursive` is the rule function)
+recursive_rule = importlib.import_module("headwater.engine.rules.recursive")
 
 QUERIES = [
     # reachability (transitive closure, cycles: UNION stops them)
@@ -84,6 +90,40 @@ def test_recursive_views_equal_postgres_at_every_epoch(
     for i, sql in enumerate(sqls):  # (none is trivially empty)
         assert any(per_view[i] for per_view in expected.values()), sql
     assert_views_equal(engine, expected, 80000, sqls, seed)
+
+
+def test_recursive_views_on_both_executors_equal_postgres(
+    spark: object, pg: psycopg.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same views under `auto` with the executor alternating: backfills and the
+    second batch on Spark (the fixpoint iterated there), the first on DuckDB, each going
+    on from the state the other left; PostgreSQL's rows at every epoch. A recursion that
+    never terminates fails on Spark too, after the limit."""
+    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
+    rng = random.Random(seed)
+    work = Workload(pg, tmp_path / "spool", seed)
+    for _ in range(10):
+        work.epoch()
+    cat, sc = catalog(), scans()
+    engine = Engine(tmp_path / "state", tmp_path / "spool", executor="auto")
+    monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", SPARK_ALL)
+    monkeypatch.setattr(recursive_rule, "RECURSION_LIMIT", 5)
+    # (Spark costs seconds per iteration: reachability, bounded paths under UNION ALL, a
+    # recursion without tables)
+    sqls = [views_of(rng)[i] for i in (0, 2, 3)]
+    for i, sql in enumerate(sqls):
+        plan = plan_of(sql, cat)
+        engine.create_view(81000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
+    endless = (  # n + 1 without a bound
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION SELECT i + 1 FROM n)"
+        " SELECT t.id, n.i FROM t JOIN n ON t.a = n.i"
+    )
+    plan = plan_of(endless, cat)
+    with pytest.raises(Exception, match="did not terminate within 5 iterations"):
+        engine.create_view(81999, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
+    expected = {work.epoch_no: query_rows(pg, sqls)}
+    expected |= advance_alternating(engine, work, rng, lambda _: query_rows(pg, sqls), monkeypatch)
+    assert_views_equal(engine, expected, 81000, sqls, seed)
 
 
 @pytest.mark.parametrize(
@@ -155,3 +195,44 @@ def test_through_the_server(conn: psycopg.Connection, pg: psycopg.Connection) ->
         assert got == normalize(pg.execute(view).fetchall()), w
     plan = "\n".join(r[0] for r in conn.execute("EXPLAIN MATERIALIZED VIEW rec_reach"))
     assert "recursive" in plan.lower(), plan
+
+
+def test_non_terminating_recursion_fails_its_view_only(
+    conn: psycopg.Connection, pg: psycopg.Connection
+) -> None:
+    """A recursion that never terminates (a cycle under UNION ALL; n + 1 without a bound,
+    under UNION) fails its view's batch after RECURSION_LIMIT iterations, with an error naming the
+    view and what to do, in headwater_catalog.views; the other views keep advancing."""
+    ddl = "CREATE TABLE rec_cyc (id int, src int, dst int)"
+    pg.execute("DROP TABLE IF EXISTS rec_cyc")
+    pg.execute(ddl)
+    pg.commit()
+    conn.execute(ddl)
+    paths = (
+        "WITH RECURSIVE r(a, b) AS (SELECT src, dst FROM rec_cyc UNION ALL"
+        " SELECT r.a, e.dst FROM r JOIN rec_cyc e ON e.src = r.b) SELECT a, b FROM r"
+    )
+    count = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION SELECT i + 1 FROM n)"
+        " SELECT c.id, n.i FROM rec_cyc c JOIN n ON c.dst = n.i"
+    )
+    conn.execute(f"CREATE MATERIALIZED VIEW rec_paths AS {paths}")
+    conn.execute("CREATE MATERIALIZED VIEW rec_edges AS SELECT count(*) AS n FROM rec_cyc")
+    with pytest.raises(psycopg.Error) as err:  # its backfill: at CREATE
+        conn.execute(f"CREATE MATERIALIZED VIEW rec_count AS {count}")
+    assert "did not terminate within 1000 iterations" in str(err.value), err.value
+    w = "INSERT INTO rec_cyc VALUES (1, 1, 2), (2, 2, 3)"  # no cycle: the view is exact
+    conn.execute(w)
+    pg.execute(w)
+    pg.commit()
+    got = normalize(conn.execute("SELECT * FROM rec_paths").fetchall())
+    assert got == normalize(pg.execute(paths).fetchall())
+    conn.execute("INSERT INTO rec_cyc VALUES (3, 3, 1)")  # a cycle: paths without end
+    conn.execute("INSERT INTO rec_cyc VALUES (4, 4, 4)")
+    assert conn.execute("SELECT n FROM rec_edges").fetchone() == (4,)
+    status, error = conn.execute(
+        "SELECT status, error FROM headwater_catalog.views WHERE name = 'rec_paths'"
+    ).fetchone()
+    assert status == "error", (status, error)
+    assert "did not terminate within 1000 iterations" in error, error
+    assert "rec_paths" in error and "HW_RECURSION_LIMIT" in error, error

@@ -214,6 +214,46 @@ def advance_at_random(
     return expected
 
 
+SPARK_ALL, SPARK_NONE = 0, 1 << 62  # `auto`'s rows floor: every batch to Spark, none
+
+
+def advance_alternating(
+    engine: Any, work: Any, rng: random.Random, expect: Callable[[int], Any], monkeypatch: Any
+) -> Expected:
+    """Under `auto`, with the views' backfills on Spark (the caller set SPARK_ALL):
+    a batch of 1-3 epochs on DuckDB (more until t and u both changed: every view has
+    work), then one on Spark, each going on from the state the other left, noting what
+    every view must be at each epoch; asserts that each view ran on both executors."""
+    from headwater.engine import executors
+    from headwater.engine.spool import table_file
+
+    ran: dict[int, set[str]] = {}
+
+    def record() -> None:
+        for v, choice in engine.last_choice.items():
+            ran.setdefault(v, set()).add(choice.executor)
+        engine.last_choice.clear()
+
+    expected: Expected = {}
+    for floor in (SPARK_NONE, SPARK_ALL):
+        record()
+        monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", floor)
+        first = work.epoch_no + 1
+        for _ in range(rng.randrange(1, 4)):
+            e = work.epoch()
+            expected[e] = expect(e)
+        while not all(
+            any(table_file(work.spool, e, oid).exists() for e in range(first, work.epoch_no + 1))
+            for oid in (T, U)
+        ):
+            e = work.epoch()
+            expected[e] = expect(e)
+        engine.advance(work.epoch_no)
+    record()
+    assert {v: ex for v, ex in ran.items() if ex != {"spark", "duckdb"}} == {}, ran
+    return expected
+
+
 def assert_views_equal(
     engine: Any, expected: Expected, first_oid: int, names: list[str], seed: int, shown: int = 5
 ) -> None:

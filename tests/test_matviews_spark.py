@@ -29,6 +29,12 @@ VIEWS = {
     "sx_agg": "SELECT a, count(*) AS n, sum(b) AS sb, max(s) AS hi FROM sx_t GROUP BY a",
     "sx_join": "SELECT sx_t.id, sx_t.b, sx_u.x FROM sx_t JOIN sx_u ON sx_t.a = sx_u.a",
     "sx_distinct": "SELECT DISTINCT a, s FROM sx_t",
+    # collection aggregates and recursion (engine/spark_sql.py `collection_aggs`, the
+    # Fixpoint step iterated by engine/spark_batch.py)
+    "sx_lists": "SELECT a, array_agg(b ORDER BY b DESC, id) AS bs, jsonb_agg(s ORDER BY id) AS js,"
+    " mode() WITHIN GROUP (ORDER BY b) AS m FROM sx_t GROUP BY a",
+    "sx_reach": "WITH RECURSIVE r(src, dst) AS (SELECT a, x FROM sx_u UNION"
+    " SELECT r.src, u.x FROM r JOIN sx_u u ON r.dst = u.a) SELECT src, dst FROM r",
 }
 
 
@@ -111,8 +117,10 @@ def test_spark_executor_equals_postgres(server: HeadwaterServer, pg: psycopg.Con
         ).fetchall()
         assert {r[1] for r in rows} == {"spark"}, rows
         assert all(r[2] > 0 for r in rows), rows
-        plan = "\n".join(r[0] for r in hw.execute("EXPLAIN MATERIALIZED VIEW sx_agg").fetchall())
-        assert "spark" in plan and "Spark tasks" in plan, plan
+        for name in ("sx_agg", "sx_lists", "sx_reach"):
+            rows = hw.execute(f"EXPLAIN MATERIALIZED VIEW {name}").fetchall()
+            plan = "\n".join(r[0] for r in rows)
+            assert "spark" in plan and "Spark tasks" in plan, plan
 
 
 def test_sigkill_during_spark_batch(server: HeadwaterServer, pg: psycopg.Connection) -> None:

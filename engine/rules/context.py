@@ -92,6 +92,31 @@ class Fill:
 
 
 @dataclass(frozen=True)
+class Fixpoint(Fill):
+    """A Fill whose relation is a WITH RECURSIVE fixpoint at each epoch of the table
+    `epochs` (its `_t`): `select`, a LATERAL recursive CTE per epoch, is how DuckDB
+    computes it. Its parts, for an executor without such a query (Spark iterates the
+    step itself: engine/spark_batch.py): each input's rows at an epoch (`inputs`:
+    a name and the DuckDB SQL of its rows at the epoch `{t}`), the terms over those
+    names (`base`; `step`, which reads the last iteration's rows as `work`), the
+    recursion's column names (`columns`) and the output's (`names`), UNION ALL or
+    UNION (`all`), and the iterations allowed (`limit`, then `error` is raised).
+    Its rows: (_t, names..., _n), each distinct row of the fixpoint at epoch _t with
+    its multiplicity."""
+
+    epochs: str = ""
+    inputs: tuple[tuple[str, str], ...] = ()
+    base: str = ""
+    step: str = ""
+    work: str = ""
+    columns: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    all: bool = False
+    limit: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class Run:
     """Run a statement (a state update)."""
 
@@ -106,7 +131,7 @@ class Append:
     select: str
 
 
-Step = Fill | Run | Append
+Step = Fill | Run | Append  # (a Fixpoint is a Fill)
 
 
 @dataclass(frozen=True)

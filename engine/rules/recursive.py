@@ -16,20 +16,28 @@ with -1 at 5.
 
 from __future__ import annotations
 
+import os
+
 from headwater.catalog.identifiers import quote as q
 from headwater.engine.rules.context import (
     Append,
     BatchContext,
     Delta,
     Fill,
+    Fixpoint,
     Operator,
     Run,
     Step,
     materialized,
     state_table,
 )
-from headwater.planner.ir import Recursive, Scan
-from headwater.planner.render import recursive_sql
+from headwater.planner.ir import RECURSIVE_OID, Recursive, Scan
+from headwater.planner.render import full_sql, recursive_sql
+
+# Iterations a recursion may take at one epoch before the view's batch fails (as
+# Spark's spark.sql.cteRecursionLevelLimit): one that never terminates (n + 1 without
+# a bound, a cycle under UNION ALL) would otherwise stall the engine.
+RECURSION_LIMIT = int(os.environ.get("HW_RECURSION_LIMIT", "1000"))
 
 
 def recursive(node: Recursive, op: Operator, ctx: BatchContext) -> Delta:
@@ -50,26 +58,51 @@ def recursive(node: Recursive, op: Operator, ctx: BatchContext) -> Delta:
         )
     )
 
-    def rows_at(s: Scan) -> str:
-        """An input's rows at the epoch `_ep._t`, one row per copy, as the table's."""
+    def rows_at(s: Scan, at: str = "_ep._t") -> str:
+        """An input's rows at the epoch `at`, one row per copy, as the table's."""
         i = node.inputs.index(s)
         m, src = op.state(ctx, f"m{i}"), op.inputs[i]
         nl = ", ".join(s.names)
         named = ", ".join(f"{n} AS {q(c)}" for n, c in zip(s.names, s.source, strict=True))
-        at = (
+        rows = (
             f"SELECT {nl}, sum(_w)::BIGINT AS _c FROM (SELECT {nl}, _w, -1 AS _e FROM {m}"
-            f" UNION ALL SELECT {nl}, _w, _e FROM {src}) AS _x WHERE _x._e <= _ep._t"
+            f" UNION ALL SELECT {nl}, _w, _e FROM {src}) AS _x WHERE _x._e <= {at}"
             f" GROUP BY ALL HAVING sum(_w) > 0"
         )
-        return f"(SELECT {named} FROM ({at}) AS _a, range(_a._c))"
+        return f"(SELECT {named} FROM ({rows}) AS _a, range(_a._c))"
 
     NV = ctx.scratch("_nv", op.index)
-    fix = recursive_sql(node, rows_at)
+    fix = recursive_sql(node, rows_at, RECURSION_LIMIT)
+    stop = (
+        f"WITH RECURSIVE did not terminate within {RECURSION_LIMIT} iterations; bound its"
+        " recursive term (e.g. a depth column with WHERE depth < n; UNION instead of"
+        " UNION ALL over cycles), or raise HW_RECURSION_LIMIT in the server's environment"
+    )
+    literal = "'" + stop.replace("'", "''") + "'"
+    # the same fixpoint in parts, for Spark (no recursive CTE per epoch there)
+    work = f"_hw_w{ctx.program}_{op.index}"
+    names = {s: f"_hw_in{ctx.program}_{op.index}_{i}" for i, s in enumerate(node.inputs)}
+
+    def named(s: Scan) -> str:
+        return work if s.table == RECURSIVE_OID else names[s]
+
     steps.append(
-        Fill(
+        Fixpoint(
             NV,
             f"SELECT _ep._t, {', '.join(f'_f.{c}' for c in cols)}, count(*)::BIGINT AS _n"
-            f" FROM {CH} AS _ep, LATERAL {fix} AS _f GROUP BY ALL",
+            f" FROM {CH} AS _ep, LATERAL {fix} AS _f"
+            f" WHERE CASE WHEN _f._hw_d > {RECURSION_LIMIT} THEN error({literal}) ELSE true END"
+            " GROUP BY ALL",
+            epochs=CH,
+            inputs=tuple((names[s], rows_at(s, "{t}")) for s in node.inputs),
+            base=full_sql(node.base, named),
+            step=full_sql(node.step, named),
+            work=work,
+            columns=tuple(node.ref.source),
+            names=tuple(cols),
+            all=node.all,
+            limit=RECURSION_LIMIT,
+            error=stop,
         )
     )
     # new rows at each changed epoch, the previous changed epoch's (or the kept
