@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from headwater.catalog.types import BY_NAME, ColumnType
+from headwater.catalog.types import STORED_TYPES, ColumnType
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Column:
     def from_json(d: dict[str, Any]) -> Column:
         return Column(
             d["name"],
-            ColumnType(BY_NAME[d["type"]], d["typmod"]),
+            ColumnType(STORED_TYPES[d["type"]], d["typmod"]),
             d["not_null"],
             d["default"],
             d.get("identity", ""),

@@ -100,6 +100,8 @@ ARRAY_TYPES: dict[str, PgType] = {
     if t.array_oid
 }
 ARRAY_ELEMENT: dict[str, PgType] = {a.name: BY_NAME[e] for e, a in ARRAY_TYPES.items()}
+# A stored column's type by its name: a materialized view's columns may be arrays
+STORED_TYPES: dict[str, PgType] = {**BY_NAME, **{a.name: a for a in ARRAY_TYPES.values()}}
 # The types a parameter may be declared with (Parse's OIDs): the scalars and their arrays
 PARAM_TYPES: dict[int, PgType] = {**BY_OID, **{a.oid: a for a in ARRAY_TYPES.values()}}
 # pg_index.indkey and friends (system catalogs only). The replica keeps them as DuckDB
