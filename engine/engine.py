@@ -335,10 +335,14 @@ class Engine:
     @property
     def last_epoch(self) -> int:
         """The newest epoch the stage has processed (views are created at it)."""
-        if self._last is None:
-            rows = fetch_all(self._cur, "SELECT v FROM hw_stage WHERE k = 'end'")
-            self._last = int(rows[0][0]) if rows else 0
-        return self._last
+        last = self._last
+        if last is None:
+            # under the lock: another thread may be running a batch on the cursor
+            # (DuckDB refuses a second call on a busy connection)
+            with self._lock:
+                rows = fetch_all(self._cur, "SELECT v FROM hw_stage WHERE k = 'end'")
+                last = self._last = int(rows[0][0]) if rows else 0
+        return last
 
     def create_view(
         self,
