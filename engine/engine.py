@@ -52,8 +52,10 @@ log = logging.getLogger("headwater.engine")
 ATTACHED = "hw_engine"  # the engine's database, when attached to the server's DuckDB
 # The most epochs one step of `Engine.advance` covers (docs/engine.md, figures (f)).
 STEP_EPOCHS = int(os.environ.get("HW_ENGINE_STEP_EPOCHS", "300"))
-# How long a micro-batch's sink goes on advancing to newer durable epochs (see start()).
+# A micro-batch's sink goes on advancing to newer durable epochs until none came for
+# CATCH_UP_S, at most CATCH_UP_MAX_S after it started (see start()).
 CATCH_UP_S = float(os.environ.get("HW_ENGINE_CATCH_UP_S", "1.0"))
+CATCH_UP_MAX_S = float(os.environ.get("HW_ENGINE_CATCH_UP_MAX_S", "5.0"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
 # view -> its plan and scans, planned again from its definition (None: it no longer exists)
 Columns = Sequence[tuple[str, str]]  # (name, DuckDB type) of each column of a view
@@ -182,6 +184,7 @@ class Engine:
         self.on_advance: list[Callable[[int], None]] = []
         self.step_epochs = STEP_EPOCHS
         self.catch_up_s = CATCH_UP_S
+        self.catch_up_max_s = CATCH_UP_MAX_S
         self._stopping = False
         self._spooled = threading.Condition()  # notified by `spooled`
         self._spool_seq = 0
@@ -826,20 +829,26 @@ class Engine:
             end = stage.batch_end(ck, batch_id)
             if end is None:
                 return
+            began = time.monotonic()
             self.advance(end)
-            # Epochs that become durable while the batch runs, or up to `catch_up_s`
-            # after it started, are advanced as soon as they are spooled (`spooled`
-            # wakes the wait) rather than at Spark's next trigger: a micro-batch costs
-            # Spark 0.1-0.3 s of polling delay, offset and commit logs on this machine,
-            # which would add to the freshness of every epoch written after a pause.
-            # Exactly once still holds: each view's frontier moves with its state, and
-            # Spark's next batches (epochs up to theirs) find those views past them.
-            deadline = time.monotonic() + self.catch_up_s
+            # Epochs that become durable while the batch runs, or until none came for
+            # `catch_up_s` (at most `catch_up_max_s` after the batch started), are
+            # advanced as soon as they are spooled (`spooled` wakes the wait) rather
+            # than at Spark's next trigger: a micro-batch costs Spark 0.1-0.3 s of
+            # polling delay, offset and commit logs on this machine (up to seconds at
+            # a high load), which would add to the freshness of every epoch written
+            # after a pause, and to every write of a steady stream once the window
+            # closed. Exactly once still holds: each view's frontier moves with its
+            # state, and Spark's next batches (epochs up to theirs) find those views
+            # past them.
+            cap = began + self.catch_up_max_s
+            deadline = min(cap, time.monotonic() + self.catch_up_s)
             while not self._stopping and (left := deadline - time.monotonic()) > 0:
                 seen = self._spool_seq
                 latest = sp.read_latest(self.spool)
                 if latest > self.last_epoch:
                     self.advance(latest)
+                    deadline = min(cap, time.monotonic() + self.catch_up_s)
                     continue
                 with self._spooled:
                     if self._spool_seq == seen:
@@ -863,6 +872,17 @@ class Engine:
         with self._spooled:
             self._spool_seq += 1
             self._spooled.notify_all()
+
+    @property
+    def spool_seq(self) -> int:
+        """How many times `spooled` was called (for `wait_spooled`)."""
+        return self._spool_seq
+
+    def wait_spooled(self, seen: int, timeout: float) -> None:
+        """Wait until `spooled` is called after `spool_seq` was `seen`, at most `timeout`."""
+        with self._spooled:
+            if self._spool_seq == seen:
+                self._spooled.wait(timeout)
 
     def stop(self) -> None:
         if self.query is not None:
