@@ -313,11 +313,6 @@ class Engine:
         self._fronts.pop(view, None)
         cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
         if family is None:
-            owned = [
-                t for t in tables if t in (f"o{view}", f"l{view}") or t.startswith(f"s{view}_")
-            ]
-            self.manifest.forget(cur, owned)
-            self.manifest.commit()
             self._drop_tables(str(view), tables)
             return
         cur.execute("DELETE FROM hw_members WHERE view = ?", [view])
@@ -329,10 +324,16 @@ class Engine:
                 cur.execute(f"DELETE FROM {table} WHERE {col} = {view}")
 
     def _drop_tables(self, owner: str, tables: set[str]) -> None:
-        """The output and state tables of a view or family by their names alone."""
-        for t in sorted(tables):
-            if t in (f"o{owner}", f"l{owner}") or t.startswith(f"s{owner}_"):
-                self._cur.execute(f"DROP TABLE IF EXISTS {t}")
+        """The output and state tables of a view or family by their names alone, and
+        their Parquet copies (the view or family planned again makes tables of the same
+        names, maybe with other columns: Spark must not read the old copies)."""
+        owned = sorted(
+            t for t in tables if t in (f"o{owner}", f"l{owner}") or t.startswith(f"s{owner}_")
+        )
+        self.manifest.forget(self._cur, owned)
+        self.manifest.commit()
+        for t in owned:
+            self._cur.execute(f"DROP TABLE IF EXISTS {t}")
 
     # -- views ----------------------------------------------------------------------
     @property
