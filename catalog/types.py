@@ -103,7 +103,8 @@ ARRAY_ELEMENT: dict[str, PgType] = {a.name: BY_NAME[e] for e, a in ARRAY_TYPES.i
 # The types a parameter may be declared with (Parse's OIDs): the scalars and their arrays
 PARAM_TYPES: dict[int, PgType] = {**BY_OID, **{a.oid: a for a in ARRAY_TYPES.values()}}
 # pg_index.indkey and friends (system catalogs only). The replica keeps them as DuckDB
-# USMALLINT[] / UINTEGER[] lists, which is how results tell them from int2[] / oid[].
+# USMALLINT[] / UBIGINT[] lists, which is how results tell them from int2[] / oid[]
+# (oid is UINTEGER, so oid[] is UINTEGER[]).
 INT2VECTOR = _t("int2vector", 22, -1, 1006, "int2vector", "A")
 OIDVECTOR = _t("oidvector", 30, -1, 1013, "oidvector", "A")
 
@@ -297,7 +298,7 @@ def resolve_type_name(names: list[str], mods: list[int], array_bounds: int = 0) 
 # did not pin down itself.
 def from_duckdb(dtype: str) -> ColumnType:
     d = dtype.upper()
-    if d in ("USMALLINT[]", "UINTEGER[]"):
+    if d in ("USMALLINT[]", "UBIGINT[]"):
         return ColumnType(INT2VECTOR if d == "USMALLINT[]" else OIDVECTOR)
     if d.endswith("[]"):
         base = d
@@ -319,7 +320,7 @@ def from_duckdb(dtype: str) -> ColumnType:
         "HUGEINT": NUMERIC,
         "UTINYINT": INT2,
         "USMALLINT": INT4,
-        "UINTEGER": INT8,
+        "UINTEGER": OID,  # PostgreSQL has no unsigned types: only oid is stored so
         "UBIGINT": NUMERIC,
         "UHUGEINT": NUMERIC,
         "FLOAT": FLOAT4,

@@ -94,7 +94,7 @@ class EngineAPI:
         connection: duckdb.DuckDBPyConnection,
         snapshot: Snapshot,
         master: str = "local[2]",
-        executor: str = "duckdb",
+        executor: str = "auto",
         memory_limit: int | None = None,
     ) -> None:
         """Open the engine's state and load its views, each planned again from its
@@ -192,10 +192,15 @@ class EngineAPI:
 
     @classmethod
     def explain_definition(
-        cls, definition: str, catalog: Catalog, search_path: tuple[str, ...]
+        cls,
+        definition: str,
+        catalog: Catalog,
+        search_path: tuple[str, ...],
+        executor: str = "auto",
     ) -> ViewExplain:
-        """What EXPLAIN says of a view not created yet (0A000 if out of scope)."""
-        return explain_plan(cls.plan(definition, catalog, search_path))
+        """What EXPLAIN says of a view not created yet (0A000 if out of scope), with
+        who would run its batches under the server's `--executor`."""
+        return explain_plan(cls.plan(definition, catalog, search_path), executor=executor)
 
     # -- reads --------------------------------------------------------------------------
     def read_sql(self, mv: MaterializedView, epoch: int | str) -> str:

@@ -119,15 +119,16 @@ class Engine:
         wait_ms: int = 0,
         connection: duckdb.DuckDBPyConnection | None = None,
         replan: Replan | None = None,
-        executor: str = "duckdb",
+        executor: str = "auto",
         memory_limit: int | None = None,
     ) -> None:
         """`connection`: a DuckDB database to attach the engine's database to (the
         server's replica), so that reads of views are plain SQL on it (`read_sql`).
         `replan`: each view's plan, built again from its definition (see `restore`);
         without it, the views of an existing state are not loaded until `restore`.
-        `executor`: who runs each batch's rules, `duckdb`, `spark` or `auto`
-        (engine/executors.py; `memory_limit`, the server's, weighs in for `auto`)."""
+        `executor`: who runs each batch's rules, `duckdb`, `spark` or `auto` (the
+        server's default too; engine/executors.py; `memory_limit`, the server's,
+        weighs in for `auto`)."""
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}: {executor!r}")
         self.executor = executor
@@ -621,13 +622,20 @@ class Engine:
             if not todo:
                 self._set_end(max(end, self.last_epoch))
                 return out
-            low = min(fronts[v] for v in todo)
             self._seq = getattr(self, "_seq", 0) + 1
             registered: dict[int, str] = {}
             arrows: dict[str, pa.Table] = {}  # registered name -> its rows (for Spark)
             epochs: dict[int, list[int]] = {}  # table -> epochs of the batch that changed it
+            # Each table's changes after the lowest frontier of the views that scan it, not
+            # of all views: an ALTER rebuilt those views at its epoch, and the spool's
+            # older epochs hold rows of the table's old shape.
+            lows: dict[int, int] = {}
+            for v in todo:
+                for o, i in self.views[v].scans.items():
+                    if i.view is None:
+                        lows[o] = min(lows.get(o, fronts[v]), fronts[v])
             # every changed table's changes, registered once, before any transaction
-            for oid in {o for v in todo for o, i in self.views[v].scans.items() if i.view is None}:
+            for oid, low in lows.items():
                 parts, epochs[oid] = sp.read_table_epochs(self.spool, oid, low, end)
                 if parts:
                     name = f"_chg{oid}_{self._seq}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from headwater.engine import rules
+from headwater.engine.executors import SPARK_MIN_ROWS_CLUSTER, SPARK_MIN_ROWS_LOCAL
 from headwater.planner.incremental import incrementalize
 from headwater.planner.ir import Node, Plan, walk
 
@@ -25,9 +26,20 @@ EXECUTOR_REASON = (
 EXECUTOR_REASONS = {
     "duckdb": EXECUTOR_REASON,
     "spark": "every batch runs as Spark SQL jobs over the state's Parquet files "
-    "(docs/adr/003-shared-state.md)",
-    "auto": "bulk batches run on Spark, small ones on DuckDB (engine/executors.py)",
+    "(docs/adr/003-shared-state.md), unless its rules have no Spark form (then DuckDB "
+    "runs them and says why)",
+    "auto": "with a local master, a batch whose rows and state exceed half of "
+    "--memory-limit runs on Spark, the others on DuckDB (faster on one machine at every "
+    + (
+        f"size measured; and batches of {SPARK_MIN_ROWS_LOCAL} rows or more on Spark)"
+        if SPARK_MIN_ROWS_LOCAL is not None
+        else "size measured)"
+    )
+    + f"; with a cluster master, batches of {SPARK_MIN_ROWS_CLUSTER} changed rows or more "
+    "too; while Spark starts, every batch on DuckDB (engine/executors.py)",
 }
+# what EXPLAIN says runs the batches of a view not created yet, per `--executor`
+PLANNED_EXECUTORS = {"duckdb": "duckdb", "spark": "spark", "auto": "duckdb or spark, per batch"}
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,14 @@ def operators(plan: Plan, view: int | str) -> dict[int, Operator]:
     return out
 
 
-def explain_plan(plan: Plan, view: int | str = "{view}") -> ViewExplain:
-    """A view not created yet: its plan lowered as the engine would lower it."""
+def explain_plan(plan: Plan, view: int | str = "{view}", executor: str = "auto") -> ViewExplain:
+    """A view not created yet: its plan lowered as the engine would lower it, and who
+    would run its batches under `--executor executor`."""
     lowered = incrementalize(plan)
-    return ViewExplain(lowered, operators(lowered, view), output_tables=(f"o{view}", f"l{view}"))
+    return ViewExplain(
+        lowered,
+        operators(lowered, view),
+        output_tables=(f"o{view}", f"l{view}"),
+        executor=PLANNED_EXECUTORS[executor],
+        executor_reason=f"--executor {executor}: {EXECUTOR_REASONS[executor]}",
+    )

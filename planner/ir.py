@@ -502,6 +502,9 @@ class PlanBuilder:
         # grouping sets as sets of key texts, the scope), None elsewhere
         self._grouping: tuple[str | None, list[frozenset[str]], Scope] | None = None
         self._clock: str | None = None  # the clock's column while binding a temporal filter
+        # a decorrelated LATERAL subquery (by id): how many of its last output columns
+        # are its correlation keys, the partition of its LIMIT (`lateral_grouped`)
+        self._lateral_keys: dict[int, int] = {}
 
     def fresh(self) -> str:
         self._n += 1
@@ -565,6 +568,7 @@ class PlanBuilder:
     ) -> tuple[Node, list[str]]:
         self._ctes = ctes
         top = stmt is getattr(self, "_top", None)
+        lateral_keys = self._lateral_keys.pop(id(stmt), 0)
         # LIMIT/OFFSET below the top of a read, or anywhere in a view: a top-N node
         limited = not top and (stmt.limitCount is not None or stmt.limitOffset is not None)
         limit = self.limit_text(stmt, "limitCount", ties=True) if limited else None
@@ -708,7 +712,8 @@ class PlanBuilder:
         elif stmt.distinctClause:
             node = Distinct(node)
         if limited:
-            node = self.top_n(node, tuple(order), limit, offset, len(names), ties)
+            part = tuple(c for c, _ in proj[len(names) - lateral_keys : len(names)])
+            node = self.top_n(node, tuple(order), limit, offset, len(names), ties, part)
             kept = set(node.columns)
             if stmt is self._root and all(refs(o) <= kept for o in order):
                 self._read_order = tuple(_explicit_nulls(o) for o in order)
@@ -723,14 +728,18 @@ class PlanBuilder:
         offset: Expr | None,
         width: int,
         ties: bool = False,
+        partition: tuple[Expr, ...] = (),
     ) -> Node:
         """ORDER BY ... LIMIT/OFFSET below the top of a read, or in a view: the rows
         whose row_number() in that order is past the offset and within the limit (ties
         broken arbitrarily, as PostgreSQL does), without the sort-only columns. FETCH
-        ... WITH TIES: the limit on rank() instead (the rows tying with the last one)."""
+        ... WITH TIES: the limit on rank() instead (the rows tying with the last one).
+        `partition`: a top-N of each group of those columns (a LATERAL's keys)."""
         if ties and not order:
             raise SyntaxErr("WITH TIES cannot be specified without ORDER BY clause")
         by = f"ORDER BY {', '.join(_explicit_nulls(o) for o in order)}" if order else ""
+        if partition:
+            by = f"PARTITION BY {', '.join(partition)} {by}".rstrip()
         rn, rk = self.fresh(), self.fresh()
         calls = [(rn, f"row_number() OVER ({by})")]
         if ties:
@@ -741,7 +750,7 @@ class PlanBuilder:
         if limit is not None:
             base = f"({offset}) + " if offset is not None else ""
             keep.append(f"{rk if ties else rn} <= {base}({limit})")
-        win = Window(node, tuple(calls), (), " AND ".join(keep) or None)
+        win = Window(node, tuple(calls), partition, " AND ".join(keep) or None)
         return Project(win, tuple((c, c) for c in node.columns[:width]))
 
     def distinct_on(self, node: Node, on: tuple[str, ...], order: tuple[Expr, ...]) -> Node:
@@ -1023,9 +1032,9 @@ class PlanBuilder:
         else:
             node, sc = self._scoped(n, names, alias, colnames)
             return Join("left" if outer else "cross", left, node), sc
-        if not (_simple_subquery(sub) and not sub.sortClause):
-            raise _unsupported("LATERAL with GROUP BY, DISTINCT, ORDER BY or LIMIT")
         targets = list(sub.targetList or ())
+        if not (_simple_subquery(sub) and not sub.sortClause) or _has_window(targets):
+            return self.lateral_grouped(sub, left, scope, ctes, outer, alias, colnames)
         if all(_find_aggs([rt.val]) for rt in targets):
             mark = len(self._scalars)
             outs = [self.correlated_scalar(replace_targets(sub, (rt,)), scope) for rt in targets]
@@ -1033,7 +1042,7 @@ class PlanBuilder:
             names = [rt.name or pg_column_name(rt.val) for rt in targets]
             return node, self._scoped_cols(list(zip(names, outs, strict=True)), alias, colnames)
         if any(_find_aggs([rt.val]) for rt in targets):
-            raise _unsupported("LATERAL mixing aggregates and other columns")
+            return self.lateral_grouped(sub, left, scope, ctes, outer, alias, colnames)
         rnode, inner_scope = self.inner_from(sub, scope, ctes)
         local: list[object] = []
         correlated: list[str] = []
@@ -1061,9 +1070,185 @@ class PlanBuilder:
                 exprs += [(name, internal) for name, internal in cols]
                 continue
             exprs.append((rt.name or pg_column_name(val), self.expr(val, inner_scope)))
+        return self._lateral_out(joined, left, exprs, alias, colnames)
+
+    def lateral_grouped(
+        self,
+        sub: A.SelectStmt,
+        left: Node,
+        scope: Scope,
+        ctes: dict[str, object],
+        outer: bool,
+        alias: str | None,
+        colnames: list[str],
+    ) -> tuple[Node, Scope]:
+        """A LATERAL subquery with GROUP BY, HAVING, DISTINCT [ON], ORDER BY ... LIMIT or
+        window functions, correlated by equalities `inner = outer` of its WHERE only:
+        the subquery without them, its inner sides k added as grouping, DISTINCT ON and
+        window partition keys (a LIMIT becomes a per-k top-N), joined to the outer rows
+        on outer = k. Outer rows with the same values share k's rows; a NULL matches
+        nothing, as `inner = NULL` never holds.
+
+            T, LATERAL (SELECT x FROM R WHERE R.k = T.k ORDER BY x LIMIT 3) s
+                -> T JOIN (SELECT x, k FROM R, row_number() OVER (PARTITION BY k
+                   ORDER BY x) <= 3) ON T.k = k
+
+        An aggregate without GROUP BY has one row per outer row even on no rows:
+        `_lateral_scalar`."""
+        what = "a LATERAL subquery with GROUP BY, DISTINCT, ORDER BY, LIMIT or windows"
+        if sub.op != enums.SetOperation.SETOP_NONE:
+            raise _unsupported("a correlated LATERAL subquery with UNION, INTERSECT or EXCEPT")
+        if sub.withClause is not None or not sub.fromClause:
+            raise _unsupported("a correlated LATERAL subquery with WITH or without FROM")
+        rnode, inner_scope = self.inner_from(sub, scope, ctes)
+        inner_cols = set(rnode.columns)
+        local: list[object] = []
+        lkeys: list[str] = []  # outer sides, over the outer columns
+        ksides: list[object] = []  # inner sides, as written
+        for c in _conjuncts(sub.whereClause) if sub.whereClause is not None else []:
+            if _has_sublink(c):
+                local.append(c)  # (an outer reference in there is refused below)
+                continue
+            inner_scope.outer_refs = set()
+            self.expr(c, inner_scope)
+            if not inner_scope.outer_refs:
+                local.append(c)
+                continue
+            sides = []
+            for side in equality_sides(c) or ():
+                inner_scope.outer_refs = set()
+                sides.append((side, self.expr(side, inner_scope), bool(inner_scope.outer_refs)))
+            if len(sides) == 2 and sides[0][2] != sides[1][2]:
+                (a, at, a_outer), (b, bt, _) = sides
+                (o, ot), (i, it) = ((a, at), (b, bt)) if a_outer else ((b, bt), (a, at))
+                if refs(it) and _refs_only(it, inner_cols) and not (refs(ot) & inner_cols):
+                    lkeys.append(ot)
+                    ksides.append(i)
+                    continue
+            raise _unsupported(f"{what} correlated other than by equalities inner = outer")
+        if not ksides:
+            raise _unsupported(f"{what} correlated outside its WHERE clause")
+        base = copy.deepcopy(sub)
+        base.whereClause = _and(local) if local else None
+        keys = tuple(
+            A.ResTarget(name=f"?lateral{i}?", val=copy.deepcopy(k)) for i, k in enumerate(ksides)
+        )
+        aggregated = not sub.groupClause and (
+            sub.havingClause is not None
+            or _find_aggs(
+                [rt.val for rt in base.targetList] + [s.node for s in sub.sortClause or ()]
+            )
+        )
+
+        def plan(stmt: A.SelectStmt) -> tuple[Node, list[str]]:
+            """`stmt` planned alone: an outer column left in it is not decorrelated."""
+            try:
+                return self.select(stmt, None, ctes)
+            except SQLError as e:
+                if e.sqlstate not in ("42703", "42P01"):
+                    raise
+                self.select(sub, scope, ctes)  # the error of the subquery as written
+                raise _unsupported(
+                    f"{what} reading outer columns other than in equalities of its WHERE"
+                ) from None
+            finally:  # (planned or not: no other statement may take its id)
+                self._lateral_keys.pop(id(stmt), None)
+
+        if aggregated:
+            return self._lateral_scalar(base, keys, lkeys, left, outer, plan, alias, colnames)
+        base.targetList = (*base.targetList, *keys)
+        width = len(keys)
+        ksides = [k.val for k in keys]
+        if sub.groupClause:
+            base.groupClause = (*sub.groupClause, *ksides)
+        on = [d for d in sub.distinctClause or () if d is not None]
+        if on:  # DISTINCT ON (k, ...) ORDER BY k, ...
+            base.distinctClause = (*copy.deepcopy(ksides), *base.distinctClause)
+            base.sortClause = (
+                *(
+                    A.SortBy(node=copy.deepcopy(k), sortby_dir=_ASC, sortby_nulls=_NULLS)
+                    for k in ksides
+                ),
+                *(base.sortClause or ()),
+            )
+        _partition_windows(base, ksides)
+        self._lateral_keys[id(base)] = width
+        node, names = plan(base)
+        n = len(names) - width
+        kcols = node.columns[n : len(names)]
+        joined = Join("left" if outer else "inner", left, node, tuple(lkeys), kcols)
+        exprs = list(zip(names[:n], node.columns, strict=False))
+        return self._lateral_out(joined, left, exprs, alias, colnames)
+
+    def _lateral_scalar(
+        self,
+        base: A.SelectStmt,
+        keys: tuple[A.ResTarget, ...],
+        lkeys: list[str],
+        left: Node,
+        outer: bool,
+        plan: Callable[[A.SelectStmt], tuple[Node, list[str]]],
+        alias: str | None,
+        colnames: list[str],
+    ) -> tuple[Node, Scope]:
+        """An aggregate without GROUP BY in a LATERAL subquery (HAVING, DISTINCT, ORDER BY
+        or LIMIT too): per outer row, its row grouped by the correlation keys k, or
+        where no row has the outer row's k the row on no input (the subquery with WHERE
+        false: count 0, sum NULL, ...). HAVING is a column of both, chosen the same
+        way; a constant LIMIT/OFFSET keeps the one row or none.
+
+            T, LATERAL (SELECT count(*) n FROM R WHERE R.k = T.k HAVING h) s
+                -> T LEFT JOIN (SELECT count(*), h, k FROM R GROUP BY k) q ON T.k = q.k
+                   CROSS JOIN (SELECT count(*), h FROM R WHERE false) e,
+                   CASE WHEN q.k IS NULL THEN e.n ELSE q.n END, kept where that of h holds
+        """
+        kept = _one_row_kept(base)
+        targets = tuple(base.targetList)
+        if base.havingClause is not None:
+            targets += (A.ResTarget(name="?having?", val=base.havingClause),)
+        base.havingClause = base.sortClause = base.distinctClause = None
+        base.limitCount = base.limitOffset = None
+        grouped = copy.deepcopy(base)
+        grouped.targetList = (*copy.deepcopy(targets), *keys)
+        grouped.groupClause = tuple(copy.deepcopy(k.val) for k in keys)
+        _partition_windows(grouped, [k.val for k in keys])
+        empty = copy.deepcopy(base)
+        empty.targetList = copy.deepcopy(targets)
+        empty.whereClause = A.A_Const(val=A.Boolean(boolval=False))
+        q, qnames = plan(grouped)
+        e, _ = plan(empty)
+        m = len(targets)
+        qk = q.columns[m : len(qnames)]
+        node: Node = Join("cross", Join("left", left, q, tuple(lkeys), qk), e)
+        picks = [
+            f"CASE WHEN {qk[0]} IS NULL THEN {ev} ELSE {qv} END"
+            for qv, ev in zip(q.columns[:m], e.columns[:m], strict=True)
+        ]
+        n = len(base.targetList)
+        names = qnames[:n]
+        cond = picks[n] if len(picks) > n else None
+        if not kept:
+            cond = "false"
+        if cond is not None and not outer:
+            node = Filter(node, cond)
+        elif cond is not None:
+            picks = [f"CASE WHEN {cond} THEN {p} END" for p in picks]
+        exprs = list(zip(names, picks, strict=False))
+        return self._lateral_out(node, left, exprs, alias, colnames)
+
+    def _lateral_out(
+        self,
+        node: Node,
+        left: Node,
+        exprs: list[tuple[str, Expr]],
+        alias: str | None,
+        colnames: list[str],
+    ) -> tuple[Node, Scope]:
+        """The outer rows' columns and a LATERAL subquery's (name, expression over
+        `node`), and the scope of the subquery's columns."""
         outs = [(name, self.fresh(), text) for name, text in exprs]
         node = Project(
-            joined, tuple((c, c) for c in left.columns) + tuple((o, t) for _, o, t in outs)
+            node, tuple((c, c) for c in left.columns) + tuple((o, t) for _, o, t in outs)
         )
         return node, self._scoped_cols([(name, o) for name, o, _ in outs], alias, colnames)
 
@@ -2162,6 +2347,60 @@ def _simple_subquery(sub: object) -> bool:
         and sub.limitOffset is None
         and bool(sub.fromClause)
     )
+
+
+_ASC, _NULLS = enums.SortByDir.SORTBY_DEFAULT, enums.SortByNulls.SORTBY_NULLS_DEFAULT
+
+
+def _has_window(nodes: object) -> bool:
+    """Is there a window function call in the (AST) nodes, outside subqueries?"""
+    if isinstance(nodes, tuple | list):
+        return any(_has_window(x) for x in nodes)
+    if not isinstance(nodes, A.Node) or isinstance(nodes, A.SubLink):
+        return False
+    if isinstance(nodes, A.FuncCall) and nodes.over is not None:
+        return True
+    return any(_has_window(getattr(nodes, name)) for name in nodes)
+
+
+def _partition_windows(stmt: A.SelectStmt, keys: list[object]) -> None:
+    """Put `keys` first in the PARTITION BY of every window of the SELECT: its WINDOW
+    definitions and its calls' own OVER clauses (not `OVER w`, nor one built on another
+    window, which has its PARTITION BY from there)."""
+
+    def visit(n: object, definition: bool = False) -> None:
+        if isinstance(n, tuple | list):
+            for x in n:
+                visit(x, definition)
+            return
+        if not isinstance(n, A.Node) or isinstance(n, A.SubLink):
+            return
+        if isinstance(n, A.WindowDef):
+            if not n.refname and (definition or not n.name):
+                n.partitionClause = (*copy.deepcopy(keys), *(n.partitionClause or ()))
+            return
+        for name in n:
+            visit(getattr(n, name))
+
+    visit(stmt.windowClause, True)
+    visit((stmt.targetList, stmt.sortClause))
+
+
+def _one_row_kept(stmt: A.SelectStmt) -> bool:
+    """Does the SELECT's LIMIT/OFFSET keep a one-row result (constants only)?"""
+
+    def value(n: object, what: str, code: str) -> int | None:
+        if n is None or (isinstance(n, A.A_Const) and n.isnull):
+            return None
+        if isinstance(n, A.A_Const) and isinstance(n.val, A.Integer):
+            if n.val.ival < 0:
+                raise SQLError(f"{what} must not be negative", code)
+            return n.val.ival
+        raise _unsupported(f"a LATERAL aggregate with a {what} other than a constant")
+
+    limit = value(stmt.limitCount, "LIMIT", "2201W")
+    offset = value(stmt.limitOffset, "OFFSET", "2201X")
+    return (limit is None or limit >= 1) and not offset
 
 
 def replace_targets(stmt: A.SelectStmt, targets: tuple) -> A.SelectStmt:

@@ -102,7 +102,9 @@ class _Inferrer:
         elif isinstance(node, A.A_Expr) and node.kind in _ANY_ALL:
             n = _param(node.rexpr)
             elem = self.operand_type(node.lexpr)
-            arr = ARRAY_TYPES.get(elem.pg.name) if elem is not None else None
+            # an operand of unknown type (a system catalog's column): text[], which
+            # DuckDB compares with any element; a scalar parameter could not be unnested
+            arr = ARRAY_TYPES.get(elem.pg.name if elem is not None else TEXT.name)
             if n is not None and arr is not None:
                 self.note(n, ColumnType(arr))
         elif isinstance(node, A.A_Expr):

@@ -59,7 +59,7 @@ _TEXT_TYPES = ("text", "varchar", "name", "bpchar", "char")
 
 # Casts to PostgreSQL-only types: the DuckDB type that stores their values.
 _TYPE_MAP: dict[str, tuple[str, bool]] = {  # name -> (DuckDB type, list of it)
-    "oid": ("int8", False),
+    "oid": ("uinteger", False),
     "varbit": ("bit", False),  # bit varying: DuckDB's BIT is any length
     "xid": ("int8", False),
     "xid8": ("int8", False),
@@ -73,7 +73,7 @@ _TYPE_MAP: dict[str, tuple[str, bool]] = {  # name -> (DuckDB type, list of it)
     "pg_node_tree": ("text", False),
     "aclitem": ("text", False),
     "int2vector": ("int2", True),
-    "oidvector": ("int8", True),
+    "oidvector": ("ubigint", True),
     "sql_identifier": ("text", False),
     "character_data": ("text", False),
     "yes_or_no": ("text", False),
@@ -558,7 +558,7 @@ def casts(node: Any) -> Any:
     DuckDB types and expressions that give the same values.
 
     >>> translate_sql("SELECT x::oid, interval '90' day", (casts,))
-    "SELECT CAST(x AS int8), CAST('90 day' AS interval)"
+    "SELECT CAST(x AS uinteger), CAST('90 day' AS interval)"
     """
     return _typecast(node) if isinstance(node, A.TypeCast) else node
 
@@ -1374,10 +1374,12 @@ def _typecast(tc: A.TypeCast) -> Any:
         duck, is_list = mapped
         if is_list:
             _to_duckdb_list(arg)
-        cast = A.TypeCast(arg=arg, typeName=_type_name(duck, is_list or bool(tn.arrayBounds)))
-        if cast.typeName.arrayBounds:
-            cast.typeName.arrayBounds = tn.arrayBounds or cast.typeName.arrayBounds
-        return cast
+        # in place: a new node would be visited again, its '[...]' list text then
+        # checked as a '{...}' literal ('{30,22}'::oid[] was 22P02)
+        tc.typeName = _type_name(duck, is_list or bool(tn.arrayBounds))
+        if tc.typeName.arrayBounds:
+            tc.typeName.arrayBounds = tn.arrayBounds or tc.typeName.arrayBounds
+        return tc
     return tc
 
 

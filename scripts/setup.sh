@@ -7,7 +7,7 @@
 #
 # System packages are installed only when missing (one `apt-get update`, then
 # `apt-get install -y --no-install-recommends`). The virtualenv `.venv` is created if
-# missing, and `pip install -e '.[test]'` runs only when pyproject.toml changed since the
+# missing, and `pip install -e '.[test,bench]'` runs only when pyproject.toml changed since the
 # last successful install (its sha256 is kept in .venv/.headwater-setup-stamp).
 # When everything is present this takes about a second.
 set -euo pipefail
@@ -135,9 +135,9 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ] && [ -x "$VENV/bin/headwat
     && [ -x "$VENV/bin/tpchgen-cli" ]; then
     say "venv up to date ($VENV)"
 else
-    say "pip install -e '.[test]' (pyproject.toml changed or first install)"
+    say "pip install -e '.[test,bench]' (pyproject.toml changed or first install)"
     rm -f "$STAMP"
-    quietly "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$REPO[test]"
+    quietly "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$REPO[test,bench]"
     echo "$HASH" >"$STAMP"
     say "venv ready"
 fi

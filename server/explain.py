@@ -340,7 +340,9 @@ async def _create_matview(
     from headwater.engine.api import EngineAPI
 
     name_targets(stmt.query)
-    view = EngineAPI.explain_definition(deparse(stmt.query), s.catalog, s.search_path())
+    view = EngineAPI.explain_definition(
+        deparse(stmt.query), s.catalog, s.search_path(), s.instance.config.executor
+    )
     schema = s.catalog.creation_schema(rv.schemaname, s.search_path())
     return _render_view(s, view, schema, rv.relname, opts)
 
@@ -354,7 +356,9 @@ def _matview(s: Session, rv: A.RangeVar, opts: Options) -> list[str]:
     if view is None:  # being backfilled: its plan, not yet its state
         from headwater.engine.api import EngineAPI
 
-        view = EngineAPI.explain_definition(rel.definition, s.catalog, (rel.schema, "public"))
+        view = EngineAPI.explain_definition(
+            rel.definition, s.catalog, (rel.schema, "public"), s.instance.config.executor
+        )
         view.status = "backfilling"
     return _render_view(s, view, rel.schema, rel.name, opts)
 

@@ -133,6 +133,12 @@ def translate(exc: Exception) -> SQLError:
     m = re.search(r'Values list "([^"]+)" does not have a column named "([^"]+)"', text)
     if m:
         return UndefinedColumn(f"column {m.group(1)}.{m.group(2)} does not exist")
+    if "combining JOIN type must be INNER or LEFT for a LATERAL reference" in text:
+        return SQLError(  # (PostgreSQL names the table the reference is to)
+            "invalid reference to FROM-clause entry of a LATERAL subquery",
+            "42P10",
+            detail="The combining JOIN type must be INNER or LEFT for a LATERAL reference.",
+        )
     m = re.search(r'column "([^"]+)" must appear in the GROUP BY clause', text)
     if m:
         return GroupingError(

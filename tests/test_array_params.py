@@ -90,6 +90,11 @@ CASES: list[tuple[str, tuple[Any, ...]]] = [
     ("SELECT %s", ([dt.datetime(2024, 2, 29, 12, 30, 1)],)),
     ("SELECT %s", ([uuid.UUID("12345678-1234-5678-1234-567812345678")],)),
     ("SELECT %s::text[]", (["a", "b"],)),
+    # a system catalog's columns (the parameter's type inferred from one: was 'UNNEST()
+    # can only be applied to lists', a scalar text parameter)
+    ("SELECT relname FROM pg_class WHERE relname = ANY(%s) ORDER BY 1", (["pg_type", "x"],)),
+    ("SELECT oid::int FROM pg_type WHERE typname = ANY(%s) ORDER BY 1", (["int4", "oid"],)),
+    ("SELECT count(*) FROM pg_namespace WHERE lower(nspname) = ANY(%s)", (["pg_catalog"],)),
 ]
 
 BAD: list[tuple[str, tuple[Any, ...]]] = [
@@ -190,9 +195,10 @@ def test_parameter_description_of_array_contexts(both: Any) -> None:
 
 
 async def _asyncpg_answers(dsn: dict[str, Any]) -> list[Any]:
-    """text[] and oid[], the arrays asyncpg encodes without introspecting pg_type (its
-    introspection of other array types needs pg_catalog's oid columns typed oid, which
-    Headwater reports as bigint)."""
+    """Array parameters and results through asyncpg. It encodes text[] and oid[] itself
+    and introspects pg_type for every other array (and for int2vector/oidvector): its
+    introspection query needs pg_catalog's oid columns typed oid and array_agg of them
+    typed oid[] (reported as bigint / bigint[], it recursed until RecursionError)."""
     import asyncpg
 
     conn = await asyncpg.connect(**dsn)
@@ -206,10 +212,22 @@ async def _asyncpg_answers(dsn: dict[str, Any]) -> list[Any]:
             ("SELECT unnest($1::text[])", ["x", None, "y z", ""]),
             ("SELECT array_length($1::text[], 1)", ["p", "q"]),
             ("SELECT id FROM arrp WHERE id::oid = ANY($1::oid[]) ORDER BY id", [1, 3]),
+            ("SELECT id FROM arrp WHERE id = ANY($1::int[]) ORDER BY id", [1, 3]),
+            ("SELECT $1::int8[], $2::date[]", ([2**40, None], [dt.date(2024, 2, 29)])),
+            ("SELECT $1::numeric[], $2::bool[]", ([Decimal("1.50"), None], [True, False])),
+            ("SELECT $1::float8[], $2::int2[]", ([1.5, -0.25], [1, 2])),
+            ("SELECT '{30,22}'::oid[], 26::oid, ARRAY[1::oid, 2::oid]", None),
+            ("SELECT typname, typelem, typarray FROM pg_type WHERE oid = ANY('{22,30}')", None),
+            (
+                "SELECT oid::int, format_type(oid, NULL) FROM pg_type WHERE oid = ANY($1::oid[])"
+                " ORDER BY 1",
+                [22, 30, 1006, 1013],
+            ),
         ]
         for sql, arg in calls:
+            args = arg if isinstance(arg, tuple) else () if "$" not in sql else (arg,)
             try:
-                out.append([tuple(r) for r in await asyncio.wait_for(conn.fetch(sql, arg), 30)])
+                out.append([tuple(r) for r in await asyncio.wait_for(conn.fetch(sql, *args), 30)])
             except asyncpg.PostgresError as e:
                 out.append(("ERROR", e.sqlstate))
     finally:

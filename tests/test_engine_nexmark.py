@@ -1,8 +1,9 @@
-"""Nexmark q0-q22 but q11 and q12 (bench/nexmark.py: RisingWave's SQL with TUMBLE and
-HOP) as views over the generated person/auction/bid/side_input streams, against
-PostgreSQL 15 at every epoch
-(windows written as plain SQL for it). Views are created before the data (epoch 0),
-then advanced without Spark in batches of 1-5 epochs. HW_ENGINE_SEED=n reruns a seed.
+"""Nexmark q0-q22 (bench/nexmark.py: RisingWave's SQL with TUMBLE and HOP; q11's session
+windows written with window functions, q12's processing time the generator's p_time) as
+views over the generated person/auction/bid/side_input streams, against PostgreSQL 15 at
+every epoch (windows written as plain SQL for it). Views are created before the data
+(epoch 0), then advanced without Spark in batches of 1-5 epochs. HW_ENGINE_SEED=n reruns
+a seed.
 """
 
 from __future__ import annotations

@@ -229,3 +229,23 @@ def assert_views_equal(
     engine.close()
     assert not failed, f"seed {seed}: views failed: {failed}"
     assert not bad, f"seed {seed}: {len(bad)} mismatches, first: {bad[0]}"
+
+
+def views_through_server(
+    conn: Any, pg: Any, ddls: list[str], views: dict[str, str], writes: list[str]
+) -> None:
+    """Tables created in the server (`conn`) and PostgreSQL (`pg`, autocommit), views
+    created in the server, then each write applied to both: every view equals its
+    query in PostgreSQL after each write."""
+    for ddl in ddls:  # CREATE TABLE name (...)
+        pg.execute(f"DROP TABLE IF EXISTS {ddl.split()[2]} CASCADE")
+        pg.execute(ddl)
+        conn.execute(ddl)
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    for w in writes:
+        conn.execute(w)
+        pg.execute(w)
+        for name, sql in views.items():
+            got = normalize(conn.execute(f"SELECT * FROM {name}").fetchall())
+            assert got == normalize(pg.execute(sql).fetchall()), (name, w)

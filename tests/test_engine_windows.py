@@ -30,6 +30,7 @@ from tests.test_engine_support import (
     normalize,
     plan_of,
     scans,
+    views_through_server,
 )
 
 pytestmark = pytest.mark.oracle
@@ -192,26 +193,13 @@ SERVER_VIEWS = {
 def test_correlated_through_the_server(conn: psycopg.Connection, pg_oracle: object) -> None:
     """Non-equality correlation and LATERAL through the server (CREATE, writes, reads),
     equal to PostgreSQL after each write."""
+    writes = [
+        "INSERT INTO cor_t VALUES (1, 1), (2, 3), (3, NULL)",
+        "INSERT INTO cor_u VALUES (1, 0, 2), (2, 2, 5), (3, NULL, 1)",
+        "UPDATE cor_u SET a = 4 WHERE id = 1",
+        "DELETE FROM cor_t WHERE id = 2",
+        "INSERT INTO cor_t VALUES (4, 5)",
+    ]
     with psycopg.connect(pg_oracle.dsn, autocommit=True) as pg:  # type: ignore[attr-defined]
-        for ddl in (
-            "CREATE TABLE cor_t (id int, a int)",
-            "CREATE TABLE cor_u (id int, a int, x int)",
-        ):
-            pg.execute(f"DROP TABLE IF EXISTS {ddl.split()[2]}")
-            pg.execute(ddl)
-            conn.execute(ddl)
-        for name, sql in SERVER_VIEWS.items():
-            conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-        writes = [
-            "INSERT INTO cor_t VALUES (1, 1), (2, 3), (3, NULL)",
-            "INSERT INTO cor_u VALUES (1, 0, 2), (2, 2, 5), (3, NULL, 1)",
-            "UPDATE cor_u SET a = 4 WHERE id = 1",
-            "DELETE FROM cor_t WHERE id = 2",
-            "INSERT INTO cor_t VALUES (4, 5)",
-        ]
-        for w in writes:
-            conn.execute(w)
-            pg.execute(w)
-            for name, sql in SERVER_VIEWS.items():
-                got = normalize(conn.execute(f"SELECT * FROM {name}").fetchall())
-                assert got == normalize(pg.execute(sql).fetchall()), (name, w)
+        ddls = ["CREATE TABLE cor_t (id int, a int)", "CREATE TABLE cor_u (id int, a int, x int)"]
+        views_through_server(conn, pg, ddls, SERVER_VIEWS, writes)

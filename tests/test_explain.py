@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -215,8 +216,10 @@ def test_explain_create_materialized_view(conn: psycopg.Connection) -> None:
     )
     text = "\n".join(lines)
     assert lines[0] == "Materialized View public.ex_mv"
-    assert "  Executor: duckdb" in lines
-    assert any(x.startswith("  Executor Reason: every batch runs on DuckDB") for x in lines)
+    # the server runs the default --executor auto: who runs a batch depends on its size
+    assert "  Executor: duckdb or spark, per batch" in lines
+    reason = "  Executor Reason: --executor auto: with a local master"
+    assert any(x.startswith(reason) for x in lines)
     assert "  Status: not created" in lines
     names = nodes(lines)
     assert {"Inner Join", "Aggregate", "Scan on ex_m", "Scan on ex_n"} <= set(names), text
@@ -230,13 +233,31 @@ def test_explain_create_materialized_view(conn: psycopg.Connection) -> None:
     assert oid == 114
     doc = rows[0] if isinstance(rows[0], list) else json.loads(rows[0])
     assert doc[0]["Plan"]["Node Type"] == "Materialized View"
-    assert doc[0]["Plan"]["Executor"] == "duckdb"
+    assert doc[0]["Plan"]["Executor"] == "duckdb or spark, per batch"
     with pytest.raises(psycopg.errors.FeatureNotSupported):
         conn.execute("EXPLAIN CREATE MATERIALIZED VIEW ex_bad AS SELECT random() FROM ex_m")
     top = conn.execute(
         "EXPLAIN CREATE MATERIALIZED VIEW ex_top AS SELECT * FROM ex_m ORDER BY 1 LIMIT 1"
     ).fetchall()
     assert "Rule: engine/rules/window.py window.window" in "\n".join(r[0] for r in top)
+
+
+@pytest.mark.parametrize("executor", ["spark", "duckdb"])
+def test_explain_create_materialized_view_executor(tmp_path: Path, executor: str) -> None:
+    """A view not created yet: EXPLAIN says what the server's --executor would do."""
+    server = HeadwaterServer(tmp_path / "data", args=["--executor", executor]).start()
+    try:
+        with psycopg.connect(server.dsn, autocommit=True) as c:
+            c.execute("CREATE TABLE ex_e (k int, v int)")
+            lines, _ = plan(
+                c, "EXPLAIN CREATE MATERIALIZED VIEW ex_ev AS SELECT k, sum(v) FROM ex_e GROUP BY k"
+            )
+    finally:
+        server.stop()
+    assert f"  Executor: {executor}" in lines
+    reason = next(x for x in lines if x.startswith("  Executor Reason: "))
+    assert reason.startswith(f"  Executor Reason: --executor {executor}: every batch runs "), reason
+    assert ("Spark SQL jobs" if executor == "spark" else "on DuckDB") in reason
 
 
 def test_explain_materialized_view(conn: psycopg.Connection) -> None:

@@ -95,9 +95,7 @@ def _is_columns(b: Builder) -> list[dict[str, Any]]:
             typname = t.name if t else "text"
             ct = ColumnType(_pg_type_of(toid), typmod)
             data_type = (
-                "ARRAY"
-                if t is not None and t.typcategory == "A"
-                else _IS_DATA_TYPE.get(typname, typname)
+                "ARRAY" if t is not None and t.is_array else _IS_DATA_TYPE.get(typname, typname)
             )
             length = ct.length if ct.pg in (VARCHAR, BPCHAR) else None
             ps = ct.precision_scale if ct.pg is NUMERIC else None

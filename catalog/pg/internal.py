@@ -200,7 +200,7 @@ def _hw_typnames(b: Builder) -> list[dict[str, Any]]:
 def _hw_typfmt(b: Builder) -> list[dict[str, Any]]:
     out = []
     for t in TYPES_BY_OID.values():
-        elem = TYPES_BY_OID.get(t.typelem) if t.typcategory == "A" else None
+        elem = TYPES_BY_OID.get(t.typelem) if t.is_array else None
         base = elem if elem is not None else t
         kind = base.name if base.name in ("varchar", "bpchar", "numeric") else "plain"
         out.append(

@@ -151,7 +151,7 @@ def _pg_attribute(b: Builder) -> list[dict[str, Any]]:
                     "attstattarget": -1,
                     "attlen": t.typlen if t else -1,
                     "attnum": i,
-                    "attndims": 1 if t is not None and t.typcategory == "A" else 0,
+                    "attndims": 1 if t is not None and t.is_array else 0,
                     "attcacheoff": -1,
                     "atttypmod": typmod,
                     "attbyval": t.typbyval if t else False,

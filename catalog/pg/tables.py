@@ -51,13 +51,13 @@ def _arrow_type(t: str) -> pa.DataType:
 
 # Types of the system catalogs that PostgreSQL's type map does not store this way
 _ARROW_TYPES: dict[str, pa.DataType] = {
-    "oid": pa.int64(),
+    "oid": pa.uint32(),  # UINTEGER: results report oid (asyncpg's introspection needs it)
     "xid": pa.int64(),
     "regtype": pa.int64(),
     "cardinal_number": pa.int32(),
     "time_stamp": pa.timestamp("us", tz="UTC"),
     "int2vector": pa.list_(pa.uint16()),  # USMALLINT[]: results report int2vector
-    "oidvector": pa.list_(pa.uint32()),  # UINTEGER[]: results report oidvector
+    "oidvector": pa.list_(pa.uint64()),  # UBIGINT[]: results report oidvector
     "regtype[]": pa.list_(pa.string()),  # type names, as regtype's output prints them
 }
 

@@ -25,6 +25,12 @@ class TypeRow:
     typelem: int
     typcategory: str
 
+    @property
+    def is_array(self) -> bool:
+        """An array type (`_int4`); int2vector and oidvector are category A too, but
+        print as themselves."""
+        return self.typcategory == "A" and self.name.startswith("_")
+
 
 def _type_rows() -> dict[int, TypeRow]:
     cols = specs.TYPE_COLUMNS
@@ -82,7 +88,7 @@ _SPEC_TYPES: dict[str, tuple[int, int]] = {
     "time_stamp": (1184, -1),
 }
 
-ARRAY_OF = {t.typelem: t.oid for t in TYPES_BY_OID.values() if t.typcategory == "A"}
+ARRAY_OF = {t.typelem: t.oid for t in TYPES_BY_OID.values() if t.is_array}
 
 
 def spec_type(t: str) -> tuple[int, int]:
