@@ -245,6 +245,13 @@ class EngineAPI:
             self._engine.advance(latest)
         return latest
 
+    def wait_spooled(self, seen: int | None, timeout: float) -> int:
+        """Wait until an epoch is spooled after the call that returned `seen` (None:
+        do not wait), at most `timeout` seconds; returns the value to pass next time."""
+        if seen is not None:
+            self._engine.wait_spooled(seen, timeout)
+        return self._engine.spool_seq
+
     @property
     def executor(self) -> str:
         return self._engine.executor

@@ -52,8 +52,10 @@ log = logging.getLogger("headwater.engine")
 ATTACHED = "hw_engine"  # the engine's database, when attached to the server's DuckDB
 # The most epochs one step of `Engine.advance` covers (docs/engine.md, figures (f)).
 STEP_EPOCHS = int(os.environ.get("HW_ENGINE_STEP_EPOCHS", "300"))
-# How long a micro-batch's sink goes on advancing to newer durable epochs (see start()).
+# A micro-batch's sink goes on advancing to newer durable epochs until none came for
+# CATCH_UP_S, at most CATCH_UP_MAX_S after it started (see start()).
 CATCH_UP_S = float(os.environ.get("HW_ENGINE_CATCH_UP_S", "1.0"))
+CATCH_UP_MAX_S = float(os.environ.get("HW_ENGINE_CATCH_UP_MAX_S", "5.0"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
 # view -> its plan and scans, planned again from its definition (None: it no longer exists)
 Columns = Sequence[tuple[str, str]]  # (name, DuckDB type) of each column of a view
@@ -183,6 +185,7 @@ class Engine:
         self.on_advance: list[Callable[[int], None]] = []
         self.step_epochs = STEP_EPOCHS
         self.catch_up_s = CATCH_UP_S
+        self.catch_up_max_s = CATCH_UP_MAX_S
         self._stopping = False
         self._spooled = threading.Condition()  # notified by `spooled`
         self._spool_seq = 0
@@ -311,11 +314,6 @@ class Engine:
         self._fronts.pop(view, None)
         cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
         if family is None:
-            owned = [
-                t for t in tables if t in (f"o{view}", f"l{view}") or t.startswith(f"s{view}_")
-            ]
-            self.manifest.forget(cur, owned)
-            self.manifest.commit()
             self._drop_tables(str(view), tables)
             return
         cur.execute("DELETE FROM hw_members WHERE view = ?", [view])
@@ -327,19 +325,29 @@ class Engine:
                 cur.execute(f"DELETE FROM {table} WHERE {col} = {view}")
 
     def _drop_tables(self, owner: str, tables: set[str]) -> None:
-        """The output and state tables of a view or family by their names alone."""
-        for t in sorted(tables):
-            if t in (f"o{owner}", f"l{owner}") or t.startswith(f"s{owner}_"):
-                self._cur.execute(f"DROP TABLE IF EXISTS {t}")
+        """The output and state tables of a view or family by their names alone, and
+        their Parquet copies (the view or family planned again makes tables of the same
+        names, maybe with other columns: Spark must not read the old copies)."""
+        owned = sorted(
+            t for t in tables if t in (f"o{owner}", f"l{owner}") or t.startswith(f"s{owner}_")
+        )
+        self.manifest.forget(self._cur, owned)
+        self.manifest.commit()
+        for t in owned:
+            self._cur.execute(f"DROP TABLE IF EXISTS {t}")
 
     # -- views ----------------------------------------------------------------------
     @property
     def last_epoch(self) -> int:
         """The newest epoch the stage has processed (views are created at it)."""
-        if self._last is None:
-            rows = fetch_all(self._cur, "SELECT v FROM hw_stage WHERE k = 'end'")
-            self._last = int(rows[0][0]) if rows else 0
-        return self._last
+        last = self._last
+        if last is None:
+            # under the lock: another thread may be running a batch on the cursor
+            # (DuckDB refuses a second call on a busy connection)
+            with self._lock:
+                rows = fetch_all(self._cur, "SELECT v FROM hw_stage WHERE k = 'end'")
+                last = self._last = int(rows[0][0]) if rows else 0
+        return last
 
     def create_view(
         self,
@@ -832,20 +840,26 @@ class Engine:
             end = stage.batch_end(ck, batch_id)
             if end is None:
                 return
+            began = time.monotonic()
             self.advance(end)
-            # Epochs that become durable while the batch runs, or up to `catch_up_s`
-            # after it started, are advanced as soon as they are spooled (`spooled`
-            # wakes the wait) rather than at Spark's next trigger: a micro-batch costs
-            # Spark 0.1-0.3 s of polling delay, offset and commit logs on this machine,
-            # which would add to the freshness of every epoch written after a pause.
-            # Exactly once still holds: each view's frontier moves with its state, and
-            # Spark's next batches (epochs up to theirs) find those views past them.
-            deadline = time.monotonic() + self.catch_up_s
+            # Epochs that become durable while the batch runs, or until none came for
+            # `catch_up_s` (at most `catch_up_max_s` after the batch started), are
+            # advanced as soon as they are spooled (`spooled` wakes the wait) rather
+            # than at Spark's next trigger: a micro-batch costs Spark 0.1-0.3 s of
+            # polling delay, offset and commit logs on this machine (up to seconds at
+            # a high load), which would add to the freshness of every epoch written
+            # after a pause, and to every write of a steady stream once the window
+            # closed. Exactly once still holds: each view's frontier moves with its
+            # state, and Spark's next batches (epochs up to theirs) find those views
+            # past them.
+            cap = began + self.catch_up_max_s
+            deadline = min(cap, time.monotonic() + self.catch_up_s)
             while not self._stopping and (left := deadline - time.monotonic()) > 0:
                 seen = self._spool_seq
                 latest = sp.read_latest(self.spool)
                 if latest > self.last_epoch:
                     self.advance(latest)
+                    deadline = min(cap, time.monotonic() + self.catch_up_s)
                     continue
                 with self._spooled:
                     if self._spool_seq == seen:
@@ -869,6 +883,17 @@ class Engine:
         with self._spooled:
             self._spool_seq += 1
             self._spooled.notify_all()
+
+    @property
+    def spool_seq(self) -> int:
+        """How many times `spooled` was called (for `wait_spooled`)."""
+        return self._spool_seq
+
+    def wait_spooled(self, seen: int, timeout: float) -> None:
+        """Wait until `spooled` is called after `spool_seq` was `seen`, at most `timeout`."""
+        with self._spooled:
+            if self._spool_seq == seen:
+                self._spooled.wait(timeout)
 
     def stop(self) -> None:
         if self.query is not None:

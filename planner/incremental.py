@@ -12,6 +12,7 @@ applied bottom-up by `ir.transform`; `incrementalize(plan)` folds them in order:
                          DISTINCT over Distinct(g, x)
     fuse_top_n           Filter(Window) (through renames) -> the Window keeping only the
                          rows the filter passes: `rn <= n` per partition is a top-N
+    prune_scans          Scan(t, every column)            -> Scan(t, the columns used above)
 
 After them, the plan holds only the operators whose incremental rules the engine
 implements (docs/engine.md, "Operators"): Scan, Values, Filter, Project, inner and
@@ -38,6 +39,8 @@ from headwater.planner.ir import (
     Node,
     Plan,
     Project,
+    Recursive,
+    Scan,
     SemiJoin,
     SetOp,
     Window,
@@ -383,4 +386,60 @@ def incrementalize(plan: Plan) -> Plan:
     root = transform(root, lambda n: lower_distinct_aggs(n, fresh))
     root = transform(root, merge_filters)
     root = transform(root, fuse_top_n)
+    root = prune_scans(root, set(root.columns))
     return replace(plan, root=root)
+
+
+def prune_scans(node: Node, needed: set[str] | None) -> Node:
+    """Scans read only the columns the operators above them use (`needed`: the columns
+    of `node` its parents read; None: all of them). A view reads a few of a table's
+    columns; the others would be carried through every rule's SQL (DuckDB binds and
+    casts each one per batch) and kept in join states. Filters, projections, joins
+    and aggregates narrow what they need; every other operator needs all of its
+    input's columns.
+
+        Aggregate(Filter(Scan(t, a b c d), "b > 0"), group a, sum(c))
+            -> Aggregate(Filter(Scan(t, a b c), "b > 0"), group a, sum(c))
+    """
+    if isinstance(node, Scan):
+        if needed is None:
+            return node
+        keep = [i for i, n in enumerate(node.names) if n in needed] or [0]
+        if len(keep) == len(node.names):
+            return node
+        return replace(
+            node,
+            source=tuple(node.source[i] for i in keep),
+            names=tuple(node.names[i] for i in keep),
+        )
+    if isinstance(node, Filter):
+        need = None if needed is None else needed | refs(node.predicate)
+        return node.with_children(prune_scans(node.input, need))
+    if isinstance(node, Project):
+        exprs = node.exprs
+        if needed is not None:
+            exprs = tuple(x for x in node.exprs if x[0] in needed) or node.exprs[:1]
+        need: set[str] = set()
+        for _, e in exprs:
+            need |= refs(e)
+        return replace(node, input=prune_scans(node.input, need), exprs=exprs)
+    if isinstance(node, Aggregate):
+        need = set()
+        for e in [e for _, e in node.group] + [
+            e for a in node.aggs for e in (a.arg, a.filter, *a.extra, *a.order) if e
+        ]:
+            need |= refs(e)
+        return node.with_children(prune_scans(node.input, need))
+    if isinstance(node, Join):
+        if needed is None:
+            return node.with_children(prune_scans(node.left, None), prune_scans(node.right, None))
+        need = set(needed)
+        for e in (*node.left_keys, *node.right_keys, node.residual or ""):
+            need |= refs(e)
+        return node.with_children(
+            prune_scans(node.left, need & set(node.left.columns)),
+            prune_scans(node.right, need & set(node.right.columns)),
+        )
+    if isinstance(node, Recursive):  # its inputs are read by its terms' templates
+        return node
+    return node.with_children(*(prune_scans(c, None) for c in node.children()))

@@ -232,10 +232,14 @@ class MaterializedViews:
 
     def _interim(self, engine: EngineAPI) -> None:
         """`--executor auto`: while the Spark stage is not running (starting: 6-70 s;
-        restarting), advance the views on DuckDB from here, so that Spark's start is
-        off the read path. Exactly once with the stage: views skip epochs they have."""
-        while not self._stopping.wait(INTERIM_POLL):
-            if self.stage_state == "running":
+        restarting) or has not completed its first batch (a new JVM plans it for
+        seconds), advance the views on DuckDB from here, so that Spark's start is off
+        the read path. Exactly once with the stage: views skip epochs they have. It
+        wakes as soon as an epoch is spooled (at the latest every INTERIM_POLL)."""
+        seen: int | None = None
+        while not self._stopping.is_set():
+            seen = engine.wait_spooled(seen, INTERIM_POLL)
+            if self._stopping.is_set() or self.stage_state == "running" and not self.stage_warming:
                 continue
             try:
                 engine.advance_now()
@@ -253,11 +257,10 @@ class MaterializedViews:
     @property
     def interim(self) -> bool:
         """Views advance on DuckDB while the stage is down (`--executor auto` while it
-        starts or restarts: `_interim`), so a lagging view is only moments behind."""
-        return self._interim_thread is not None and self.stage_state in (
-            "starting",
-            "restarting",
-            "error",
+        starts, warms up or restarts: `_interim`), so a lagging view is only moments
+        behind."""
+        return self._interim_thread is not None and (
+            self.stage_state in ("restarting", "error") or self.stage_warming
         )
 
     def stage_fault(self) -> tuple[str, str] | None:

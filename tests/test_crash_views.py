@@ -54,7 +54,7 @@ from typing import Any
 import asyncpg
 import psycopg
 import pytest
-from headwater.engine.engine import CATCH_UP_S
+from headwater.engine.engine import CATCH_UP_MAX_S
 
 from tests.hwserver import HeadwaterServer, free_port
 
@@ -991,8 +991,8 @@ async def _spark_stall(st: Stage) -> None:
             since = time.monotonic()
             os.kill(jvm, signal.SIGSTOP)
             # a batch in flight goes on advancing the views to newer epochs for up to
-            # CATCH_UP_S in Python (engine.start's on_batch) while its JVM is stopped
-            await asyncio.sleep(CATCH_UP_S + 2)
+            # CATCH_UP_MAX_S in Python (engine.start's on_batch) while its JVM is stopped
+            await asyncio.sleep(CATCH_UP_MAX_S + 2)
             await writes_go_on(m, "JVM stopped")
             await reads_go_on(load.reads, "JVM stopped")
             fresh = await connect(server.port)

@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from headwater.engine.engine import CATCH_UP_S
+from headwater.engine.engine import CATCH_UP_MAX_S
 from psycopg import errors
 
 from tests.hwserver import HeadwaterServer
@@ -217,8 +217,8 @@ def test_modes_while_a_view_lags(server: HeadwaterServer) -> None:
         assert jvm is not None, "no JVM under the server"
         os.kill(jvm, signal.SIGSTOP)
         # the batch in flight goes on advancing the view to newer epochs for up to
-        # CATCH_UP_S in Python (engine.start's on_batch) while its JVM is stopped
-        time.sleep(CATCH_UP_S + 2)
+        # CATCH_UP_MAX_S in Python (engine.start's on_batch) while its JVM is stopped
+        time.sleep(CATCH_UP_MAX_S + 2)
         try:
             a.execute("INSERT INTO fq_t VALUES (101, 2)")
             epoch = token(a)
