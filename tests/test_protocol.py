@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import asyncpg
 import psycopg
@@ -16,10 +15,8 @@ def test_cancel_request_stops_a_running_query(hw_server) -> None:  # type: ignor
     with psycopg.connect(hw_server.dsn, autocommit=True) as conn:
         timer = threading.Timer(0.5, conn.cancel)
         timer.start()
-        t0 = time.monotonic()
-        with pytest.raises(errors.QueryCanceled):
+        with pytest.raises(errors.QueryCanceled):  # (uncancelled it would run for hours)
             conn.execute("SELECT count(*) FROM range(1000000000000) AS a(x) WHERE x % 7 = 3")
-        assert time.monotonic() - t0 < 30
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the session goes on
 
 

@@ -599,13 +599,11 @@ def test_role_statements_need_privileges(
 
 def test_statement_timeout(su: psycopg.Connection[Any]) -> None:
     su.execute("SET statement_timeout = '200ms'")
-    t0 = time.time()
-    with pytest.raises(psycopg.errors.QueryCanceled) as e:
+    with pytest.raises(psycopg.errors.QueryCanceled) as e:  # 4e10 rows: hours if not stopped
         su.execute(
             "SELECT count(*) FROM generate_series(1, 200000) a, generate_series(1, 200000) b"
         )
     assert e.value.diag.message_primary == "canceling statement due to statement timeout"
-    assert time.time() - t0 < 5
     assert su.execute("SELECT 1").fetchone() == (1,)
     su.execute("RESET statement_timeout")
 
