@@ -142,7 +142,7 @@ def tpchgen_exe() -> str:
     )
 
 
-def generate(out_dir: Path, scale: float) -> Path:
+def generate(out_dir: Path, scale: float, tables: tuple[str, ...] = LOAD_ORDER) -> Path:
     """TPC-H .tbl files (pipe-separated, a trailing '|') for `scale` in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run(
@@ -151,7 +151,7 @@ def generate(out_dir: Path, scale: float) -> Path:
             "-s",
             str(scale),
             "--tables",
-            ",".join(LOAD_ORDER),
+            ",".join(tables),
             "--output-dir",
             str(out_dir),
             "--overwrite",
@@ -175,11 +175,17 @@ class Loaded:
     max_orderkey: int = 0
 
 
-def load(conn: psycopg.Connection, data_dir: Path, tables: tuple[str, ...] = LOAD_ORDER) -> Loaded:
-    """CREATE the tables in the connection's search_path and COPY the data in."""
+def load(
+    conn: psycopg.Connection,
+    data_dir: Path,
+    tables: tuple[str, ...] = LOAD_ORDER,
+    schema: dict[str, str] = TABLES,
+) -> Loaded:
+    """CREATE the tables (columns from `schema`) in the connection's search_path and
+    COPY the data in."""
     out = Loaded()
     for name in tables:
-        conn.execute(f"CREATE TABLE {name} ({TABLES[name]})")
+        conn.execute(f"CREATE TABLE {name} ({schema[name]})")
         payload = copy_payload(data_dir / f"{name}.tbl")
         with conn.cursor() as cur, cur.copy(f"COPY {name} FROM STDIN WITH (DELIMITER '|')") as cp:
             cp.write(payload)

@@ -24,7 +24,6 @@ import decimal
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,31 +34,20 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common  # noqa: E402
-from bench.tpch import LOAD_ORDER, TABLES, copy_payload, tpchgen_exe  # noqa: E402
+from bench import (
+    common,  # noqa: E402
+    tpch,  # noqa: E402
+)
 from bench.tpch22 import PARTSUPP, QUERIES  # noqa: E402
 
-ALL_TABLES = {**TABLES, "partsupp": PARTSUPP}
-ORDER = (*LOAD_ORDER, "partsupp")
-
-
-def generate(out: Path, sf: float) -> None:
-    common.log(f"tpchgen-cli -s {sf} into {out}")
-    subprocess.run(
-        [tpchgen_exe(), "-s", str(sf), "--tables", ",".join(ORDER), "--output-dir", str(out)]
-        + ["--overwrite"],
-        check=True,
-        capture_output=True,
-    )
+ALL_TABLES = {**tpch.TABLES, "partsupp": PARTSUPP}
+ORDER = (*tpch.LOAD_ORDER, "partsupp")
 
 
 def load(dsn: str, data: Path, analyze: bool) -> float:
     t0 = time.perf_counter()
     with psycopg.connect(dsn, autocommit=True) as c:
-        for name in ORDER:
-            c.execute(f"CREATE TABLE {name} ({ALL_TABLES[name]})")
-            with c.cursor() as cur, cur.copy(f"COPY {name} FROM STDIN WITH (DELIMITER '|')") as cp:
-                cp.write(copy_payload(data / f"{name}.tbl"))
+        tpch.load(c, data, ORDER, ALL_TABLES)
         if analyze:
             c.execute("ANALYZE")
     return time.perf_counter() - t0
@@ -108,7 +96,8 @@ def main() -> None:
     names = args.only.split(",") if args.only else list(QUERIES)
     with tempfile.TemporaryDirectory(prefix="hw-tpch-adhoc-") as tmp:
         data = Path(tmp)
-        generate(data, args.sf)
+        common.log(f"tpchgen-cli -s {args.sf} into {data}")
+        tpch.generate(data, args.sf, ORDER)
         results: dict[str, dict[str, tuple[float, list, float]]] = {}
         loads: dict[str, float] = {}
         for side, server in common.sides(args):
