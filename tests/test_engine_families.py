@@ -9,8 +9,6 @@ disk half way. HW_ENGINE_SEED=n reruns one seed.
 
 from __future__ import annotations
 
-import os
-import random
 from pathlib import Path
 
 import psycopg
@@ -19,13 +17,13 @@ from headwater.engine.engine import Engine
 
 from tests.test_engine_diff import QUERIES
 from tests.test_engine_support import (
-    Workload,
     arrow_rows,
     catalog,
     normalize,
     plan_of,
     replanner,
     scans,
+    seeded_workload,
 )
 
 pytestmark = pytest.mark.oracle
@@ -52,11 +50,7 @@ def pg(pg_oracle: object) -> psycopg.Connection:
 
 
 def test_families_equal_postgres_at_every_epoch(pg: psycopg.Connection, tmp_path: Path) -> None:
-    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
-    rng = random.Random(seed)
-    work = Workload(pg, tmp_path / "spool", seed)
-    for _ in range(10):
-        work.epoch()
+    seed, rng, work = seeded_workload(pg, tmp_path / "spool", 10)
     cat, sc = catalog(), scans()
     views: dict[int, str] = {}  # view -> its SQL
 

@@ -11,8 +11,6 @@ on them. HW_ENGINE_SEED=n reruns a seed.
 
 from __future__ import annotations
 
-import os
-import random
 from pathlib import Path
 
 import psycopg
@@ -21,13 +19,13 @@ from headwater.engine.engine import Engine
 
 from headwater.errors import SQLError
 from tests.test_engine_support import (
-    Workload,
     advance_at_random,
     assert_views_equal,
     catalog,
     plan_of,
     query_rows,
     scans,
+    seeded_workload,
     views_through_server,
 )
 
@@ -94,11 +92,7 @@ def test_lateral_views_equal_postgres_at_every_epoch(
     """Views created before the data (loaded=0) and over data (backfill), then batches
     (`pg`: conftest's, autocommit: an epoch's statements commit one by one, and what
     each view must be is read after the epoch)."""
-    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
-    rng = random.Random(seed)
-    work = Workload(pg, tmp_path / "spool", seed)
-    for _ in range(loaded):
-        work.epoch()
+    seed, rng, work = seeded_workload(pg, tmp_path / "spool", loaded)
     cat, sc = catalog(), scans()
     engine = Engine(tmp_path / "state", tmp_path / "spool")
     for i, sql in enumerate(QUERIES):

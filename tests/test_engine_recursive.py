@@ -11,7 +11,6 @@ HW_ENGINE_SEED=n reruns a seed.
 from __future__ import annotations
 
 import importlib
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,6 @@ from headwater.planner.incremental import incrementalize
 from headwater.errors import SQLError
 from tests.test_engine_support import (
     SPARK_ALL,
-    Workload,
     advance_alternating,
     advance_at_random,
     assert_views_equal,
@@ -34,6 +32,7 @@ from tests.test_engine_support import (
     plan_of,
     query_rows,
     scans,
+    seeded_workload,
 )
 
 pytestmark = pytest.mark.oracle
@@ -74,11 +73,7 @@ def pg(pg_oracle: object) -> Iterator[psycopg.Connection]:
 def test_recursive_views_equal_postgres_at_every_epoch(
     pg: psycopg.Connection, tmp_path: Path
 ) -> None:
-    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
-    rng = random.Random(seed)
-    work = Workload(pg, tmp_path / "spool", seed)
-    for _ in range(15):
-        work.epoch()
+    seed, rng, work = seeded_workload(pg, tmp_path / "spool", 15)
     cat, sc = catalog(), scans()
     engine = Engine(tmp_path / "state", tmp_path / "spool")
     sqls = views_of(rng)
@@ -99,11 +94,7 @@ def test_recursive_views_on_both_executors_equal_postgres(
     second batch on Spark (the fixpoint iterated there), the first on DuckDB, each going
     on from the state the other left; PostgreSQL's rows at every epoch. A recursion that
     never terminates fails on Spark too, after the limit."""
-    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
-    rng = random.Random(seed)
-    work = Workload(pg, tmp_path / "spool", seed)
-    for _ in range(10):
-        work.epoch()
+    seed, rng, work = seeded_workload(pg, tmp_path / "spool", 10)
     cat, sc = catalog(), scans()
     engine = Engine(tmp_path / "state", tmp_path / "spool", executor="auto")
     monkeypatch.setattr(executors, "SPARK_MIN_ROWS_LOCAL", SPARK_ALL)

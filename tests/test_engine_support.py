@@ -10,6 +10,7 @@ transaction and spools the same changes as Z-set rows.
 from __future__ import annotations
 
 import decimal
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -164,6 +165,16 @@ class Workload:
         self.pg.commit()
         self.writer.write_epoch(self.epoch_no, changes)
         return self.epoch_no
+
+
+def seeded_workload(pg: Any, spool: Path, epochs: int) -> tuple[int, random.Random, Workload]:
+    """A Workload with `epochs` epochs applied, seeded from HW_ENGINE_SEED (to replay a
+    failure) or at random; returns its seed and a Random of it for the test's draws."""
+    seed = int(os.environ.get("HW_ENGINE_SEED", random.randrange(1_000_000)))
+    work = Workload(pg, spool, seed)
+    for _ in range(epochs):
+        work.epoch()
+    return seed, random.Random(seed), work
 
 
 def normalize(rows: list[tuple]) -> list[tuple]:
