@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from headwater.engine import rules
-from headwater.engine.executors import SPARK_MIN_ROWS_CLUSTER, SPARK_MIN_ROWS_LOCAL
+from headwater.engine.executors import SPARK_MIN_ROWS_CLUSTER
 from headwater.planner.incremental import incrementalize
 from headwater.planner.ir import Node, Plan, walk
 
@@ -30,13 +30,8 @@ EXECUTOR_REASONS = {
     "runs them and says why)",
     "auto": "with a local master, a batch whose rows and state exceed half of "
     "--memory-limit runs on Spark, the others on DuckDB (faster on one machine at every "
-    + (
-        f"size measured; and batches of {SPARK_MIN_ROWS_LOCAL} rows or more on Spark)"
-        if SPARK_MIN_ROWS_LOCAL is not None
-        else "size measured)"
-    )
-    + f"; with a cluster master, batches of {SPARK_MIN_ROWS_CLUSTER} changed rows or more "
-    "too; while Spark starts, every batch on DuckDB (engine/executors.py)",
+    f"size measured); with a cluster master, batches of {SPARK_MIN_ROWS_CLUSTER} changed "
+    "rows or more too; while Spark starts, every batch on DuckDB (engine/executors.py)",
 }
 # what EXPLAIN says runs the batches of a view not created yet, per `--executor`
 PLANNED_EXECUTORS = {"duckdb": "duckdb", "spark": "spark", "auto": "duckdb or spark, per batch"}
