@@ -1,0 +1,129 @@
+"""COPY FROM STDIN, small and bulk (server/copy.py, server/constraints.py): PostgreSQL's
+text-format semantics, and its constraint errors for batches of any size (from
+constraints.BULK_ROWS rows, DuckDB looks for repeated keys)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from headwater.server import constraints
+
+BULK = constraints.BULK_ROWS + 5
+
+TEXT_CASES = [  # (COPY options, payload)
+    ("", "1\ta\\tb\\\\c\\nd\t2024-01-02\n2\t\\N\t\\N\n3\t\\x41\\101\\q\t\\N\n"),
+    ("", "1\tno null marker here\t2024-01-02\n2\tx\t2024-01-03\n"),
+    ("", "1\t\\\\N\t2024-01-02\n2\tN\t2024-01-03\n\\.\n"),  # an escaped backslash, then N
+    ("WITH (NULL 'nil')", "1\tnil\t2024-01-02\n2\tnilx\tnil\n3\t\\N\t2024-01-04\n"),
+    ("WITH (NULL '')", "1\t\t2024-01-02\n2\tx\t\n"),
+    ("WITH (DELIMITER '|')", "1|a b|2024-01-02\n2|ü 日本|\\N\n"),
+    ("WITH (FORMAT csv, HEADER true)", 'id,name,d\n1,"x,y",2024-01-02\n2,,\n3,"",\n'),
+    ("", "\\.\n"),  # the end marker only
+    ("", "1\tx\n"),  # missing data for column
+    ("", "1\tx\t2024-01-02\textra\n"),  # extra data after last expected column
+]
+
+
+def _copy(c: psycopg.Connection, sql: str, payload: str | bytes) -> str | None:
+    try:
+        with c.cursor().copy(sql) as cp:
+            cp.write(payload)
+    except psycopg.Error as e:
+        return e.sqlstate
+    return None
+
+
+@pytest.mark.parametrize("case", range(len(TEXT_CASES)))
+def test_text_format_as_postgres(hw_server, pg_oracle, table_name: str, case: int) -> None:  # type: ignore[no-untyped-def]
+    options, payload = TEXT_CASES[case]
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        results = []
+        for c in (hw, pg):
+            c.execute(f"DROP TABLE IF EXISTS {table_name}")
+            c.execute(f"CREATE TABLE {table_name} (id int, name text, d date)")
+            state = _copy(c, f"COPY {table_name} FROM STDIN {options}", payload)
+            rows = c.execute(f"SELECT id, name, d FROM {table_name} ORDER BY id").fetchall()
+            results.append((state, rows))
+        assert results[0] == results[1]
+
+
+def _bulk(rows: int, base: int = 0, c: str = "v{a}") -> str:
+    """Rows (a, b, c): a from `base` on, b = a % 7, c as `c` formats a (\\N: NULL)."""
+    return "".join(f"{a}\t{a % 7}\t{c.format(a=a)}\n" for a in range(base, base + rows))
+
+
+def _error(c: psycopg.Connection, sql: str, payload: str) -> tuple[str | None, str | None]:
+    try:
+        with c.cursor().copy(sql) as cp:
+            cp.write(payload)
+    except psycopg.Error as e:
+        return e.sqlstate, e.diag.message_detail
+    return None, None
+
+
+def test_bulk_keys_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """A composite primary key and a UNIQUE column over batches past BULK_ROWS: clean,
+    repeated within the batch, repeating a stored row, NULLs (never equal), NOT NULL."""
+    t = table_name
+    ddl = f"CREATE TABLE {t} (a bigint, b int, c text UNIQUE, PRIMARY KEY (a, b))"
+    copy = f"COPY {t} FROM STDIN"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        outcomes = []
+        for c in (hw, pg):
+            c.execute(f"DROP TABLE IF EXISTS {t}")
+            c.execute(ddl)
+            got = [_error(c, copy, _bulk(BULK))]
+            # the same (a, b) twice in one batch: the second one's key in the detail
+            again = 10**6 + 51
+            got.append(_error(c, copy, _bulk(BULK, 10**6) + f"{again}\t{again % 7}\tlast\n"))
+            # a key the first COPY stored
+            got.append(_error(c, copy, _bulk(BULK, 2 * 10**6) + "7\t0\ty\n"))
+            # the UNIQUE column repeated within the batch
+            got.append(
+                _error(c, copy, _bulk(BULK, 3 * 10**6, "u{a}") + f"-1\t1\tu{3 * 10**6 + 5}\n")
+            )
+            # NULLs in the UNIQUE column: no two are equal
+            got.append(_error(c, copy, _bulk(BULK, 4 * 10**6, "\\N")))
+            # NOT NULL of the primary key
+            got.append(_error(c, copy, _bulk(BULK, 5 * 10**6) + "\\N\t1\tz\n"))
+            count = c.execute(f"SELECT count(*), count(c), sum(a) FROM {t}").fetchone()
+            outcomes.append((got, count))
+        assert outcomes[0] == outcomes[1]
+        assert outcomes[0][0][0] == (None, None) and outcomes[0][0][4] == (None, None)
+        assert [state for state, _ in outcomes[0][0][1:4]] == ["23505"] * 3
+
+
+def test_bulk_defaults_and_views(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """Omitted columns take their defaults (a sequence's numbers too); a view over the
+    table sees the rows."""
+    t = table_name
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        results = []
+        for c in (hw, pg):
+            c.execute(f"DROP TABLE IF EXISTS {t} CASCADE")
+            c.execute(f"CREATE TABLE {t} (id serial PRIMARY KEY, v int, w text DEFAULT 'd')")
+            c.execute(
+                f"CREATE MATERIALIZED VIEW {t}_mv AS SELECT count(*) AS n, sum(v) AS s FROM {t}"
+            )
+            with c.cursor().copy(f"COPY {t} (v) FROM STDIN") as cp:
+                cp.write("".join(f"{i}\n" for i in range(BULK)))
+            if c is pg:
+                c.execute(f"REFRESH MATERIALIZED VIEW {t}_mv")
+            results.append(
+                (
+                    c.execute(
+                        f"SELECT count(*), min(id), max(id), min(w), max(w) FROM {t}"
+                    ).fetchone(),
+                    c.execute(f"SELECT n, s FROM {t}_mv").fetchone(),
+                )
+            )
+        assert results[0] == results[1]
