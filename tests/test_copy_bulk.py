@@ -127,3 +127,47 @@ def test_bulk_defaults_and_views(hw_server, pg_oracle, table_name: str) -> None:
                 )
             )
         assert results[0] == results[1]
+
+
+def _rows_in_blocks(n: int) -> str:
+    """Text-format rows past several copy.BLOCK_BYTES: NULLs, escapes, non-ASCII."""
+    lines = []
+    for i in range(n):
+        name = (
+            "\\N" if i % 97 == 0 else (f"a\\tb\\\\{i}" if i % 89 == 0 else f"name {i} ü {'x' * 60}")
+        )
+        lines.append(f"{i}\t{name}\t2024-01-{i % 28 + 1:02d}\n")
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("tail", ["", "\\.\n", "1\tshort\n"], ids=["plain", "end-marker", "bad"])
+def test_payload_in_blocks_as_postgres(hw_server, pg_oracle, table_name: str, tail: str) -> None:  # type: ignore[no-untyped-def]
+    """A payload of several parse blocks, sent in pieces that cut lines anywhere, with a
+    header: PostgreSQL's rows (or its error, from the last block, and no row)."""
+    from headwater.server import copy
+
+    payload = ("id\tname\td\n" + _rows_in_blocks(2 * copy.BLOCK_BYTES // 90) + tail).encode()
+    assert len(payload) > 2 * copy.BLOCK_BYTES
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        results = []
+        for c in (hw, pg):
+            c.execute(f"DROP TABLE IF EXISTS {table_name}")
+            c.execute(f"CREATE TABLE {table_name} (id int, name text, d date)")
+            try:
+                with c.cursor().copy(f"COPY {table_name} FROM STDIN WITH (HEADER true)") as cp:
+                    for start in range(0, len(payload), 1_000_003):
+                        cp.write(payload[start : start + 1_000_003])
+                state = None
+            except psycopg.Error as e:
+                state = e.sqlstate
+            summary = c.execute(
+                f"SELECT count(*), count(name), sum(id),"
+                f" md5(string_agg(name || d, ',' ORDER BY id))"
+                f" FROM {table_name}"
+            ).fetchone()
+            results.append((state, summary))
+        assert results[0] == results[1]
+        assert (results[0][0] is None) == (tail != "1\tshort\n")
