@@ -11,12 +11,17 @@ import psycopg
 import pytest
 from headwater.planner import values_parse
 from pglast import parse_sql
-from pglast.parser import ParseError
+from pglast.parser import ParseError, parse_sql_json
 
 from tests.test_insert_values import CASES, COLUMNS
 
 PAD = ", ".join(["(1, 'x')"] * 600)  # past values_parse.MIN_LENGTH
 
+# constants only: the rows are read from the JSON text (values_parse._VALUES)
+PLAIN = (
+    "INSERT INTO t (a, b) VALUES (0, ''), (false, true), ('\"q\"', E'\\\\'), (E'a\\nb', E'\\x01'),"
+    " (-1, -1.5), (9223372036854775808, NULL), ('ü 😀', 'x'), ('}]}},{', '\"}}'), " + PAD
+)
 SAME = [
     "INSERT INTO s.t AS x (a, b) VALUES (1, ''), (-2.5, NULL), (true, false), (0, -0),"
     " (E'a\\n\\\\', 12345678901234), (-9223372036854775808, 9223372036854775807),"
@@ -24,6 +29,7 @@ SAME = [
     " (- 1, 0.0), ('2020-01-01'::timestamp, CAST('1.5' AS numeric(12, 2))),"
     " ('{1}'::int[], 'x'::varchar(10)), (interval '1' day, 'a'\n'b'), " + PAD,
     "insert into t values (1, 2), " + PAD + "; INSERT INTO u (a) VALUES (3), (4)",
+    PLAIN,
     "INSERT INTO t (a, b) OVERRIDING SYSTEM VALUE VALUES " + PAD,
     "INSERT INTO t (a, b) VALUES " + PAD + " ON CONFLICT (a) DO UPDATE SET b = excluded.b",
     "INSERT INTO t (a, b) VALUES " + PAD + " ON CONFLICT ON CONSTRAINT k DO NOTHING RETURNING *",
@@ -55,6 +61,10 @@ def test_same_nodes_as_parse_sql(sql: str) -> None:
     fast = values_parse.parse(sql)
     assert fast is not None
     assert _strict(fast) == _strict(parse_sql(sql))
+
+
+def test_plain_rows_read_from_the_text() -> None:
+    assert values_parse._VALUES.search(parse_sql_json(PLAIN)) is not None
 
 
 @pytest.mark.parametrize("sql", OTHERS)
