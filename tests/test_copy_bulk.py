@@ -4,6 +4,9 @@ constraints.BULK_ROWS rows, DuckDB looks for repeated keys)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import psycopg
 import pytest
 from headwater.server import constraints
@@ -24,27 +27,42 @@ TEXT_CASES = [  # (COPY options, payload)
 ]
 
 
-def _copy(c: psycopg.Connection, sql: str, payload: str | bytes) -> str | None:
+@contextlib.contextmanager
+def _both(hw_server, pg_oracle) -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:  # type: ignore[no-untyped-def]
+    """Headwater's and the oracle's autocommit connections."""
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        yield hw, pg
+
+
+def _fresh(c: psycopg.Connection, table: str, columns: str) -> None:
+    c.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+    c.execute(f"CREATE TABLE {table} ({columns})")
+
+
+def _copy(
+    c: psycopg.Connection, sql: str, payload: str | bytes, piece: int = 1 << 30
+) -> tuple[str | None, str | None]:
+    """COPY `payload` in pieces of `piece` bytes: (SQLSTATE, DETAIL) of its error, if any."""
     try:
         with c.cursor().copy(sql) as cp:
-            cp.write(payload)
+            for start in range(0, len(payload), piece):
+                cp.write(payload[start : start + piece])
     except psycopg.Error as e:
-        return e.sqlstate
-    return None
+        return e.sqlstate, e.diag.message_detail
+    return None, None
 
 
 @pytest.mark.parametrize("case", range(len(TEXT_CASES)))
 def test_text_format_as_postgres(hw_server, pg_oracle, table_name: str, case: int) -> None:  # type: ignore[no-untyped-def]
     options, payload = TEXT_CASES[case]
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
+    with _both(hw_server, pg_oracle) as (hw, pg):
         results = []
         for c in (hw, pg):
-            c.execute(f"DROP TABLE IF EXISTS {table_name}")
-            c.execute(f"CREATE TABLE {table_name} (id int, name text, d date)")
-            state = _copy(c, f"COPY {table_name} FROM STDIN {options}", payload)
+            _fresh(c, table_name, "id int, name text, d date")
+            state, _ = _copy(c, f"COPY {table_name} FROM STDIN {options}", payload)
             rows = c.execute(f"SELECT id, name, d FROM {table_name} ORDER BY id").fetchall()
             results.append((state, rows))
         assert results[0] == results[1]
@@ -55,43 +73,30 @@ def _bulk(rows: int, base: int = 0, c: str = "v{a}") -> str:
     return "".join(f"{a}\t{a % 7}\t{c.format(a=a)}\n" for a in range(base, base + rows))
 
 
-def _error(c: psycopg.Connection, sql: str, payload: str) -> tuple[str | None, str | None]:
-    try:
-        with c.cursor().copy(sql) as cp:
-            cp.write(payload)
-    except psycopg.Error as e:
-        return e.sqlstate, e.diag.message_detail
-    return None, None
-
-
 def test_bulk_keys_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """A composite primary key and a UNIQUE column over batches past BULK_ROWS: clean,
     repeated within the batch, repeating a stored row, NULLs (never equal), NOT NULL."""
     t = table_name
-    ddl = f"CREATE TABLE {t} (a bigint, b int, c text UNIQUE, PRIMARY KEY (a, b))"
+    columns = "a bigint, b int, c text UNIQUE, PRIMARY KEY (a, b)"
     copy = f"COPY {t} FROM STDIN"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
+    with _both(hw_server, pg_oracle) as (hw, pg):
         outcomes = []
         for c in (hw, pg):
-            c.execute(f"DROP TABLE IF EXISTS {t}")
-            c.execute(ddl)
-            got = [_error(c, copy, _bulk(BULK))]
+            _fresh(c, t, columns)
+            got = [_copy(c, copy, _bulk(BULK))]
             # the same (a, b) twice in one batch: the second one's key in the detail
             again = 10**6 + 51
-            got.append(_error(c, copy, _bulk(BULK, 10**6) + f"{again}\t{again % 7}\tlast\n"))
+            got.append(_copy(c, copy, _bulk(BULK, 10**6) + f"{again}\t{again % 7}\tlast\n"))
             # a key the first COPY stored
-            got.append(_error(c, copy, _bulk(BULK, 2 * 10**6) + "7\t0\ty\n"))
+            got.append(_copy(c, copy, _bulk(BULK, 2 * 10**6) + "7\t0\ty\n"))
             # the UNIQUE column repeated within the batch
             got.append(
-                _error(c, copy, _bulk(BULK, 3 * 10**6, "u{a}") + f"-1\t1\tu{3 * 10**6 + 5}\n")
+                _copy(c, copy, _bulk(BULK, 3 * 10**6, "u{a}") + f"-1\t1\tu{3 * 10**6 + 5}\n")
             )
             # NULLs in the UNIQUE column: no two are equal
-            got.append(_error(c, copy, _bulk(BULK, 4 * 10**6, "\\N")))
+            got.append(_copy(c, copy, _bulk(BULK, 4 * 10**6, "\\N")))
             # NOT NULL of the primary key
-            got.append(_error(c, copy, _bulk(BULK, 5 * 10**6) + "\\N\t1\tz\n"))
+            got.append(_copy(c, copy, _bulk(BULK, 5 * 10**6) + "\\N\t1\tz\n"))
             count = c.execute(f"SELECT count(*), count(c), sum(a) FROM {t}").fetchone()
             outcomes.append((got, count))
         assert outcomes[0] == outcomes[1]
@@ -103,19 +108,17 @@ def test_bulk_defaults_and_views(hw_server, pg_oracle, table_name: str) -> None:
     """Omitted columns take their defaults (a sequence's numbers too); a view over the
     table sees the rows."""
     t = table_name
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
+    with _both(hw_server, pg_oracle) as (hw, pg):
         results = []
         for c in (hw, pg):
-            c.execute(f"DROP TABLE IF EXISTS {t} CASCADE")
-            c.execute(f"CREATE TABLE {t} (id serial PRIMARY KEY, v int, w text DEFAULT 'd')")
+            _fresh(c, t, "id serial PRIMARY KEY, v int, w text DEFAULT 'd'")
             c.execute(
                 f"CREATE MATERIALIZED VIEW {t}_mv AS SELECT count(*) AS n, sum(v) AS s FROM {t}"
             )
-            with c.cursor().copy(f"COPY {t} (v) FROM STDIN") as cp:
-                cp.write("".join(f"{i}\n" for i in range(BULK)))
+            assert _copy(c, f"COPY {t} (v) FROM STDIN", "".join(f"{i}\n" for i in range(BULK))) == (
+                None,
+                None,
+            )
             if c is pg:
                 c.execute(f"REFRESH MATERIALIZED VIEW {t}_mv")
             results.append(
@@ -148,21 +151,12 @@ def test_payload_in_blocks_as_postgres(hw_server, pg_oracle, table_name: str, ta
 
     payload = ("id\tname\td\n" + _rows_in_blocks(2 * copy.BLOCK_BYTES // 90) + tail).encode()
     assert len(payload) > 2 * copy.BLOCK_BYTES
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
+    with _both(hw_server, pg_oracle) as (hw, pg):
         results = []
         for c in (hw, pg):
-            c.execute(f"DROP TABLE IF EXISTS {table_name}")
-            c.execute(f"CREATE TABLE {table_name} (id int, name text, d date)")
-            try:
-                with c.cursor().copy(f"COPY {table_name} FROM STDIN WITH (HEADER true)") as cp:
-                    for start in range(0, len(payload), 1_000_003):
-                        cp.write(payload[start : start + 1_000_003])
-                state = None
-            except psycopg.Error as e:
-                state = e.sqlstate
+            _fresh(c, table_name, "id int, name text, d date")
+            sql = f"COPY {table_name} FROM STDIN WITH (HEADER true)"
+            state, _ = _copy(c, sql, payload, 1_000_003)
             summary = c.execute(
                 f"SELECT count(*), count(name), sum(id),"
                 f" md5(string_agg(name || d, ',' ORDER BY id))"
