@@ -23,7 +23,7 @@ import logging
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -311,13 +311,15 @@ def fast_rows(
     return [tuple(r) for r in rows]
 
 
-@dataclass
 class _Pending:
-    table: Table
-    rows: list[tuple[Any, ...]]
-    done: asyncio.Future[int] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    """One statement's rows, and the future of its epoch (a plain class: one per INSERT)."""
+
+    __slots__ = ("table", "rows", "done")
+
+    def __init__(self, table: Table, rows: list[tuple[Any, ...]], done: asyncio.Future[int]):
+        self.table = table
+        self.rows = rows
+        self.done = done
 
 
 class InsertBatcher:
@@ -360,7 +362,7 @@ class InsertBatcher:
         """Insert `rows`; returns the epoch once it is durable."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="insert-batcher")
-        p = _Pending(table, rows)
+        p = _Pending(table, rows, asyncio.get_running_loop().create_future())
         self._queue.append(p)
         self._wake.set()
         self._arrived.set()
