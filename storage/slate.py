@@ -6,9 +6,9 @@ swaps that loop for memmove. Blocking callers (startup, tools, sequences) use th
 `*_sync` forms, which run on a private event loop in a dedicated thread. The epochs'
 writes (`submit`) run on the caller's loop, the server's: each binding call is a Rust
 future whose completion the binding posts to the loop that awaits it, so going through
-the private loop added two thread hops per epoch and made the two threads take turns
-at the GIL (issue 16: ~0.3 ms of CPU per epoch). A large batch is built on a worker
-thread (its values are copied into SlateDB's buffers).
+the private loop added two thread hops per epoch, each a wake-up write and a loop turn,
+and made the two threads take turns at the GIL (issue 16). A large batch (a COPY's) is
+built on a worker thread: its values are copied into SlateDB's buffers.
 
 SlateDB retries a write that fails (read-only file system, permission denied, no
 space) until it succeeds, so a writer would wait without an answer: `probe()` is
