@@ -496,7 +496,9 @@ class InsertBatcher:
             by_table[p.table.oid].append(p)
         for oid, pendings in by_table.items():
             table = self.instance.table(oid)
-            if table is None or table != pendings[0].table:
+            # (a catalog copy shares the Table objects it did not change: `is` first,
+            # the field-by-field comparison only after DDL)
+            if table is None or (table is not pendings[0].table and table != pendings[0].table):
                 for p in pendings:  # dropped or altered since the statement was planned
                     failures[id(p)] = SQLError(
                         f'relation "{p.table.name}" changed during the statement; retry', "40001"
