@@ -336,7 +336,8 @@ class InsertBatcher:
         self._queue: list[_Pending] = []
         self._wake = asyncio.Event()
         self._undurable = asyncio.Semaphore(MAX_UNDURABLE_BATCHES)
-        self._arrived = asyncio.Event()
+        # while _gather waits: (how many statements it waits for, what it awaits)
+        self._gathering: tuple[int, asyncio.Future[None]] | None = None
         self._last_batch = 0
         self._task: asyncio.Task[None] | None = None
         self._cur: duckdb.DuckDBPyConnection | None = None
@@ -365,7 +366,9 @@ class InsertBatcher:
         p = _Pending(table, rows, asyncio.get_running_loop().create_future())
         self._queue.append(p)
         self._wake.set()
-        self._arrived.set()
+        g = self._gathering
+        if g is not None and len(self._queue) >= g[0] and not g[1].done():
+            g[1].set_result(None)
         return await p.done
 
     async def _run(self) -> None:
@@ -410,18 +413,17 @@ class InsertBatcher:
                 asyncio.get_running_loop().create_task(self._acknowledge(ok, durable, epoch))
 
     async def _gather(self, expected: int) -> None:
-        """Wait up to GATHER_WAIT for `expected` statements to be queued."""
+        """Wait up to GATHER_WAIT for `expected` statements to be queued (one future and
+        one timer per epoch: `insert` resolves it when the count is reached)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + GATHER_WAIT
-        while len(self._queue) < expected:
-            left = deadline - loop.time()
-            if left <= 0:
-                return
-            self._arrived.clear()
-            try:
-                await asyncio.wait_for(self._arrived.wait(), left)
-            except TimeoutError:
-                return
+        enough: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(GATHER_WAIT, lambda: enough.done() or enough.set_result(None))
+        self._gathering = (expected, enough)
+        try:
+            await enough
+        finally:
+            self._gathering = None
+            timer.cancel()
 
     async def _acknowledge(
         self, batch: list[_Pending], durable: asyncio.Future[None], epoch: int
