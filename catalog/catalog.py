@@ -65,6 +65,7 @@ class Catalog:
         self.next_oid = FIRST_USER_OID
         # What this copy changed since it was taken: oid -> object (None if dropped).
         self.changes: dict[int, CatalogObject | None] = {}
+        self._by_oid: dict[int, Relation] | None = None  # built on use, reset on change
 
     def copy(self) -> Catalog:
         c = Catalog.__new__(Catalog)
@@ -75,6 +76,7 @@ class Catalog:
         c.creator = 0
         c.next_oid = self.next_oid
         c.changes = {}
+        c._by_oid = self._by_oid  # the same relations until the copy changes them
         return c
 
     # -- lookup -------------------------------------------------------------------
@@ -118,7 +120,15 @@ class Catalog:
         return (r for r in self.relations.values() if isinstance(r, MaterializedView))
 
     def by_oid(self, oid: int) -> Relation | None:
-        return next((r for r in self.relations.values() if r.oid == oid), None)
+        """The relation with this oid (an index over `relations`, built once per state
+        of the catalog: a write asks once per epoch and table, issue 16)."""
+        index = self._by_oid
+        if index is None:
+            index = {}
+            for r in self.relations.values():
+                index.setdefault(r.oid, r)  # the first, as a scan would find
+            self._by_oid = index
+        return index.get(oid)
 
     def role(self, name: str) -> Role | None:
         return next((r for r in self.roles.values() if r.name == name), None)
@@ -148,6 +158,7 @@ class Catalog:
             raise DuplicateTable(f'relation "{rel.name}" already exists')
         if not rel.owner and self.creator:
             rel = replace(rel, owner=self.creator)
+        self._by_oid = None
         self.relations[key] = rel
         self.changes[rel.oid] = rel
 
@@ -155,10 +166,12 @@ class Catalog:
         old = self.relations.get((rel.schema, rel.name))
         if old is not None and not rel.owner and not rel.acl:  # keeps owner and grants
             rel = replace(rel, owner=old.owner, acl=old.acl)
+        self._by_oid = None
         self.relations[(rel.schema, rel.name)] = rel
         self.changes[rel.oid] = rel
 
     def drop_relation(self, rel: Relation) -> None:
+        self._by_oid = None
         del self.relations[(rel.schema, rel.name)]
         self.changes[rel.oid] = None
 
@@ -195,6 +208,7 @@ class Catalog:
 
     # -- persistence ----------------------------------------------------------------
     def load(self, objects: list[CatalogObject], next_oid: int) -> None:
+        self._by_oid = None
         for obj in objects:
             if isinstance(obj, Schema):
                 self.schemas[obj.name] = obj

@@ -23,7 +23,7 @@ import logging
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -49,7 +49,6 @@ from headwater.catalog.types import (
     arrow_type,
 )
 from headwater.storage.changelog import RID, WEIGHT
-from headwater.storage.commit import MAX_IN_FLIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, FROM, Replica, quote
 
@@ -73,6 +72,11 @@ MAX_UNDURABLE_BATCHES = 2
 # clients just acknowledged send their next ones), so that ~all clients share an epoch
 # rather than two halves alternating (16 clients: ~13-16 rows per epoch instead of ~8).
 GATHER_WAIT = 0.002
+# Durable epochs waiting for their rows to reach DuckDB beyond which the timer is not
+# waited for. Fewer applies is less CPU (each costs ~0.5-1 ms whatever its size; issue
+# 16: one per ~2.5 epochs when the committer's in-flight slots waited for them); a
+# reader waiting for rows flushes at once anyway (hurry).
+MAX_UNAPPLIED_EPOCHS = 32
 
 if TYPE_CHECKING:
     from headwater.server.instance import Instance
@@ -307,13 +311,15 @@ def fast_rows(
     return [tuple(r) for r in rows]
 
 
-@dataclass
 class _Pending:
-    table: Table
-    rows: list[tuple[Any, ...]]
-    done: asyncio.Future[int] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    """One statement's rows, and the future of its epoch (a plain class: one per INSERT)."""
+
+    __slots__ = ("table", "rows", "done")
+
+    def __init__(self, table: Table, rows: list[tuple[Any, ...]], done: asyncio.Future[int]):
+        self.table = table
+        self.rows = rows
+        self.done = done
 
 
 class InsertBatcher:
@@ -330,7 +336,8 @@ class InsertBatcher:
         self._queue: list[_Pending] = []
         self._wake = asyncio.Event()
         self._undurable = asyncio.Semaphore(MAX_UNDURABLE_BATCHES)
-        self._arrived = asyncio.Event()
+        # while _gather waits: (how many statements it waits for, what it awaits)
+        self._gathering: tuple[int, asyncio.Future[None]] | None = None
         self._last_batch = 0
         self._task: asyncio.Task[None] | None = None
         self._cur: duckdb.DuckDBPyConnection | None = None
@@ -356,10 +363,12 @@ class InsertBatcher:
         """Insert `rows`; returns the epoch once it is durable."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="insert-batcher")
-        p = _Pending(table, rows)
+        p = _Pending(table, rows, asyncio.get_running_loop().create_future())
         self._queue.append(p)
         self._wake.set()
-        self._arrived.set()
+        g = self._gathering
+        if g is not None and len(self._queue) >= g[0] and not g[1].done():
+            g[1].set_result(None)
         return await p.done
 
     async def _run(self) -> None:
@@ -404,18 +413,17 @@ class InsertBatcher:
                 asyncio.get_running_loop().create_task(self._acknowledge(ok, durable, epoch))
 
     async def _gather(self, expected: int) -> None:
-        """Wait up to GATHER_WAIT for `expected` statements to be queued."""
+        """Wait up to GATHER_WAIT for `expected` statements to be queued (one future and
+        one timer per epoch: `insert` resolves it when the count is reached)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + GATHER_WAIT
-        while len(self._queue) < expected:
-            left = deadline - loop.time()
-            if left <= 0:
-                return
-            self._arrived.clear()
-            try:
-                await asyncio.wait_for(self._arrived.wait(), left)
-            except TimeoutError:
-                return
+        enough: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(GATHER_WAIT, lambda: enough.done() or enough.set_result(None))
+        self._gathering = (expected, enough)
+        try:
+            await enough
+        finally:
+            self._gathering = None
+            timer.cancel()
 
     async def _acknowledge(
         self, batch: list[_Pending], durable: asyncio.Future[None], epoch: int
@@ -490,7 +498,9 @@ class InsertBatcher:
             by_table[p.table.oid].append(p)
         for oid, pendings in by_table.items():
             table = self.instance.table(oid)
-            if table is None or table != pendings[0].table:
+            # (a catalog copy shares the Table objects it did not change: `is` first,
+            # the field-by-field comparison only after DDL)
+            if table is None or (table is not pendings[0].table and table != pendings[0].table):
                 for p in pendings:  # dropped or altered since the statement was planned
                     failures[id(p)] = SQLError(
                         f'relation "{p.table.name}" changed during the statement; retry', "40001"
@@ -549,20 +559,28 @@ class InsertBatcher:
 
     async def applied(self, epoch: int) -> None:
         """Wait until the staged rows of `epoch` are in DuckDB (the committer, once per
-        epoch). No hurry (the timer flushes), unless the committer's epochs in flight are
-        nearly all waiting here: it seals no epoch while they are all in flight."""
+        epoch). No hurry (the timer flushes), unless many epochs are waiting here or
+        materialized views are maintained: the stage gets an epoch once it is visible,
+        and a view's freshness is the product's promise (a flush per epoch then is small
+        next to the views' work)."""
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(
                 self._flush_loop(), name="flusher"
             )
         self._waiting += 1
         try:
-            if self._waiting >= MAX_IN_FLIGHT - 1 and self._unapplied_up_to(epoch):
+            if (
+                self._waiting >= MAX_UNAPPLIED_EPOCHS or self._views_maintained()
+            ) and self._unapplied_up_to(epoch):
                 self._urgent.set()
             async with self._applied:
                 await self._applied.wait_for(lambda: not self._unapplied_up_to(epoch))
         finally:
             self._waiting -= 1
+
+    def _views_maintained(self) -> bool:
+        engine = self.instance.matviews.engine
+        return engine is not None and len(engine.views) > 0
 
     def _unapplied_up_to(self, epoch: int) -> bool:
         with self._staged_lock:

@@ -40,7 +40,7 @@ from headwater.server.copy import CopyIn, CopyOptions, copy_options, format_copy
 from headwater.server.executor import Executor
 from headwater.server.instance import Instance
 from headwater.server.pgwire import messages
-from headwater.server.pgwire.framing import Reader, read_message
+from headwater.server.pgwire.framing import Reader, buffered_message, read_message
 from headwater.server.pgwire.startup import (
     CANCEL_REQUEST,
     GSSENC_REQUEST,
@@ -373,7 +373,8 @@ class Connection:
                 await self.flush()
 
     async def read_message(self) -> tuple[str, Reader]:
-        message = await read_message(self.reader, self.instance.config.max_message_size)
+        limit = self.instance.config.max_message_size
+        message = buffered_message(self.reader, limit) or await read_message(self.reader, limit)
         self._idle = False
         return message
 

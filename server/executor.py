@@ -179,6 +179,8 @@ class Executor:
     async def _dispatch(self, stmt: Any, params: list[Any]) -> Result:
         s = self.s
         read_only.refuse_writes(s, stmt)  # also EXPLAIN ANALYZE's and EXECUTE's statement
+        if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt | A.TruncateStmt):
+            return await self._write(stmt, params)  # first: the most frequent by far
         if isinstance(stmt, SelectAsOf):
             privilege_checks.check(s, stmt.stmt)  # the privileges of the SELECT it wraps
             return await self.select(stmt.stmt, params, as_of=stmt.as_of)
@@ -210,15 +212,6 @@ class Executor:
             if notify.calls_functions(stmt):  # pg_notify(), pg_listening_channels()
                 return await notify.select(self, stmt, params)
             return await self.select(stmt, params)
-        if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt | A.TruncateStmt):
-            fast = (
-                None
-                if temp_tables.targets_temp(s, stmt)
-                else await writes.fast_insert(s, stmt, params)
-            )
-            if fast is not None:
-                return fast
-            return await transactions.in_write(s, partial(writes.change, s), stmt, params)
         if isinstance(stmt, _DDL):
             return await transactions.in_write(s, partial(ddl.execute, s), stmt)
         if isinstance(stmt, A.AlterTableStmt):
@@ -270,6 +263,16 @@ class Executor:
         if isinstance(stmt, A.DeallocateStmt):  # also psycopg evicting its statements
             return prepared.deallocate(self, stmt)
         raise FeatureNotSupported(f"statement {type(stmt).__name__} is not supported")
+
+    async def _write(self, stmt: Any, params: list[Any]) -> Result:
+        """INSERT (an autocommitted one of constants through the batcher), UPDATE,
+        DELETE, TRUNCATE."""
+        s = self.s
+        if not temp_tables.targets_temp(s, stmt):
+            fast = await writes.fast_insert(s, stmt, params)
+            if fast is not None:
+                return fast
+        return await transactions.in_write(s, partial(writes.change, s), stmt, params)
 
     async def select(
         self, stmt: A.SelectStmt, params: list[Any], as_of: AsOf | None = None

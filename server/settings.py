@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from argparse import ArgumentTypeError
 from typing import Any
@@ -238,8 +239,14 @@ class Settings:
         )
 
     def search_path(self) -> tuple[str, ...]:
-        parts = [p.strip().strip('"') for p in self.values["search_path"].split(",")]
-        return tuple(p for p in parts if p and p != "$user")
+        return _search_path(self.values["search_path"])
+
+
+@functools.lru_cache(maxsize=256)
+def _search_path(raw: str) -> tuple[str, ...]:
+    """The schemas of a search_path value (memoised: a statement asks several times)."""
+    parts = [p.strip().strip('"') for p in raw.split(",")]
+    return tuple(p for p in parts if p and p != "$user")
 
 
 def _check_timezone(value: str) -> str:

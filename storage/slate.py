@@ -1,11 +1,14 @@
-"""SlateDB, opened once per server and driven from its own thread.
+"""SlateDB, opened once per server; reads, opening and closing run on its own thread.
 
 The binding is asyncio-based but its generated glue copies bytes one at a time in a
 Python loop (2-3 MB/s, ../shared/research/slatedb-python-binding.md); `_patch_copies`
-swaps that loop for memmove. All SlateDB calls run on a private event loop in a
-dedicated thread so that Python-side work in the binding never stalls the server's
-loop; callers on the server loop `await` thin wrappers, blocking callers (startup,
-tools) use the `*_sync` forms.
+swaps that loop for memmove. Blocking callers (startup, tools, sequences) use the
+`*_sync` forms, which run on a private event loop in a dedicated thread. The epochs'
+writes (`submit`) run on the caller's loop, the server's: each binding call is a Rust
+future whose completion the binding posts to the loop that awaits it, so going through
+the private loop added two thread hops per epoch, each a wake-up write and a loop turn,
+and made the two threads take turns at the GIL (issue 16). A large batch (a COPY's) is
+built on a worker thread: its values are copied into SlateDB's buffers.
 
 SlateDB retries a write that fails (read-only file system, permission denied, no
 space) until it succeeds, so a writer would wait without an answer: `probe()` is
@@ -15,7 +18,6 @@ checked before each epoch is submitted and `check_writable()` before opening.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import ctypes
 import errno
@@ -24,7 +26,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,6 +58,8 @@ FENCE_POLL = 0.5
 # a write to an object store not durable after this long is logged (again every period):
 # SlateDB retries an unreachable store without a word, and writers wait meanwhile
 SLOW_WRITE_LOG = 10.0
+# a batch whose values add up to more is built on a worker thread, not the server's loop
+BUILD_OFF_LOOP_BYTES = 1 << 20
 
 log = logging.getLogger("headwater.storage")
 
@@ -148,16 +151,6 @@ def _patch_copies() -> None:
     builder._pack_into = pack_into
     _gen._UniffiRustBufferStream.read = read
     builder._headwater_patched = True
-
-
-def _settle(done: concurrent.futures.Future[None], task: asyncio.Task[None]) -> None:
-    """Pass a finished task's outcome to the future other threads wait on."""
-    if task.cancelled():
-        done.cancel()
-    elif (exc := task.exception()) is not None:
-        done.set_exception(exc)
-    else:
-        done.set_result(None)
 
 
 def _diagnose(d: Path) -> OSError | None:
@@ -298,30 +291,27 @@ class SlateStore:
         return st.f_bavail * st.f_frsize, None
 
     # -- writes -------------------------------------------------------------------
-    async def _submit_batch(
-        self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]
-    ) -> concurrent.futures.Future[None]:
-        if self.fenced is not None:
-            raise self.fenced
+    @staticmethod
+    def _build(puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes]) -> Any:
         batch = sdb.WriteBatch()
         for key, value in puts:
             batch.put(key, value)
         for key in deletes:
             batch.delete(key)
+        return batch
+
+    async def _submit_batch(self, batch: Any) -> asyncio.Task[None]:
+        """Write `batch` from the running loop; returns the task of its durability."""
+        if self.fenced is not None:
+            raise self.fenced
         try:
             handle = await self._db.write(batch)
         except sdb.Error.Closed as exc:
             if self._is_fenced(exc):
                 raise self._note_fenced() from None
             raise
-        # the durability wait starts here, on this thread, rather than when the caller
-        # asks for it: a round trip between the two loops less per epoch. A task of this
-        # loop, not run_coroutine_threadsafe (its wake-up write to this very loop is a
-        # syscall and a loop turn per epoch)
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        task = asyncio.get_running_loop().create_task(self._durable(handle))
-        task.add_done_callback(partial(_settle, done))
-        return done
+        # the durability wait starts here rather than when the caller asks for it
+        return asyncio.get_running_loop().create_task(self._durable(handle))
 
     async def _durable(self, handle: Any) -> None:
         """Until the write of `handle` is durable. The WAL is flushed at once rather
@@ -354,27 +344,33 @@ class SlateStore:
 
     async def submit(
         self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
-    ) -> concurrent.futures.Future[None]:
-        """Apply one atomic batch (not yet durable); returns the future of its durability
-        (for `await_durable`).
+    ) -> asyncio.Task[None]:
+        """Apply one atomic batch (not yet durable), from the caller's loop; returns the
+        task of its durability (for `await_durable`).
 
         Batches become durable in submission order (one WAL), so awaiting a later
         batch's durability implies the earlier ones are durable too.
         """
-        return await self.run(self._submit_batch(list(puts), list(deletes)))
+        puts, deletes = list(puts), list(deletes)
+        if sum(len(v) for _, v in puts) > BUILD_OFF_LOOP_BYTES:
+            batch = await asyncio.to_thread(self._build, puts, deletes)
+        else:
+            batch = self._build(puts, deletes)
+        return await self._submit_batch(batch)
 
-    def await_durable(self, handle: concurrent.futures.Future[None]) -> asyncio.Future[None]:
+    def await_durable(self, handle: asyncio.Task[None]) -> asyncio.Future[None]:
         """Resolves once the batch of `handle` (from `submit`) is durable."""
-        return asyncio.wrap_future(handle)
+        return handle
 
     async def _write_durable(self, puts: list[tuple[bytes, bytes]], deletes: list[bytes]) -> None:
-        await self.await_durable(await self._submit_batch(puts, deletes))
+        await (await self._submit_batch(self._build(puts, deletes)))
 
     def write_durable_sync(
         self, puts: Iterable[tuple[bytes, bytes]], deletes: Iterable[bytes] = ()
     ) -> None:
         """Apply one atomic batch and wait until it is durable (from any thread but
-        SlateDB's own: sequences reserve values this way, outside any epoch)."""
+        SlateDB's own and the server loop's: sequences reserve values this way, outside
+        any epoch)."""
         self.run_sync(self._write_durable(list(puts), list(deletes)))
 
     # -- reads --------------------------------------------------------------------

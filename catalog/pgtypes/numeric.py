@@ -253,10 +253,11 @@ def numeric_recv(ct: ColumnType) -> Decoder:
             return typmod(Decimal("Infinity" if sign == 0xD000 else "-Infinity"))
         if sign not in (0, 0x4000) or dscale < 0:
             raise SQLError('invalid sign in external "numeric" value', "22P03")
-        digits = struct.unpack(f">{ndigits}H", v[8:])
-        if any(dg > 9999 for dg in digits):
-            raise SQLError('invalid digit in external "numeric" value', "22P03")
-        coef = int("".join(f"{dg:04d}" for dg in digits) or "0")
+        coef = 0
+        for dg in struct.unpack_from(f">{ndigits}H", v, 8):  # base-10000 digits
+            if dg > 9999:
+                raise SQLError('invalid digit in external "numeric" value', "22P03")
+            coef = coef * 10000 + dg
         d = Decimal(f"{'-' if sign else ''}{coef}E{4 * (weight - ndigits + 1)}")
         # More digits than dscale shows are truncated away, as numeric_recv does.
         d = d.quantize(Decimal(1).scaleb(-dscale), context=_CTX_TRUNC)

@@ -98,6 +98,25 @@ async def read_message(
     return kind, Reader(body)
 
 
+def buffered_message(reader: asyncio.StreamReader, max_size: int) -> tuple[str, Reader] | None:
+    """The next message if the reader already holds all of it, else None (then
+    `read_message`, which also reports a bad length). A client's pipeline (Bind,
+    Execute, Sync) arrives in one packet: taking its messages straight from the buffer
+    saves two coroutine round trips per message (issue 16: ~10% of a prepared INSERT's
+    Python work). Uses StreamReader's buffer as `readexactly` does."""
+    buf: bytearray = reader._buffer  # type: ignore[attr-defined]
+    if len(buf) < 5 or reader.exception() is not None:
+        return None
+    length = int.from_bytes(buf[1:5], "big", signed=True)
+    kind = chr(buf[0])
+    if length < 4 or length > message_limit(kind, max_size) or len(buf) < length + 1:
+        return None
+    body = bytes(buf[5 : length + 1])
+    del buf[: length + 1]
+    reader._maybe_resume_transport()  # type: ignore[attr-defined]
+    return kind, Reader(body)
+
+
 def _too_long(kind: str, length: int, limit: int, max_size: int) -> MessageTooLong:
     """PostgreSQL only logs "invalid message length" (08P01) and hangs up; the client
     is told here why, and which option raises the limit."""
