@@ -36,7 +36,7 @@ from headwater.planner.extensions import (
 from headwater.planner.params import count_params, infer_param_types
 from headwater.server import notify
 from headwater.server.auth.exchange import AUTH_TIMEOUT, authenticate
-from headwater.server.copy import CopyOptions, copy_options, format_copy_row, header_row, parse_copy
+from headwater.server.copy import CopyIn, CopyOptions, copy_options, format_copy_row, header_row
 from headwater.server.executor import Executor
 from headwater.server.instance import Instance
 from headwater.server.pgwire import messages
@@ -524,14 +524,15 @@ class Connection:
         target = f"{rel.schemaname}.{rel.relname}" if rel.schemaname else rel.relname
         # on the progress board (console, headwater_catalog.progress) while it runs
         with self.instance.progress.task("copy", target, "receiving", "lines") as task:
-            chunks: list[bytes] = []
+            # parsed off the event loop as it arrives: the other sessions go on meanwhile
+            data = CopyIn(len(cols), [c.name for c in cols], opts)
             failed: str | None = None
             received = 0
             while True:
                 kind, r = await self.read_message()
                 if kind == "d":
                     chunk = r.rest()
-                    chunks.append(chunk)
+                    data.feed(chunk)
                     received += len(chunk)
                     task.done += chunk.count(b"\n")
                     task.detail = f"{received / 1e6:,.1f} MB"
@@ -548,14 +549,9 @@ class Connection:
                     )
             if failed is not None:
                 raise SQLError(f"COPY from stdin failed: {failed}", "57014")
-            data = b"".join(chunks)
-            del chunks  # the payload is held once, and not while the write is made durable
             task.phase = "parsing"
-            # pyarrow's CSV reader, off the event loop: the other sessions go on meanwhile
-            table = await asyncio.to_thread(
-                parse_copy, data, len(cols), [c.name for c in cols], opts
-            )
-            del data
+            table = await data.table()
+            del data  # the payload is not held while the write is made durable
             task.phase, task.unit, task.done = "writing", "rows", table.num_rows
             result = await self.executor.copy_in(stmt, cols, table)
         self.send(messages.command_complete(result.tag))

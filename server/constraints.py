@@ -60,13 +60,14 @@ def _keeps_keys(key: Key, old: pa.Table | None, new: pa.Table) -> bool:
 
 def _check_unique(table: Table, key: Key, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> None:
     cols = list(key.columns)
-    dup = duplicate_mask(new, cols)
-    if dup is not None and pc.any(dup).as_py():
-        row = new.filter(dup).slice(0, 1)
-        raise unique_violation(key, [row.to_pylist()[0][c] for c in key.columns])
     name = "_hw_check"
     cur.register(name, new.select(cols))
     try:
+        bulk = new.num_rows >= BULK_ROWS
+        dup = duplicate_mask(new, cols) if not bulk or _repeats(cur, name, cols) else None
+        if dup is not None and pc.any(dup).as_py():
+            row = new.filter(dup).slice(0, 1)
+            raise unique_violation(key, [row.to_pylist()[0][c] for c in key.columns])
         on = " AND ".join(f"t.{quote(c)} = n.{quote(c)}" for c in cols)
         hit, _ = fetch(
             cur,
@@ -76,6 +77,23 @@ def _check_unique(table: Table, key: Key, new: pa.Table, cur: duckdb.DuckDBPyCon
         cur.unregister(name)
     if hit.num_rows:
         raise unique_violation(key, [hit.to_pylist()[0][c] for c in key.columns])
+
+
+# From this many rows a batch's keys are checked for repeats by DuckDB (a parallel hash
+# aggregate: a 1.2 M-row COPY's (l_orderkey, l_linenumber) in ~0.05 s, Arrow's
+# single-threaded grouping 0.1-0.4 s); the mask that names the first repeat is computed
+# only when there is one.
+BULK_ROWS = 10_000
+
+
+def _repeats(cur: duckdb.DuckDBPyConnection, name: str, cols: list[str]) -> bool:
+    """Does a key without NULLs appear twice among the rows of `name`?"""
+    keys = ", ".join(quote(c) for c in cols)
+    present = " AND ".join(f"{quote(c)} IS NOT NULL" for c in cols)
+    rows = cur.execute(
+        f"SELECT 1 FROM {name} WHERE {present} GROUP BY {keys} HAVING count(*) > 1 LIMIT 1"
+    ).fetchall()  # (to the end: DuckDB refuses other work on a half-read result)
+    return bool(rows)
 
 
 def duplicate_mask(t: pa.Table, cols: list[str]) -> pa.Array | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -18,6 +19,7 @@ import duckdb
 import pglast.ast as A
 import pyarrow as pa
 import pyarrow.compute as pc
+from headwater.catalog.catalog import is_temp_schema
 from headwater.catalog.objects import Column, Key, Sequence, Table
 from headwater.catalog.pgtypes import SessionFormat
 from headwater.planner import dml, pg_compat
@@ -29,7 +31,7 @@ from headwater.server.binders import read_binder, write_binder
 from headwater.server.duckdb_calls import fetch
 from headwater.server.results import Field, Result, arrow_fields, rows_of
 from headwater.server.session import Session, WriteTxn
-from headwater.storage.changelog import RID, WEIGHT
+from headwater.storage.changelog import ENCODE_OFF_LOOP_BYTES, RID, WEIGHT
 from headwater.storage.replica import Replica, quote
 from pglast.enums import OnConflictAction
 
@@ -123,7 +125,7 @@ def _insert(s: Session, w: WriteTxn, stmt: A.InsertStmt, params: list[Any]) -> R
     else:
         new_upd = None
     first = s.instance.allocate_rids(new.num_rows)
-    new = new.add_column(0, RID, pa.array(range(first, first + new.num_rows), pa.int64()))
+    new = new.add_column(0, RID, row_ids(first, new.num_rows))
     if new_upd is not None and new_upd.num_rows:
         new = pa.concat_tables([new, new_upd.select(new.column_names)])
     apply(w, table, old, new)
@@ -387,8 +389,12 @@ def copy_rows(
     finally:
         w.cur.unregister(name)
     first = s.instance.allocate_rids(new.num_rows)
-    new = new.add_column(0, RID, pa.array(range(first, first + new.num_rows), pa.int64()))
-    apply(w, table, None, new)
+    new = new.add_column(0, RID, row_ids(first, new.num_rows))
+    # the epoch's change for the table (unless other writers' rows join it): its Arrow
+    # IPC is encoded while the replica takes the rows
+    alone = not w.explicit and not w.changes.get(table.oid) and not is_temp_schema(table.schema)
+    big = alone and new.nbytes > ENCODE_OFF_LOOP_BYTES
+    apply(w, table, None, new, encode=s.instance.changelog.encode_ahead if big else None)
     return Result(f"COPY {new.num_rows}")
 
 
@@ -399,15 +405,21 @@ def apply(
     old: pa.Table | None,
     new: pa.Table | None,
     actions: bool = True,
+    encode: Callable[[pa.Table], None] | None = None,
 ) -> None:
     """Retire `old` versions, check and add `new` ones, record the change rows; then the
     foreign keys (server/foreign_keys.py; `actions` False: TRUNCATE, which checks its
-    referencing tables itself)."""
+    referencing tables itself). `encode` is handed the change rows of `new` once they
+    pass the checks (COPY: the change log encodes them meanwhile)."""
     cur = w.cur
     if old is not None and old.num_rows:
         Replica.retire_versions(cur, table, old.column(RID), w.stamp)
+    added = None
     if new is not None and new.num_rows:
         new = constraints.check(table, new, cur, old)
+        added = new.append_column(WEIGHT, pa.repeat(pa.scalar(1, pa.int64()), new.num_rows))
+        if encode is not None:
+            encode(added)
         Replica.insert_versions(cur, table, new, w.stamp)
         foreign_keys.check_rows(w.catalog, table, new, cur)
     if actions and old is not None and old.num_rows:
@@ -415,12 +427,16 @@ def apply(
     w.touched.add(table.oid)
     if old is not None and old.num_rows:
         w.changes[table.oid].append(
-            old.append_column(WEIGHT, pa.array([-1] * old.num_rows, pa.int64()))
+            old.append_column(WEIGHT, pa.repeat(pa.scalar(-1, pa.int64()), old.num_rows))
         )
-    if new is not None and new.num_rows:
-        w.changes[table.oid].append(
-            new.append_column(WEIGHT, pa.array([1] * new.num_rows, pa.int64()))
-        )
+    if added is not None:
+        w.changes[table.oid].append(added)
+
+
+def row_ids(first: int, n: int) -> pa.Array:
+    """first, first + 1, ..., first + n - 1 in Arrow's C (a COPY's million row ids took
+    pa.array(range(...)) ~60-200 ms of Python)."""
+    return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=first - 1)
 
 
 def _slice_cols(both: pa.Table, start: int, n: int, table: Table) -> pa.Table:

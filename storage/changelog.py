@@ -22,7 +22,9 @@ an epoch in flight is ignored when read).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +49,7 @@ ENCODE_OFF_LOOP_BYTES = 1 << 20
 # +0.04 s of CPU, SlateDB's write -0.6 s). Small epochs stay uncompressed: nothing to gain.
 COMPRESS_FROM_BYTES = 256 << 10
 _COMPRESSED = ipc.IpcWriteOptions(compression="zstd")
+AHEAD_MAX = 2  # change tables encoded ahead and not yet taken by an epoch's batch
 
 
 def epoch_key(epoch: int) -> bytes:
@@ -111,6 +114,29 @@ class EpochRecord:
 class ChangeLog:
     def __init__(self, store: SlateStore) -> None:
         self.store = store
+        # change tables being encoded ahead of their epoch (`encode_ahead`), by id()
+        self._ahead: dict[int, tuple[pa.Table, concurrent.futures.Future[list[bytes]]]] = {}
+        self._ahead_lock = threading.Lock()
+        self._encoder: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def encode_ahead(self, table: pa.Table) -> None:
+        """Start encoding a large change table now, on a thread of its own, while its
+        writer goes on (a COPY's DuckDB insert and commit): the epoch's batch takes the
+        blobs if its change for the table is this very table (else it encodes its own).
+        Encoding 1 M rows takes ~0.1-0.2 s, TPC-H SF 0.2's lineitem ~0.4 s."""
+        with self._ahead_lock:
+            if self._encoder is None:
+                self._encoder = concurrent.futures.ThreadPoolExecutor(1, "hw-encode")
+            self._ahead[id(table)] = (table, self._encoder.submit(encode_arrow, table))
+            while len(self._ahead) > AHEAD_MAX:  # never taken (a rollback): forgotten
+                del self._ahead[next(iter(self._ahead))]
+
+    def _encoded(self, table: pa.Table) -> list[bytes]:
+        with self._ahead_lock:
+            ahead = self._ahead.pop(id(table), None)
+        if ahead is not None and ahead[0] is table:
+            return ahead[1].result()
+        return encode_arrow(table)
 
     def _batch(self, rec: EpochRecord) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
         rec.closed_at = rec.closed_at or time.time()
@@ -119,7 +145,7 @@ class ChangeLog:
         ]
         deletes: list[bytes] = list(rec.dropped_logs)
         for oid, table in rec.changes.items():
-            for n, blob in enumerate(encode_arrow(table)):
+            for n, blob in enumerate(self._encoded(table)):
                 puts.append((log_key(oid, rec.epoch, n), blob))
         for oid, table in rec.rewrites.items():
             for n, blob in enumerate(encode_arrow(table)):
