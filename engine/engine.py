@@ -187,6 +187,8 @@ class Engine:
         self.catch_up_s = CATCH_UP_S
         self.catch_up_max_s = CATCH_UP_MAX_S
         self._stopping = False
+        # the spool's epochs kept in memory by this process's writer (None: files only)
+        self.spool_reader: sp.MemorySpool | None = None
         self._spooled = threading.Condition()  # notified by `spooled`
         self._spool_seq = 0
         # the state both executors share (engine/parquet_state.py)
@@ -560,7 +562,7 @@ class Engine:
     def _spool_snapshot(self, oid: int, epoch: int) -> pa.Table:
         """A table's rows at `epoch` by integrating the spool from its start (for
         standalone use; the server passes the DuckDB replica's versions instead)."""
-        batches = list(sp.read_table_changes(self.spool, oid, 0, epoch))
+        batches = list(sp.read_table_changes(self.spool, oid, 0, epoch, self.spool_reader))
         if not batches:
             return pa.table({WEIGHT: pa.array([], pa.int64())})
         t = pa.Table.from_batches(batches)
@@ -636,7 +638,9 @@ class Engine:
                         lows[o] = min(lows.get(o, fronts[v]), fronts[v])
             # every changed table's changes, registered once, before any transaction
             for oid, low in lows.items():
-                parts, epochs[oid] = sp.read_table_epochs(self.spool, oid, low, end)
+                parts, epochs[oid] = sp.read_table_epochs(
+                    self.spool, oid, low, end, self.spool_reader
+                )
                 if parts:
                     name = f"_chg{oid}_{self._seq}"
                     arrows[name] = pa.concat_tables(parts)
