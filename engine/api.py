@@ -245,6 +245,8 @@ class EngineAPI:
         epoch the views are at."""
         latest = read_latest(self._engine.spool)
         if latest > self._engine.last_epoch:
+            self._engine.pace()  # (epochs spooled meanwhile join the batch)
+            latest = read_latest(self._engine.spool)
             self._engine.advance(latest)
         return latest
 
