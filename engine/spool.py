@@ -124,6 +124,7 @@ class MemorySpool:
         self.root = root
         self.files = files  # whether any epoch may be in a file (else none is looked for)
         self._epochs: dict[int, dict[int, pa.Table]] = {}
+        self._sizes: dict[int, int] = {}  # epoch -> bytes kept
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -135,13 +136,15 @@ class MemorySpool:
             if self._bytes + size > budget:
                 return False
             self._epochs.setdefault(epoch, {}).update(tables)
+            self._sizes[epoch] = self._sizes.get(epoch, 0) + size
             self._bytes += size
         return True
 
     def forget(self, upto: int) -> None:
         with self._lock:
             for e in [e for e in self._epochs if e <= upto]:
-                self._bytes -= sum(t.nbytes for t in self._epochs.pop(e).values())
+                del self._epochs[e]
+                self._bytes -= self._sizes.pop(e)
 
     def table(self, table: int, epoch: int) -> pa.Table | None:
         """The table's changes in the epoch (None: it did not change the table)."""
