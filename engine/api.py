@@ -289,8 +289,7 @@ class EngineAPI:
         self._engine.spooled()
 
     def _truncate_spool(self, end: int) -> None:
-        fronts = [s.frontier for s in self.view_states().values() if s.status == "running"]
-        self._spool.truncate(min(fronts, default=end))
+        self._spool.truncate(self._engine.low_frontier(end))
 
     def capture(self, into: Path, previous: tuple[Any, ...] | None) -> StateCopy | None:
         """One consistent copy of the state (the database, its Parquet files, Spark's

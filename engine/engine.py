@@ -361,6 +361,12 @@ class Engine:
                 last = self._last = int(rows[0][0]) if rows else 0
         return last
 
+    def low_frontier(self, default: int) -> int:
+        """The oldest frontier of the running views (`default` if none runs), as
+        committed: what the spool must still hold is newer."""
+        with self._lock:
+            return min(self._fronts.values(), default=default)
+
     def create_view(
         self,
         view: int,
