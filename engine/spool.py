@@ -17,16 +17,16 @@ Readers look only at epochs <= LATEST, so they never see half an epoch. Spooling
 epoch costs one small file per changed table (0.03 ms on tmpfs, 0.3 ms on this
 machine's disk) plus a 21-byte pwrite; a rename per epoch would cost 0.6-1.3 ms on
 disk, so LATEST is not renamed into place. Put the spool on tmpfs when there is one.
-
-In the server the spool is first memory: `SpoolWriter(root, memory_bytes=...)` keeps
-each epoch's tables in the process (the engine runs there and reads them through
-`reader()`), and writes files only for what exceeds that budget. The server spools on
-its event loop, once per group commit: with single-row INSERTs from 4 clients the
-files' open/write/close was 43% of the event loop's time (py-spy, docs/engine.md (i)).
-Only LATEST is written per epoch then, for the stage's offsets.
 The spool is a cache of the change log, not a source of truth: after a crash the
 server re-spools from SlateDB every epoch newer than the oldest stage frontier, so
 nothing here is fsynced. `truncate` drops epochs that every stage has committed.
+
+In the server the spool is first memory: `SpoolWriter(root, memory_bytes=...)` keeps
+each epoch's tables in the process (the engine runs there and reads them through
+`reader()`) and writes files only for what exceeds that budget; LATEST is still
+written per epoch, for the stage's offsets. The server spools on its event loop, once
+per group commit: with single-row INSERTs from 4 clients the files' open/write/close
+was 43% of the event loop's time (py-spy, docs/engine.md (i)).
 
 Offsets of the streaming sources are epochs: `{"epoch": n}` means "every epoch <= n".
 """
@@ -85,11 +85,14 @@ class SpoolWriter:
         if self.memory_bytes and self._mem.keep(epoch, changes, self.memory_bytes):
             self.set_latest(epoch)
             return
-        self._mem.files = True
-        for oid, rows in changes.items():
-            data = rows if isinstance(rows, bytes) else encode(rows)
-            with open(table_file(self.root, epoch, oid), "wb") as f:
-                f.write(data)
+        self._mem.spilling()
+        try:
+            for oid, rows in changes.items():
+                data = rows if isinstance(rows, bytes) else encode(rows)
+                with open(table_file(self.root, epoch, oid), "wb") as f:
+                    f.write(data)
+        finally:
+            self._mem.spilled()
         self.set_latest(epoch)
 
     def set_latest(self, epoch: int) -> None:
@@ -100,7 +103,7 @@ class SpoolWriter:
 
     def truncate(self, upto: int) -> None:
         """Forget every epoch <= upto (all stages have committed them)."""
-        self._mem.forget(upto)
+        seen = self._mem.forget(upto)
         if not self._mem.files:
             return  # (no file to look for: a listing per batch is not free)
         left = False
@@ -112,7 +115,8 @@ class SpoolWriter:
                 f.unlink(missing_ok=True)
             else:
                 left = True
-        self._mem.files = left
+        if not left:
+            self._mem.no_files(seen)
 
 
 class MemorySpool:
@@ -126,7 +130,27 @@ class MemorySpool:
         self._epochs: dict[int, dict[int, pa.Table]] = {}
         self._sizes: dict[int, int] = {}  # epoch -> bytes kept
         self._bytes = 0
+        # epochs whose files were begun, and written: a truncation's listing may miss a
+        # file being written, so it clears `files` only if none was in flight
+        self._spills = self._spilled = 0
         self._lock = threading.Lock()
+
+    def spilling(self) -> None:
+        """The writer is about to write an epoch's files (then calls `spilled`)."""
+        with self._lock:
+            self.files = True
+            self._spills += 1
+
+    def spilled(self) -> None:
+        with self._lock:
+            self._spilled += 1
+
+    def no_files(self, seen: int) -> None:
+        """A listing found no file left; `seen` (from `forget`, before the listing): the
+        files begun then, all written (-1: one was in flight)."""
+        with self._lock:
+            if seen >= 0 and self._spills == seen:
+                self.files = False
 
     def keep(self, epoch: int, changes: Mapping[int, pa.Table | bytes], budget: int) -> bool:
         """Keep an epoch's changes if they fit the budget; False: write files instead."""
@@ -140,11 +164,14 @@ class MemorySpool:
             self._bytes += size
         return True
 
-    def forget(self, upto: int) -> None:
+    def forget(self, upto: int) -> int:
+        """Forget the epochs <= upto kept in memory; returns the epochs spilled to files
+        so far (-1 while one is being written: see `no_files`)."""
         with self._lock:
             for e in [e for e in self._epochs if e <= upto]:
                 del self._epochs[e]
                 self._bytes -= self._sizes.pop(e)
+            return self._spills if self._spilled == self._spills else -1
 
     def table(self, table: int, epoch: int) -> pa.Table | None:
         """The table's changes in the epoch (None: it did not change the table)."""
