@@ -58,11 +58,11 @@ STEP_EPOCHS = int(os.environ.get("HW_ENGINE_STEP_EPOCHS", "300"))
 CATCH_UP_S = float(os.environ.get("HW_ENGINE_CATCH_UP_S", "1.0"))
 CATCH_UP_MAX_S = float(os.environ.get("HW_ENGINE_CATCH_UP_MAX_S", "5.0"))
 # A batch that had to wait for the CPU (its thread's run-queue delay: the write path and
-# reads wanted it) delays the next one by PACE x that wait (at most PACE_MAX_S); the
-# next batch then takes every epoch that arrived meanwhile. A batch's cost hardly grows
-# with its epochs (DuckDB's planning is most of it), so under contention maintenance
-# runs fewer, larger batches and CPU per INSERT falls; with the CPU free it is not
-# delayed at all (freshness).
+# reads wanted it) while epochs were spooled delays the next one by PACE x that wait (at
+# most PACE_MAX_S); the next batch then takes every epoch that arrived meanwhile. A
+# batch's cost hardly grows with its epochs (DuckDB's planning is most of it), so under
+# contention maintenance runs fewer, larger batches and CPU per INSERT falls; with the
+# CPU free, or no epoch spooled during the batch, the next one is not delayed.
 PACE = float(os.environ.get("HW_ENGINE_PACE", "2.0"))
 PACE_MAX_S = float(os.environ.get("HW_ENGINE_PACE_MAX_S", "0.25"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
@@ -632,7 +632,7 @@ class Engine:
                 return out
 
     def _advance(self, end: int) -> dict[int, int]:
-        began, waited = time.monotonic(), run_delay()
+        began, waited, seq = time.monotonic(), run_delay(), self._spool_seq
         out: dict[int, int] = {}
         with self._lock:
             cur = self._cur
@@ -774,7 +774,10 @@ class Engine:
             ran = frozenset(self.last_choice[v].executor for v in out if v in self.last_choice)
             took = time.monotonic() - began
             self.last_batch = (took, ran)
-            delay = PACE * max(0.0, run_delay() - waited)
+            # (only while epochs stream in: a write that waits for its views is not
+            # delayed when nothing was spooled during the batch)
+            streaming = self._spool_seq != seq
+            delay = PACE * max(0.0, run_delay() - waited) if streaming else 0.0
             self._next_batch = time.monotonic() + min(PACE_MAX_S, delay)
         for fn in self.on_advance:
             fn(end)
