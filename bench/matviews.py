@@ -249,7 +249,33 @@ def start_stage(conn: psycopg.Connection[Any], views: list[str], write: str, und
     conn.execute(write)
     conn.execute(undo)
     wait_fresh(conn, views)
+    settle(conn)
     return time.perf_counter() - t0
+
+
+def settle(conn: psycopg.Connection[Any], timeout: float = 180.0) -> None:
+    """Headwater on this machine: wait until its Spark stage has started (a JVM under the
+    server) and the server's process tree is quiet (under 15% of a core for two seconds
+    in a row). Under `--executor auto` views are fresh long before that (DuckDB advances
+    them while the JVM starts, ~10 s of CPU): without this the JVM's start falls inside
+    the first measured window. A remote server: no wait."""
+    try:
+        root = server_pid(f"host={conn.info.host} port={conn.info.port}")
+    except (RuntimeError, OSError, ValueError):
+        return
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 2:
+        share, _ = idle_share(root, 1.0)
+        jvm = any(_comm(p) == "java" for p in tree_cpu(root))
+        quiet = quiet + 1 if jvm and share < 0.15 else 0
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 FR_PRIME = ("INSERT INTO fr VALUES (-1, -1, 0)", "DELETE FROM fr WHERE id = -1")

@@ -68,6 +68,8 @@ from headwater.errors import SQLError
 __all__ = ["EngineAPI", "Jvm", "StageFault", "StageStartError", "ViewState", "ViewStatus"]
 
 log = logging.getLogger("headwater.engine")
+# change rows the spool keeps in memory before it writes files (engine/spool.py)
+SPOOL_MEMORY = int(os.environ.get("HW_SPOOL_MEMORY_MB", "256")) << 20
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class EngineAPI:
         backfills views of the catalog the engine lacks: `views`). `snapshot(table oid,
         epoch)` gives a table's rows at an epoch, to backfill from; `connection` is the
         DuckDB database reads run on (the engine's database is attached to it)."""
-        self._spool = SpoolWriter(spool_dir)
+        self._spool = SpoolWriter(spool_dir, memory_bytes=SPOOL_MEMORY)
         self._engine = Engine(
             state_dir,
             spool_dir,
@@ -113,6 +115,7 @@ class EngineAPI:
             executor=executor,
             memory_limit=memory_limit,
         )
+        self._engine.spool_reader = self._spool.reader()
         self._engine.restore(lambda oid: self._replan(oid, catalog))
         self._engine.on_advance.append(self._truncate_spool)
         self._probe = Probe()
@@ -242,6 +245,8 @@ class EngineAPI:
         epoch the views are at."""
         latest = read_latest(self._engine.spool)
         if latest > self._engine.last_epoch:
+            self._engine.pace()  # (epochs spooled meanwhile join the batch)
+            latest = read_latest(self._engine.spool)
             self._engine.advance(latest)
         return latest
 
@@ -284,8 +289,7 @@ class EngineAPI:
         self._engine.spooled()
 
     def _truncate_spool(self, end: int) -> None:
-        fronts = [s.frontier for s in self.view_states().values() if s.status == "running"]
-        self._spool.truncate(min(fronts, default=end))
+        self._spool.truncate(self._engine.low_frontier(end))
 
     def capture(self, into: Path, previous: tuple[Any, ...] | None) -> StateCopy | None:
         """One consistent copy of the state (the database, its Parquet files, Spark's

@@ -39,6 +39,7 @@ from headwater.engine.delta import Batch, ScanInfo, ViewProgram, arrow_rows, fet
 from headwater.engine.executors import EXECUTORS, Choice, choose
 from headwater.engine.family import TAG_V, Tagged, is_tag, tag_plan, tag_source, view_tag
 from headwater.engine.parquet_state import Manifest
+from headwater.engine.priority import background, run_delay
 from headwater.engine.rules.output import LIVE
 from headwater.engine.spark_executor import SparkExecutor
 from headwater.planner.incremental import incrementalize
@@ -56,6 +57,14 @@ STEP_EPOCHS = int(os.environ.get("HW_ENGINE_STEP_EPOCHS", "300"))
 # CATCH_UP_S, at most CATCH_UP_MAX_S after it started (see start()).
 CATCH_UP_S = float(os.environ.get("HW_ENGINE_CATCH_UP_S", "1.0"))
 CATCH_UP_MAX_S = float(os.environ.get("HW_ENGINE_CATCH_UP_MAX_S", "5.0"))
+# A batch that had to wait for the CPU (its thread's run-queue delay: the write path and
+# reads wanted it) while epochs were spooled delays the next one by PACE x that wait (at
+# most PACE_MAX_S); the next batch then takes every epoch that arrived meanwhile. A
+# batch's cost hardly grows with its epochs (DuckDB's planning is most of it), so under
+# contention maintenance runs fewer, larger batches and CPU per INSERT falls; with the
+# CPU free, or no epoch spooled during the batch, the next one is not delayed.
+PACE = float(os.environ.get("HW_ENGINE_PACE", "2.0"))
+PACE_MAX_S = float(os.environ.get("HW_ENGINE_PACE_MAX_S", "0.25"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
 # view -> its plan and scans, planned again from its definition (None: it no longer exists)
 Columns = Sequence[tuple[str, str]]  # (name, DuckDB type) of each column of a view
@@ -187,7 +196,10 @@ class Engine:
         self.catch_up_s = CATCH_UP_S
         self.catch_up_max_s = CATCH_UP_MAX_S
         self._stopping = False
+        # the spool's epochs kept in memory by this process's writer (None: files only)
+        self.spool_reader: sp.MemorySpool | None = None
         self._spooled = threading.Condition()  # notified by `spooled`
+        self._next_batch = 0.0  # (monotonic) when the next batch may start: `pace`
         self._spool_seq = 0
         # the state both executors share (engine/parquet_state.py)
         self.manifest = Manifest(self.state_dir, self._cur)
@@ -348,6 +360,12 @@ class Engine:
                 rows = fetch_all(self._cur, "SELECT v FROM hw_stage WHERE k = 'end'")
                 last = self._last = int(rows[0][0]) if rows else 0
         return last
+
+    def low_frontier(self, default: int) -> int:
+        """The oldest frontier of the running views (`default` if none runs), as
+        committed: what the spool must still hold is newer."""
+        with self._lock:
+            return min(self._fronts.values(), default=default)
 
     def create_view(
         self,
@@ -560,7 +578,7 @@ class Engine:
     def _spool_snapshot(self, oid: int, epoch: int) -> pa.Table:
         """A table's rows at `epoch` by integrating the spool from its start (for
         standalone use; the server passes the DuckDB replica's versions instead)."""
-        batches = list(sp.read_table_changes(self.spool, oid, 0, epoch))
+        batches = list(sp.read_table_changes(self.spool, oid, 0, epoch, self.spool_reader))
         if not batches:
             return pa.table({WEIGHT: pa.array([], pa.int64())})
         t = pa.Table.from_batches(batches)
@@ -602,6 +620,7 @@ class Engine:
         linearly in the epochs of a batch (a group that changes at each of E epochs
         is re-aggregated E times), and the first epochs of a backlog become readable
         sooner."""
+        background()
         out: dict[int, int] = {}
         while True:
             with self._lock:
@@ -613,7 +632,7 @@ class Engine:
                 return out
 
     def _advance(self, end: int) -> dict[int, int]:
-        began = time.monotonic()
+        began, waited, seq = time.monotonic(), run_delay(), self._spool_seq
         out: dict[int, int] = {}
         with self._lock:
             cur = self._cur
@@ -636,7 +655,9 @@ class Engine:
                         lows[o] = min(lows.get(o, fronts[v]), fronts[v])
             # every changed table's changes, registered once, before any transaction
             for oid, low in lows.items():
-                parts, epochs[oid] = sp.read_table_epochs(self.spool, oid, low, end)
+                parts, epochs[oid] = sp.read_table_epochs(
+                    self.spool, oid, low, end, self.spool_reader
+                )
                 if parts:
                     name = f"_chg{oid}_{self._seq}"
                     arrows[name] = pa.concat_tables(parts)
@@ -751,7 +772,13 @@ class Engine:
             for name in registered.values():
                 cur.unregister(name)
             ran = frozenset(self.last_choice[v].executor for v in out if v in self.last_choice)
-            self.last_batch = (time.monotonic() - began, ran)
+            took = time.monotonic() - began
+            self.last_batch = (took, ran)
+            # (only while epochs stream in: a write that waits for its views is not
+            # delayed when nothing was spooled during the batch)
+            streaming = self._spool_seq != seq
+            delay = PACE * max(0.0, run_delay() - waited) if streaming else 0.0
+            self._next_batch = time.monotonic() + min(PACE_MAX_S, delay)
         for fn in self.on_advance:
             fn(end)
         return out
@@ -856,9 +883,9 @@ class Engine:
             deadline = min(cap, time.monotonic() + self.catch_up_s)
             while not self._stopping and (left := deadline - time.monotonic()) > 0:
                 seen = self._spool_seq
-                latest = sp.read_latest(self.spool)
-                if latest > self.last_epoch:
-                    self.advance(latest)
+                if sp.read_latest(self.spool) > self.last_epoch:
+                    self.pace()
+                    self.advance(sp.read_latest(self.spool))
                     deadline = min(cap, time.monotonic() + self.catch_up_s)
                     continue
                 with self._spooled:
@@ -876,6 +903,12 @@ class Engine:
             .foreachBatch(on_batch)
             .start()
         )
+
+    def pace(self) -> None:
+        """Wait until the next batch may start (see PACE): epochs that arrive meanwhile
+        join it."""
+        while not self._stopping and (left := self._next_batch - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
 
     def spooled(self) -> None:
         """A new epoch is in the spool: a batch waiting in its catch-up window (see

@@ -21,12 +21,20 @@ The spool is a cache of the change log, not a source of truth: after a crash the
 server re-spools from SlateDB every epoch newer than the oldest stage frontier, so
 nothing here is fsynced. `truncate` drops epochs that every stage has committed.
 
+In the server the spool is first memory: `SpoolWriter(root, memory_bytes=...)` keeps
+each epoch's tables in the process (the engine runs there and reads them through
+`reader()`) and writes files only for what exceeds that budget; LATEST is still
+written per epoch, for the stage's offsets. The server spools on its event loop, once
+per group commit: with single-row INSERTs from 4 clients the files' open/write/close
+was 43% of the event loop's time (py-spy, docs/engine.md (i)).
+
 Offsets of the streaming sources are epochs: `{"epoch": n}` means "every epoch <= n".
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -57,19 +65,34 @@ def encode(table: pa.Table) -> bytes:
 
 
 class SpoolWriter:
-    """Writes closed epochs into the spool (the server calls this once per epoch)."""
+    """Writes closed epochs into the spool (the server calls this once per epoch).
+    `memory_bytes`: keep up to that many bytes of change rows in memory rather than in
+    files (0: files only; readers in this process see both through `reader()`)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], memory_bytes: int = 0) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._latest = os.open(self.root / LATEST, os.O_RDWR | os.O_CREAT, 0o644)
+        self.memory_bytes = memory_bytes
+        self._mem = MemorySpool(self.root, _has_epoch_files(self.root))
+
+    def reader(self) -> MemorySpool:
+        """What the engine reads epochs through (memory first, then files)."""
+        return self._mem
 
     def write_epoch(self, epoch: int, changes: Mapping[int, pa.Table | bytes]) -> None:
         """Spool one epoch: table oid -> change rows, as a table or IPC stream bytes."""
-        for oid, rows in changes.items():
-            data = rows if isinstance(rows, bytes) else encode(rows)
-            with open(table_file(self.root, epoch, oid), "wb") as f:
-                f.write(data)
+        if self.memory_bytes and self._mem.keep(epoch, changes, self.memory_bytes):
+            self.set_latest(epoch)
+            return
+        self._mem.spilling()
+        try:
+            for oid, rows in changes.items():
+                data = rows if isinstance(rows, bytes) else encode(rows)
+                with open(table_file(self.root, epoch, oid), "wb") as f:
+                    f.write(data)
+        finally:
+            self._mem.spilled()
         self.set_latest(epoch)
 
     def set_latest(self, epoch: int) -> None:
@@ -80,12 +103,98 @@ class SpoolWriter:
 
     def truncate(self, upto: int) -> None:
         """Forget every epoch <= upto (all stages have committed them)."""
+        seen = self._mem.forget(upto)
+        if not self._mem.files:
+            return  # (no file to look for: a listing per batch is not free)
+        left = False
         for f in self.root.iterdir():
             head = f.name.split(".", 1)[0]
             if f.name.startswith(".") or f.name == LATEST or len(head) != 16:
                 continue
             if int(head, 16) <= upto:
                 f.unlink(missing_ok=True)
+            else:
+                left = True
+        if not left:
+            self._mem.no_files(seen)
+
+
+class MemorySpool:
+    """The epochs a `SpoolWriter` keeps in memory (epoch -> table -> rows), and the
+    spool's files for the others. The writer adds (the event loop), the engine reads
+    and forgets (its threads): a lock guards the map, never held while reading files."""
+
+    def __init__(self, root: Path, files: bool) -> None:
+        self.root = root
+        self.files = files  # whether any epoch may be in a file (else none is looked for)
+        self._epochs: dict[int, dict[int, pa.Table]] = {}
+        self._sizes: dict[int, int] = {}  # epoch -> bytes kept
+        self._bytes = 0
+        # epochs whose files were begun, and written: a truncation's listing may miss a
+        # file being written, so it clears `files` only if none was in flight
+        self._spills = self._spilled = 0
+        self._lock = threading.Lock()
+
+    def spilling(self) -> None:
+        """The writer is about to write an epoch's files (then calls `spilled`)."""
+        with self._lock:
+            self.files = True
+            self._spills += 1
+
+    def spilled(self) -> None:
+        with self._lock:
+            self._spilled += 1
+
+    def no_files(self, seen: int) -> None:
+        """A listing found no file left; `seen` (from `forget`, before the listing): the
+        files begun then, all written (-1: one was in flight)."""
+        with self._lock:
+            if seen >= 0 and self._spills == seen:
+                self.files = False
+
+    def keep(self, epoch: int, changes: Mapping[int, pa.Table | bytes], budget: int) -> bool:
+        """Keep an epoch's changes if they fit the budget; False: write files instead."""
+        tables = {o: r if isinstance(r, pa.Table) else decode(r) for o, r in changes.items()}
+        size = sum(t.nbytes for t in tables.values())
+        with self._lock:
+            if self._bytes + size > budget:
+                return False
+            self._epochs.setdefault(epoch, {}).update(tables)
+            self._sizes[epoch] = self._sizes.get(epoch, 0) + size
+            self._bytes += size
+        return True
+
+    def forget(self, upto: int) -> int:
+        """Forget the epochs <= upto kept in memory; returns the epochs spilled to files
+        so far (-1 while one is being written: see `no_files`)."""
+        with self._lock:
+            for e in [e for e in self._epochs if e <= upto]:
+                del self._epochs[e]
+                self._bytes -= self._sizes.pop(e)
+            return self._spills if self._spilled == self._spills else -1
+
+    def table(self, table: int, epoch: int) -> pa.Table | None:
+        """The table's changes in the epoch (None: it did not change the table)."""
+        with self._lock:
+            t = self._epochs.get(epoch, {}).get(table)
+        if t is not None or not self.files:
+            return t
+        return read_table(self.root, table, epoch)
+
+    def epochs(self, table: int, start: int, end: int) -> list[int]:
+        """Candidate epochs of (start, end] that may hold the table's changes."""
+        if self.files:
+            return list(range(start + 1, end + 1))
+        with self._lock:
+            return sorted(e for e, ts in self._epochs.items() if start < e <= end and table in ts)
+
+
+def decode(data: bytes) -> pa.Table:
+    return ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def _has_epoch_files(root: Path) -> bool:
+    return any(len(f.name.split(".", 1)[0]) == 16 for f in root.iterdir())
 
 
 def read_latest(root: Path) -> int:
@@ -122,28 +231,25 @@ def read_table(root: Path, table: int, epoch: int) -> pa.Table | None:
         return None
 
 
-def read_table_changes(root: Path, table: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
+def read_table_changes(
+    root: Path, table: int, start: int, end: int, mem: MemorySpool | None = None
+) -> Iterator[pa.RecordBatch]:
     """The table's change rows of epochs (start, end], with an _hw_epoch column
-    (and without _hw_rid, which no view needs)."""
-    for epoch in range(start + 1, end + 1):
-        t = read_table(root, table, epoch)
-        if t is None:
-            continue
-        if RID in t.column_names:
-            t = t.drop_columns([RID])
-        t = t.append_column(EPOCH, pa.array([epoch] * t.num_rows, pa.int64()))
+    (and without _hw_rid, which no view needs); `mem`: the spool's memory, if any."""
+    for t in read_table_epochs(root, table, start, end, mem)[0]:
         yield from t.to_batches()
 
 
 def read_table_epochs(
-    root: Path, table: int, start: int, end: int
+    root: Path, table: int, start: int, end: int, mem: MemorySpool | None = None
 ) -> tuple[list[pa.Table], list[int]]:
     """The table's change rows of epochs (start, end] as in `read_table_changes`, one
     table per epoch that changed it, and those epochs (ascending)."""
     parts: list[pa.Table] = []
     epochs: list[int] = []
-    for epoch in range(start + 1, end + 1):
-        t = read_table(root, table, epoch)
+    mem = mem or MemorySpool(root, True)
+    for epoch in mem.epochs(table, start, end):
+        t = mem.table(table, epoch)
         if t is None or not t.num_rows:
             continue
         if RID in t.column_names:

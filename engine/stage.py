@@ -30,6 +30,7 @@ from queue import SimpleQueue
 from typing import Any, NamedTuple
 
 from headwater.engine import spool as sp
+from headwater.engine.priority import in_background
 
 _spark_lock = threading.Lock()
 _spark: Any = None
@@ -62,7 +63,9 @@ def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) 
             )
             for k, v in (conf or {}).items():
                 b = b.config(k, v)
-            _spark = b.getOrCreate()
+            # the JVM (and the Python workers it starts) at the engine's background
+            # priority: its start takes ~10 s of CPU, which writes need more
+            _spark = in_background(b.getOrCreate)
             _spark.sparkContext.setLogLevel("ERROR")
             _spark.dataSource.register(sp.EpochSource)
             _spark.dataSource.register(sp.ChangeSource)

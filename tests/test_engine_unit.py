@@ -156,3 +156,32 @@ def test_restart_drops_views_without_a_definition_or_whose_plan_changed(tmp_path
     assert sorted(arrow_rows(engine.read(3, 2))) == [(1, 2), (2, 1)]
     assert sorted(arrow_rows(engine.read(4, 2))) == [(1,), (2,), (3,)]
     engine.close()
+
+
+def test_spool_in_memory_spills_to_files_beyond_its_budget(tmp_path: Path) -> None:
+    """The server's spool keeps epochs in memory (engine/spool.py) and writes files only
+    beyond its budget: a view reads the same changes either way, epoch by epoch, and
+    truncation forgets both."""
+    one = _t([(1, 1, 5, "x")], [1]).nbytes
+    w = SpoolWriter(tmp_path / "spool", memory_bytes=3 * one)  # 3 such epochs fit
+    engine = Engine(tmp_path / "state", tmp_path / "spool")
+    engine.spool_reader = w.reader()
+    _view(engine, 1, "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a")
+    for e in range(1, 7):  # epochs 4-6 go to files
+        w.write_epoch(e, {T: _t([(e, e % 2, e, "x")], [1])})
+    files = sorted(p.name for p in (tmp_path / "spool").glob("*.arrows"))
+    assert files == [f"{e:016x}.{T}.arrows" for e in (4, 5, 6)]
+    w.write_epoch(7, {T: _t([(1, 1, 1, "x")], [-1])})  # memory is full: a file
+    engine.advance(7)
+    assert sorted(arrow_rows(engine.read(1, 3))) == [(0, 1, 2), (1, 2, 4)]
+    assert sorted(arrow_rows(engine.read(1, 7))) == [(0, 3, 12), (1, 2, 8)]
+    w.truncate(5)
+    assert sorted(p.name for p in (tmp_path / "spool").glob("*.arrows")) == [
+        f"{e:016x}.{T}.arrows" for e in (6, 7)
+    ]
+    w.truncate(7)
+    assert not list((tmp_path / "spool").glob("*.arrows"))
+    w.write_epoch(8, {T: _t([(2, 0, 2, "x")], [-1])})  # memory again, no file
+    assert not list((tmp_path / "spool").glob("*.arrows"))
+    engine.advance(8)
+    assert sorted(arrow_rows(engine.read(1, 8))) == [(0, 2, 10), (1, 2, 8)]
