@@ -340,6 +340,8 @@ class MaterializedViews:
                     return fault.error, fault.new_jvm
             now = time.monotonic()
             if self._advances != seen:
+                if not batched:  # from now on the stage, not the interim thread, advances
+                    log.info("Spark stage: first batch completed")
                 seen, batched, progress = self._advances, True, now
             elif self._caught_up():
                 progress = now

@@ -969,6 +969,20 @@ def test_spark_stall_restarts_the_stage(stage: Stage) -> None:
     asyncio.run(_spark_stall(stage))
 
 
+def wait_stage_batched(server: HeadwaterServer, timeout: float = WAIT) -> None:
+    """Wait until the stage has completed a batch since its last start (before that,
+    `--executor auto` advances the views from its interim thread, which a stopped JVM
+    does not hold up): the server logs each start and each start's first batch."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = server.log_path.read_text(errors="replace") if server.log_path else ""
+        starts = text.count("Spark stage running")
+        if starts and text.count("Spark stage: first batch completed") >= starts:
+            return
+        assert time.monotonic() < deadline, f"the stage ran no batch: {server.log_tail()}"
+        time.sleep(0.5)
+
+
 async def _spark_stall(st: Stage) -> None:
     """The JVM hangs (SIGSTOP): views fall behind and no batch completes; after the stall
     timeout the supervisor kills the JVM and starts a new one. Meanwhile reads and
@@ -983,7 +997,8 @@ async def _spark_stall(st: Stage) -> None:
     jvm_started: str | None = None
     try:
         async with load:
-            await wait_caught_up(conn, "before")  # the stage has run a batch since its start
+            await wait_caught_up(conn, "before")
+            await asyncio.to_thread(wait_stage_batched, server)
             jvm = jvm_of(server)
             assert jvm is not None
             jvm_started = started(jvm)
