@@ -972,12 +972,12 @@ def test_spark_stall_restarts_the_stage(stage: Stage) -> None:
 def wait_stage_batched(server: HeadwaterServer, timeout: float = WAIT) -> None:
     """Wait until the stage has completed a batch since its last start (before that,
     `--executor auto` advances the views from its interim thread, which a stopped JVM
-    does not hold up): the server logs each start and each start's first batch."""
+    does not hold up): the server logs each start and the first batch after it."""
     deadline = time.monotonic() + timeout
     while True:
         text = server.log_path.read_text(errors="replace") if server.log_path else ""
-        starts = text.count("Spark stage running")
-        if starts and text.count("Spark stage: first batch completed") >= starts:
+        started = text.rfind("Spark stage running")
+        if started >= 0 and text.rfind("Spark stage: first batch completed") > started:
             return
         assert time.monotonic() < deadline, f"the stage ran no batch: {server.log_tail()}"
         time.sleep(0.5)
