@@ -94,7 +94,8 @@ def test_default_executor_is_auto_and_spark_start_is_off_the_read_path(
         c.execute("SET headwater.freshness_timeout = '600s'")  # a JVM start under load
         deadline = time.monotonic() + 600
         while views(c)["ax_v"][2:4] != ("running", None):
-            assert time.monotonic() < deadline, views(c)
+            if time.monotonic() >= deadline:  # a hang guard, not a speed check
+                pytest.fail(views(c))
             time.sleep(0.2)
         for i in range(5, 9):
             c.execute("INSERT INTO ax_t VALUES (%s, %s, %s)", (i, i % 3, i))

@@ -289,7 +289,8 @@ def test_sink_target_down(hw: HeadwaterServer) -> None:
             ).fetchone()
             if row[0] == "retrying":
                 break
-            assert time.time() < deadline, row
+            if time.time() >= deadline:  # a hang guard, not a speed check
+                pytest.fail(row)
             time.sleep(0.2)
         assert "retry" in row[1] and ("refused" in row[1] or "connect" in row[1].lower()), row
         c.execute("INSERT INTO sk_down VALUES (1), (2)")
@@ -405,7 +406,8 @@ def test_sink_target_comes_back(hw: HeadwaterServer, pg: Any) -> None:
             ).fetchone()
             if status == "retrying":
                 break
-            assert time.time() < deadline, (status, error)
+            if time.time() >= deadline:  # a hang guard, not a speed check
+                pytest.fail((status, error))
             time.sleep(0.2)
         assert "sk_later" in error, error
         c.execute("UPDATE sk_back SET x = 'b' WHERE id <= 10")
