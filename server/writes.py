@@ -26,7 +26,7 @@ from headwater.planner import dml, pg_compat
 from headwater.planner.params import epoch_parameter
 from headwater.server import constraints, foreign_keys, reads
 from headwater.server.auth import privilege_checks
-from headwater.server.batcher import fast_rows
+from headwater.server.batcher import fast_rows, row_ids
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.duckdb_calls import fetch
 from headwater.server.results import Field, Result, arrow_fields, rows_of
@@ -162,13 +162,13 @@ def _on_conflict(
     if dup is not None:
         new = new.filter(pc.invert(dup))
     name = "_hw_proposed"
-    w.cur.register(name, new.append_column("_hw_pos", pa.array(range(new.num_rows), pa.int64())))
+    w.cur.register(name, new.append_column("_hw_pos", row_ids(0, new.num_rows)))
     try:
         on = " AND ".join(f"t.{quote(c)} = p.{quote(c)}" for c in cols)
         existing = Replica.scan_with_rid(table)
         hits, _ = fetch(w.cur, f"SELECT p._hw_pos, t.{RID} FROM {name} p JOIN {existing} t ON {on}")
         hit_pos = hits.column(0)
-        mask = pc.is_in(pa.array(range(new.num_rows), pa.int64()), value_set=hit_pos)
+        mask = pc.is_in(row_ids(0, new.num_rows), value_set=hit_pos)
         inserts = new.filter(pc.invert(mask))
         if clause.action != OnConflictAction.ONCONFLICT_UPDATE or hits.num_rows == 0:
             return inserts, None, None
@@ -433,12 +433,6 @@ def apply(
         w.changes[table.oid].append(added)
 
 
-def row_ids(first: int, n: int) -> pa.Array:
-    """first, first + 1, ..., first + n - 1 in Arrow's C (a COPY's million row ids took
-    pa.array(range(...)) ~60-200 ms of Python)."""
-    return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=first - 1)
-
-
 def _slice_cols(both: pa.Table, start: int, n: int, table: Table) -> pa.Table:
     return pa.table(
         [both.column(0)] + both.columns[1 + start : 1 + start + n],
@@ -453,6 +447,6 @@ def _dedupe_rids(t: pa.Table) -> pa.Table:
     rids = t.column(0)
     if pc.count_distinct(rids).as_py() == t.num_rows:
         return t
-    positions = pa.table({"r": rids, "i": pa.array(range(t.num_rows), pa.int64())})
+    positions = pa.table({"r": rids, "i": row_ids(0, t.num_rows)})
     first = positions.group_by("r").aggregate([("i", "min")]).column("i_min")
     return t.take(first.take(pc.sort_indices(first)))
