@@ -35,7 +35,6 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -45,7 +44,7 @@ import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import MaterializedView, Table
 from headwater.engine.delta import ScanInfo
-from headwater.engine.engine import Engine, Snapshot, ViewStatus
+from headwater.engine.engine import Engine, Snapshot, ViewState, ViewStatus
 from headwater.engine.explain import EXECUTOR_REASONS, Operator, ViewExplain, explain_plan
 from headwater.engine.explain import rule_name as explain_rule
 from headwater.engine.spool import SpoolWriter, read_latest
@@ -70,16 +69,6 @@ __all__ = ["EngineAPI", "Jvm", "StageFault", "StageStartError", "ViewState", "Vi
 log = logging.getLogger("headwater.engine")
 # change rows the spool keeps in memory before it writes files (engine/spool.py)
 SPOOL_MEMORY = int(os.environ.get("HW_SPOOL_MEMORY_MB", "256")) << 20
-
-
-@dataclass(frozen=True)
-class ViewState:
-    """A view as the engine's registry has it (cheap: no state sizes, see `status`)."""
-
-    frontier: int  # the newest epoch its state reflects
-    created: int  # the epoch it was backfilled at
-    status: str  # running | error
-    error: str | None
 
 
 class StageStartError(Exception):
@@ -179,7 +168,7 @@ class EngineAPI:
             )
             for i, node in enumerate(prog.nodes)
         }
-        state = self.view_states().get(oid)
+        state = self.view_state(oid)
         out = ViewExplain(prog.plan, ops, output_tables=(f"o{oid}", f"l{oid}"))
         if fam is not None:
             out.family, out.family_size = fam.name, len(fam.members)
@@ -231,7 +220,11 @@ class EngineAPI:
         return self._engine.frontier(oid)
 
     def view_states(self) -> dict[int, ViewState]:
-        return {v: ViewState(f, c, st, err) for v, f, c, st, err in self._engine.registry()}
+        return self._engine.registry()
+
+    def view_state(self, oid: int) -> ViewState | None:
+        """One view's registry row (None: no such view); no DuckDB statement."""
+        return self._engine.registered(oid)
 
     def status(self) -> list[ViewStatus]:
         """Every view with its size: rows at its frontier and rows of state it keeps

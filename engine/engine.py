@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,16 @@ class Family:
         )
         cols = [TAG_V, *(tag_source(j) for j in range(len(types))), "_after"]
         return f"(VALUES {rows}) AS _pv({', '.join(cols)})"
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """A view as the engine's registry has it (cheap: no state sizes, see `status`)."""
+
+    frontier: int  # the newest epoch its state reflects
+    created: int  # the epoch it was backfilled at
+    status: str  # running | error
+    error: str | None
 
 
 @dataclass
@@ -188,6 +198,16 @@ class Engine:
             int(v): int(f)
             for v, f in fetch_all(
                 self._cur, "SELECT view, frontier FROM hw_views WHERE status = 'running'"
+            )
+        }
+        # hw_views as committed, for readers: a read asks for its views' frontiers and
+        # status, and a DuckDB statement for that cost more than the read of a small
+        # view (~0.5 ms each, several per read, on the server's event loop). Written
+        # only after the COMMIT that changes the row; entries are replaced whole.
+        self._registry: dict[int, ViewState] = {
+            int(v): ViewState(int(f), int(c), st, err)
+            for v, f, c, st, err in fetch_all(
+                self._cur, "SELECT view, frontier, created, status, error FROM hw_views"
             )
         }
         self.query: Any = None
@@ -325,6 +345,7 @@ class Engine:
         self.names.pop(view, None)
         self._fronts.pop(view, None)
         cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
+        self._registry.pop(view, None)
         if family is None:
             self._drop_tables(str(view), tables)
             return
@@ -418,6 +439,7 @@ class Engine:
             self.views[view] = prog
             self.names[view] = name or str(view)
             self._fronts[view] = epoch
+            self._registry[view] = ViewState(epoch, epoch, "running", None)
             if at_epoch is None and epoch == 0:
                 self._set_end(0)
             return epoch
@@ -440,6 +462,7 @@ class Engine:
             prog = self.views.pop(view, None)
             self.names.pop(view, None)
             self._fronts.pop(view, None)
+            self._registry.pop(view, None)
             self.last_choice.pop(view, None)
             fam = self._member_of.pop(view, None)
             if fam is None:
@@ -742,6 +765,7 @@ class Engine:
                 self.manifest.commit()
                 for v in todo:
                     fronts[v] = end
+                    self._registry[v] = replace(self._registry[v], frontier=end)
             except Exception:
                 cur.execute("ROLLBACK")
                 self.manifest.rollback(cur)
@@ -756,6 +780,7 @@ class Engine:
                         cur.execute("COMMIT")
                         self.manifest.commit()
                         fronts[v] = end
+                        self._registry[v] = replace(self._registry[v], frontier=end)
                     except Exception as e:  # a view's error stops that view only
                         cur.execute("ROLLBACK")
                         self.manifest.rollback(cur)
@@ -767,6 +792,7 @@ class Engine:
                             "UPDATE hw_views SET status = 'error', error = ? WHERE view = ?",
                             [why, v],
                         )
+                        self._registry[v] = replace(self._registry[v], status="error", error=why)
                         fronts.pop(v, None)
                 self._set_end(last)
             for name in registered.values():
@@ -951,9 +977,10 @@ class Engine:
         while time.monotonic() < deadline:
             if self.query is not None and self.query.exception() is not None:
                 raise RuntimeError(f"the stage failed: {self.query.exception()}")
-            low = fetch_all(
-                self._reader(), "SELECT min(frontier) FROM hw_views WHERE status = 'running'"
-            )[0][0]
+            low = min(
+                (r.frontier for r in self.registry().values() if r.status == "running"),
+                default=None,
+            )
             if low is None or low >= epoch:
                 return True
             time.sleep(0.01)
@@ -967,15 +994,17 @@ class Engine:
         return p if p >= 0 else None
 
     def frontier(self, view: int) -> int:
-        rows = fetch_all(self._reader(), "SELECT frontier FROM hw_views WHERE view = ?", [view])
-        return int(rows[0][0]) if rows else -1
+        """The view's committed frontier (-1: no such view). Any thread, no lock."""
+        row = self._registry.get(view)
+        return row.frontier if row is not None else -1
 
-    def registry(self) -> list[tuple[int, int, int, str, str | None]]:
-        """(view, frontier, created, status, error) of every view (cheap: no sizes)."""
-        rows = fetch_all(
-            self._reader(), "SELECT view, frontier, created, status, error FROM hw_views"
-        )
-        return [(int(v), int(f), int(c), st, err) for v, f, c, st, err in rows]
+    def registered(self, view: int) -> ViewState | None:
+        """The view's row of the registry as committed. Any thread, no lock."""
+        return self._registry.get(view)
+
+    def registry(self) -> dict[int, ViewState]:
+        """Every view's row of the registry as committed (cheap: no sizes, no DuckDB)."""
+        return dict(self._registry)  # (one call under the GIL: a consistent copy)
 
     def _reader(self) -> duckdb.DuckDBPyConnection:
         local = getattr(self, "_tls", None)

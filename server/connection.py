@@ -15,6 +15,7 @@ import secrets
 import ssl
 import struct
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,7 @@ from headwater.server.pgwire.startup import (
     startup_options,
     startup_parameters,
 )
-from headwater.server.results import Field, Result
+from headwater.server.results import ArrowRows, Field, Result, data_rows
 from headwater.server.session import Portal, Session
 from headwater.server.settings import REPORTED, setting_ms
 from headwater.server.statements import locate_column, parse_statements
@@ -493,8 +494,12 @@ class Connection:
         return out
 
     def send_rows(
-        self, fields: list[Field], rows: list[tuple[Any, ...]], formats: list[int]
+        self, fields: list[Field], rows: Sequence[tuple[Any, ...]], formats: list[int]
     ) -> None:
+        if isinstance(rows, ArrowRows) and len(rows) > 1:  # encoded a column at a time
+            for chunk in data_rows(rows.table, fields, formats, self.fmt()):
+                self.send(chunk)
+            return
         encs = self.encoders(fields, formats)
         data_row = messages.data_row
         send = self.send

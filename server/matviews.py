@@ -562,12 +562,15 @@ class MaterializedViews:
     def running_frontiers(self) -> list[int]:
         return [s.frontier for s in self._view_states().values() if s.status == "running"]
 
+    def _view_state(self, oid: int) -> ViewState | None:
+        return self.engine.view_state(oid) if self.engine is not None else None
+
     def created_epoch(self, oid: int) -> int | None:
-        row = self._view_states().get(oid)
+        row = self._view_state(oid)
         return row.created if row else None
 
     def status(self, oid: int) -> tuple[str, str | None]:
-        row = self._view_states().get(oid)
+        row = self._view_state(oid)
         if row is None:
             return "backfilling", None
         return row.status, row.error

@@ -23,7 +23,7 @@ from headwater.planner.serving import SERVE_FROM_IR, serving_sql
 from headwater.server import epoch_choice, point_reads, read_plans, reads
 from headwater.server.binders import read_binder
 from headwater.server.duckdb_calls import fetch
-from headwater.server.results import Field, Result, arrow_fields, rows_of
+from headwater.server.results import ArrowRows, Field, Result, arrow_fields
 from headwater.server.session import Session
 from headwater.server.settings import setting_ms
 from headwater.server.waits import Waits
@@ -88,7 +88,7 @@ async def _select(
         last = max(last, reads.INLINE)
     names, types, out, took = await reads.run(last, reads.fetch, cur, query, args)
     plan.seconds = took
-    rows = rows_of(out) if isinstance(out, pa.Table) else out
+    rows = ArrowRows(out) if isinstance(out, pa.Table) else out
     shape = (names, types)
     if plan.shape is not None and plan.shape[0] == shape:
         fields = plan.shape[1]  # the same columns as last time (shared, never changed)

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 from headwater.planner.relations import BoundRead
 from headwater.storage.duckdb_errors import translate
 from pglast.parser import scan
@@ -31,6 +32,7 @@ from pglast.parser import scan
 SLOW = 0.1  # CPU seconds: a statement that took more runs on the slow pool next time
 INLINE = 0.001  # CPU seconds: a statement that took less runs on the event loop next time,
 INLINE_WALL = 0.005  # unless it took longer than this (it waited: a lock, a UDF)
+TUPLES_UPTO = 256  # rows of plain types fetched as Python tuples before Arrow takes over
 _PLAIN = frozenset({"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "DOUBLE", "VARCHAR"})
 _pools: dict[str, ThreadPoolExecutor] = {}
 
@@ -74,8 +76,16 @@ def fetch(
         desc = rel.description or []
         names = [d[0] for d in desc]
         types = [str(d[1]) for d in desc]
+        out: Any
         if desc and all(t in _PLAIN for t in types):
-            out: Any = rel.fetchall()
+            # tuples for a small result (Arrow costs ~0.15 ms more per statement); a
+            # large one goes on as Arrow, which the wire encodes a column at a time
+            out = rel.fetchmany(TUPLES_UPTO)
+            if len(out) == TUPLES_UPTO:
+                rest = rel.to_arrow_table()
+                cols = zip(*out, strict=True)
+                head = [pa.array(c, f.type) for c, f in zip(cols, rest.schema, strict=True)]
+                out = pa.concat_tables([pa.Table.from_arrays(head, schema=rest.schema), rest])
         else:
             out = rel.to_arrow_table()
     except duckdb.Error as e:

@@ -7,11 +7,16 @@ types, so neither imports the other (buenavista's QueryResult is the model).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import pyarrow as pa
+from headwater.catalog.pgtypes import binary_encoder, text_encoder
+from headwater.catalog.pgtypes.arrow_out import column_encoder
+from headwater.catalog.pgtypes.session import SessionFormat
 from headwater.catalog.types import NUMERIC, ColumnType, from_duckdb
+from headwater.server.pgwire import messages
 
 from headwater.errors import SQLError
 
@@ -30,7 +35,7 @@ class Field:
 class Result:
     tag: str
     fields: list[Field] | None = None
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    rows: Sequence[tuple[Any, ...]] = field(default_factory=list)  # or ArrowRows
     notices: list[str | SQLError] = field(default_factory=list)  # SQLError: code, DETAIL
 
 
@@ -85,3 +90,63 @@ def rows_of(table: pa.Table) -> list[tuple[Any, ...]]:
     if table.num_columns == 0:
         return [()] * table.num_rows
     return list(zip(*(_pylist(c) for c in table.columns), strict=True))
+
+
+class ArrowRows(Sequence[tuple[Any, ...]]):
+    """A result's rows as the Arrow table DuckDB returned. The wire encodes them a
+    column at a time (`data_rows`); Python tuples are made only for a caller that
+    indexes or iterates them (a cursor, a SUBSCRIBE, a test). Slices stay Arrow."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self._tuples: list[tuple[Any, ...]] | None = None
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[Any, ...]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[Any, ...]]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step == 1:
+                return ArrowRows(self.table.slice(start, max(0, stop - start)))
+        return self.tuples()[i]
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.tuples())
+
+    def tuples(self) -> list[tuple[Any, ...]]:
+        if self._tuples is None:
+            self._tuples = rows_of(self.table)
+        return self._tuples
+
+
+CHUNK_ROWS = 8192  # rows encoded at once (numpy's scatter indexes take 16 bytes a byte)
+
+
+def data_rows(
+    table: pa.Table, fields: list[Field], formats: list[int], session: SessionFormat
+) -> Iterator[bytes]:
+    """The DataRow messages of an Arrow result, in chunks of CHUNK_ROWS rows: each
+    column encoded whole where catalog/pgtypes/arrow_out.py can, else value by value
+    with the registry's encoders (the same bytes either way)."""
+    encoders = []
+    for i, (col, fld) in enumerate(zip(table.columns, fields, strict=True)):
+        binary = (formats[i] if i < len(formats) else formats[0] if len(formats) == 1 else 0) == 1
+        whole = column_encoder(col.type, fld.type, binary=binary, session=session)
+        each = (binary_encoder if binary else text_encoder)(fld.type, session=session)
+        encoders.append((whole, each))
+    for at in range(0, table.num_rows, CHUNK_ROWS):
+        part = table.slice(at, CHUNK_ROWS)
+        cols = []
+        for col, (whole, each) in zip(part.columns, encoders, strict=True):
+            arr = col.combine_chunks()
+            out = whole(arr) if whole is not None else None
+            if out is None:
+                values = _pylist(pa.chunked_array([arr], arr.type))
+                out = pa.array([None if v is None else each(v) for v in values], pa.binary())
+            cols.append(out)
+        yield messages.data_rows(cols, part.num_rows)

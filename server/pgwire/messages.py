@@ -7,7 +7,11 @@ byte, length word, body). No state.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
 
 from headwater.errors import SQLError
 
@@ -113,6 +117,50 @@ def data_row(values: list[bytes | None]) -> bytes:
             parts.append(v)
     body = b"".join(parts)
     return b"D" + struct.pack("!i", len(body) + 4) + body
+
+
+def data_rows(columns: Sequence[pa.Array], n: int) -> bytes:
+    """The DataRow messages of `n` rows given column-wise, each column a binary array of
+    its values' encoded bytes (NULL: length -1), as one buffer: the same bytes as
+    `data_row` per row, assembled by numpy scatters instead of per-value Python."""
+    sizes = np.full(n, 7, dtype=np.int64)  # type byte, length word, column count
+    parts = []
+    for col in columns:
+        valid = (
+            col.is_valid().to_numpy(zero_copy_only=False)
+            if col.null_count
+            else np.ones(n, dtype=bool)
+        )
+        wide = pa.types.is_large_binary(col.type)
+        offs = np.frombuffer(col.buffers()[1], dtype=np.int64 if wide else np.int32)
+        offs = offs[col.offset : col.offset + n + 1].astype(np.int64)
+        data = col.buffers()[2]
+        lens = np.where(valid, offs[1:] - offs[:-1], 0)
+        parts.append((sizes.copy(), offs[:-1], lens, valid, data))
+        sizes += 4 + lens
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    out = np.empty(int(starts[-1]), dtype=np.uint8)
+    row = starts[:-1]
+    out[row] = ord("D")
+    _put(out, row + 1, (sizes - 1).astype(">i4"))
+    _put(out, row + 5, np.full(n, len(columns), dtype=">i2"))
+    for at, src, lens, valid, data in parts:
+        field = row + at
+        _put(out, field, np.where(valid, lens, -1).astype(">i4"))
+        total = int(lens.sum())
+        if total:
+            # byte j of a value goes from src + j to field + 4 + j
+            take = np.arange(total, dtype=np.int64) + np.repeat(src - np.cumsum(lens) + lens, lens)
+            out[take + np.repeat(field + 4 - src, lens)] = np.frombuffer(data, np.uint8)[take]
+    return out.tobytes()
+
+
+def _put(out: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
+    """Write fixed-width `values` (big-endian numpy scalars) at byte positions `at`."""
+    width = values.dtype.itemsize
+    raw = np.ascontiguousarray(values).view(np.uint8).reshape(-1, width)
+    out[at[:, None] + np.arange(width)] = raw
 
 
 def copy_in_response(ncols: int, binary: bool = False) -> bytes:
