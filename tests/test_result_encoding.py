@@ -125,6 +125,10 @@ def test_column_encoders_decline_what_arrow_writes_otherwise() -> None:
         column_encoder(pa.decimal128(38, 16), ColumnType(NUMERIC), binary=False, session=s) is None
     )
     assert column_encoder(pa.float64(), ColumnType(FLOAT8), binary=False, session=s) is None
+    # timestamptz in a zone other than UTC: the zone's rules, per value
+    paris = SessionFormat(timezone="Europe/Paris")
+    tstz = pa.timestamp("us", tz="UTC")
+    assert column_encoder(tstz, ColumnType(TIMESTAMPTZ), binary=False, session=paris) is None
     # another DateStyle: per value
     german = SessionFormat(datestyle="German, DMY")
     assert column_encoder(pa.date32(), ColumnType(DATE), binary=False, session=german) is None

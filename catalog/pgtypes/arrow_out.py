@@ -1,8 +1,9 @@
 """Whole Arrow columns in PostgreSQL's output formats, for result sets.
 
 A result of many rows is encoded a column at a time where Arrow's kernels give
-exactly PostgreSQL's output: in text, integers, strings, booleans, ISO dates of years
-1-9999 and numerics at their column's scale; in binary, integers, floats, booleans,
+exactly PostgreSQL's output: in text, integers, strings, booleans, ISO dates and
+timestamps of years 1-9999 (timestamptz when the session's TimeZone is UTC) and
+numerics at their column's scale; in binary, integers, floats, booleans,
 strings, dates and timestamps of years 1-9999. `column_encoder` returns None for any
 other column (floats in text, intervals, arrays, BC dates, ...): the caller encodes
 those value by value with the registry's encoders (registry.py), which stay the
@@ -70,6 +71,23 @@ def column_encoder(
         return lambda a: _as_binary(pc.if_else(a, "t", "f"))
     if oid == DATE.oid and pa.types.is_date32(arrow_type) and session.datestyle.startswith("ISO"):
         return lambda a: _text_cast(a) if _within(a.view(pa.int32()), _DAYS) else None
+    if (
+        oid in (TIMESTAMP.oid, TIMESTAMPTZ.oid)
+        and _micros(arrow_type)
+        and session.datestyle.startswith("ISO")
+        and (oid == TIMESTAMP.oid or session.timezone == "UTC")
+    ):
+        zone = "+00" if oid == TIMESTAMPTZ.oid else ""
+
+        def timestamp(a: pa.Array) -> pa.Array | None:
+            raw = a.view(pa.int64())
+            if not _within(raw, _MICROS):
+                return None
+            text = pc.cast(raw.view(pa.timestamp("us")), pa.string())  # 6 fraction digits
+            text = pc.replace_substring_regex(text, r"\.?0+$", "")  # PostgreSQL trims them
+            return _as_binary(pc.binary_join_element_wise(text, zone, "") if zone else text)
+
+        return timestamp
     if oid == NUMERIC.oid and pa.types.is_decimal(arrow_type):
         ps = ct.precision_scale
         # a column's scale is its values' text scale (unconstrained or quotient
@@ -100,11 +118,7 @@ def _binary_encoder(arrow_type: pa.DataType, ct: ColumnType) -> ColumnEncoder | 
             return _fixed(a, ">i4", lambda v: v.astype(np.int32) - _PG_EPOCH_DAYS)
 
         return date
-    if (
-        oid in (TIMESTAMP.oid, TIMESTAMPTZ.oid)
-        and pa.types.is_timestamp(arrow_type)
-        and arrow_type.unit == "us"
-    ):
+    if oid in (TIMESTAMP.oid, TIMESTAMPTZ.oid) and _micros(arrow_type):
 
         def timestamp(a: pa.Array) -> pa.Array | None:
             raw = a.view(pa.int64())
@@ -114,6 +128,10 @@ def _binary_encoder(arrow_type: pa.DataType, ct: ColumnType) -> ColumnEncoder | 
 
         return timestamp
     return None
+
+
+def _micros(t: pa.DataType) -> bool:
+    return pa.types.is_timestamp(t) and t.unit == "us"
 
 
 def _is_string(t: pa.DataType) -> bool:
