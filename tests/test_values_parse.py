@@ -1,4 +1,5 @@
-"""A long INSERT ... VALUES is parsed by planner/values_parse.py: the very nodes
+"""A long INSERT ... VALUES, or a statement with long IN lists, is parsed by
+planner/values_parse.py: the very nodes
 pglast's parse_sql gives, or None (then parse_sql runs); through the server, the same
 rows and errors as PostgreSQL."""
 
@@ -37,12 +38,28 @@ SAME = [
     "INSERT INTO t (a, b) SELECT 1, 'ü' UNION ALL VALUES " + PAD,
     "INSERT INTO ü (a) VALUES ('€'), ('x'); INSERT INTO t (b) VALUES ('ü'), " + PAD,
 ]
+KEYS = ", ".join(str(k) for k in range(-5, 1200))  # an IN list past MIN_LENGTH
+TEXTS = ", ".join(f"'k{k}'" for k in range(900))
+SAME += [  # IN lists of constants (values_parse._IN_LISTS), and the nodes around them
+    f"DELETE FROM lineitem WHERE l_linenumber = 2 AND l_orderkey IN ({KEYS})",
+    "UPDATE s.t SET q = q + 1, d = CASE WHEN d >= 0.10 THEN 0.00 ELSE d + 0.01 END,"
+    " f = CASE f WHEN 'R' THEN 'A' END, n = NULL"
+    f" WHERE l = 1 AND k IN ({KEYS}) RETURNING k",
+    f"UPDATE t SET a = 'ü' WHERE b NOT IN ({TEXTS}, 'it''s', E'\\x', NULL, -1.5, true)",
+    f"DELETE FROM t WHERE (a IN ({KEYS}) OR b IN ({TEXTS})) AND c IS NOT NULL AND NOT d",
+    f"SELECT a, b FROM t WHERE k IN ({KEYS}) AND b IS NULL ORDER BY a DESC NULLS LAST, b",
+    f"SELECT * FROM ü WHERE k IN ('€', {TEXTS})",
+    f"DELETE FROM t WHERE k IN ({KEYS}, 1 + 1, (2))",  # not all constants: the JSON path
+]
 OTHERS = [  # nodes values_parse does not build, statements not INSERT, or too short
     "INSERT INTO t (a, b) VALUES (1, now()), " + PAD,
     "INSERT INTO t (a, b) VALUES (1, DEFAULT), " + PAD,
     "INSERT INTO t (a, b) VALUES (B'101', +1), " + PAD,
     "INSERT INTO t (a, b) VALUES " + PAD + "; SELECT 1",
+    f"SELECT count(*) FROM t WHERE k IN ({KEYS})",  # a function call
+    f"DELETE FROM t WHERE k IN (SELECT a FROM u) AND j IN ({KEYS})",  # a subquery
     "SELECT * FROM (VALUES " + PAD + ") AS v",
+    "SELECT * FROM t WHERE k IN (1, 2)",
     "INSERT INTO t VALUES (1, 2)",
 ]
 
