@@ -301,8 +301,9 @@ def _statement(fields: dict[str, Any]) -> A.RawStmt:
 
 
 def parse(sql: str) -> tuple[A.RawStmt, ...] | None:
-    """parse_sql(sql)'s statements when `sql` is a long INSERT of the shapes built here;
-    None otherwise (and for a syntax error, which parse_sql then reports)."""
+    """parse_sql(sql)'s statements when `sql` is a long INSERT, or an UPDATE, DELETE or
+    SELECT with IN lists, of the node kinds built here; None otherwise (and for a
+    syntax error, which parse_sql then reports)."""
     if len(sql) < MIN_LENGTH:
         return None
     verb = sql.lstrip()[:6].lower()

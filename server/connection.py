@@ -51,7 +51,7 @@ from headwater.server.pgwire.startup import (
     startup_options,
     startup_parameters,
 )
-from headwater.server.results import ArrowRows, Field, Result, data_rows
+from headwater.server.results import ArrowRows, Field, Result, column_format, data_rows
 from headwater.server.session import Portal, Session
 from headwater.server.settings import REPORTED, setting_ms
 from headwater.server.statements import locate_column, parse_statements
@@ -485,7 +485,7 @@ class Connection:
         f = self.fmt()
         out = []
         for i, fld in enumerate(fields):
-            fmt = formats[i] if i < len(formats) else (formats[0] if len(formats) == 1 else 0)
+            fmt = column_format(formats, i)
             out.append(
                 binary_encoder(fld.type, session=f)
                 if fmt == 1

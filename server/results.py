@@ -124,6 +124,12 @@ class ArrowRows(Sequence[tuple[Any, ...]]):
         return self._tuples
 
 
+def column_format(formats: list[int], i: int) -> int:
+    """Column i's format code in a Bind's result formats: one code for every column,
+    one per column, or none (text)."""
+    return formats[i] if i < len(formats) else (formats[0] if len(formats) == 1 else 0)
+
+
 CHUNK_ROWS = 8192  # rows encoded at once (numpy's scatter indexes take 16 bytes a byte)
 
 
@@ -135,7 +141,7 @@ def data_rows(
     with the registry's encoders (the same bytes either way)."""
     encoders = []
     for i, (col, fld) in enumerate(zip(table.columns, fields, strict=True)):
-        binary = (formats[i] if i < len(formats) else formats[0] if len(formats) == 1 else 0) == 1
+        binary = column_format(formats, i) == 1
         whole = column_encoder(col.type, fld.type, binary=binary, session=session)
         each = (binary_encoder if binary else text_encoder)(fld.type, session=session)
         encoders.append((whole, each))

@@ -165,15 +165,23 @@ def _fixed(
         values = convert(values)
     width = np.dtype(dtype).itemsize
     data = np.ascontiguousarray(values.astype(dtype)).view(np.uint8)
-    n = len(a)
-    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
-    if a.null_count:  # a NULL's slot keeps no bytes: offsets over the valid values only
-        valid = a.is_valid().to_numpy(zero_copy_only=False)
-        data = data.reshape(n, width)[valid].reshape(-1)
-        offsets = np.concatenate(([0], np.cumsum(valid * width))).astype(np.int32)
+    valid = _valid(a)
+    if a.null_count:  # a NULL's slot keeps no bytes
+        data = data.reshape(len(a), width)[valid].reshape(-1)
+    return _binary(a, valid * width, data)
+
+
+def _valid(a: pa.Array) -> np.ndarray:
+    return a.is_valid().to_numpy(zero_copy_only=False) if a.null_count else np.ones(len(a), bool)
+
+
+def _binary(a: pa.Array, sizes: np.ndarray, data: np.ndarray) -> pa.Array:
+    """A binary array of `a`'s length and NULLs: value i is the next sizes[i] bytes of
+    `data` (0 for a NULL)."""
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int32)
     validity = a.is_valid().buffers()[1] if a.null_count else None
     return pa.Array.from_buffers(
-        pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], a.null_count
+        pa.binary(), len(a), [validity, pa.py_buffer(offsets), pa.py_buffer(data)], a.null_count
     )
 
 
@@ -188,7 +196,7 @@ def _numeric_send(a: pa.Array, scale: int) -> pa.Array | None:
     n = len(a)
     words = np.frombuffer(a.buffers()[1], dtype="<i8")[2 * a.offset : 2 * (a.offset + n)]
     low, high = words[0::2], words[1::2]
-    valid = a.is_valid().to_numpy(zero_copy_only=False) if a.null_count else np.ones(n, bool)
+    valid = _valid(a)
     low = np.where(valid, low, 0)
     if np.any(np.where(valid, high, 0) != (low >> 63)) or np.any(np.abs(low) >= 10**15):
         return None
@@ -208,9 +216,4 @@ def _numeric_send(a: pa.Array, scale: int) -> pa.Array | None:
     table = np.concatenate([head, groups[:, ::-1]], axis=1)
     mask = np.concatenate([np.ones((n, 4), bool), keep], axis=1) & valid[:, None]
     data = table[mask].astype(">u2").view(np.uint8)
-    sizes = np.where(valid, 8 + 2 * ndigits, 0)
-    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int32)
-    validity = a.is_valid().buffers()[1] if a.null_count else None
-    return pa.Array.from_buffers(
-        pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], a.null_count
-    )
+    return _binary(a, np.where(valid, 8 + 2 * ndigits, 0), data)
