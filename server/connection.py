@@ -51,7 +51,14 @@ from headwater.server.pgwire.startup import (
     startup_options,
     startup_parameters,
 )
-from headwater.server.results import ArrowRows, Field, Result, column_format, data_rows
+from headwater.server.results import (
+    COLUMNWISE_ROWS,
+    ArrowRows,
+    Field,
+    Result,
+    column_format,
+    data_rows,
+)
 from headwater.server.session import Portal, Session
 from headwater.server.settings import REPORTED, setting_ms
 from headwater.server.statements import locate_column, parse_statements
@@ -496,7 +503,7 @@ class Connection:
     def send_rows(
         self, fields: list[Field], rows: Sequence[tuple[Any, ...]], formats: list[int]
     ) -> None:
-        if isinstance(rows, ArrowRows) and len(rows) > 1:  # encoded a column at a time
+        if isinstance(rows, ArrowRows) and len(rows) >= COLUMNWISE_ROWS:  # a column at a time
             for chunk in data_rows(rows.table, fields, formats, self.fmt()):
                 self.send(chunk)
             return

@@ -130,6 +130,10 @@ def column_format(formats: list[int], i: int) -> int:
     return formats[i] if i < len(formats) else (formats[0] if len(formats) == 1 else 0)
 
 
+# From this many rows a result is encoded a column at a time: below, Python per value is
+# cheaper (the column path costs ~30-50 µs a column whatever its length; 10 columns
+# broke even at ~48 rows)
+COLUMNWISE_ROWS = 64
 CHUNK_ROWS = 8192  # rows encoded at once (numpy's scatter indexes take 16 bytes a byte)
 
 

@@ -278,8 +278,10 @@ def test_portals_and_cursors_page_a_large_result(loaded: tuple[str, str]) -> Non
             out = []
             async with c.transaction():
                 cur = await c.cursor(sql)
-                while rows := await cur.fetch(100):
+                size = 10  # pages below and above results.COLUMNWISE_ROWS
+                while rows := await cur.fetch(size):
                     out.append([tuple(r) for r in rows])
+                    size = 110 - size
             out.append([tuple(r) for r in await c.fetch(sql)])
             return out
         finally:
