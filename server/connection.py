@@ -56,7 +56,6 @@ from headwater.server.results import (
     ArrowRows,
     Field,
     Result,
-    column_format,
     data_rows,
 )
 from headwater.server.session import Portal, Session
@@ -492,7 +491,7 @@ class Connection:
         f = self.fmt()
         out = []
         for i, fld in enumerate(fields):
-            fmt = column_format(formats, i)
+            fmt = messages.format_code(formats, i)
             out.append(
                 binary_encoder(fld.type, session=f)
                 if fmt == 1
@@ -693,7 +692,7 @@ class Connection:
                 values.append(None)
                 continue
             raw = r.bytes_(length)
-            fmt = pformats[i] if i < len(pformats) else (pformats[0] if len(pformats) == 1 else 0)
+            fmt = messages.format_code(pformats, i)
             if fmt == 1:
                 values.append(prep.binary_decoders[i](raw))
             else:

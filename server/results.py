@@ -124,12 +124,6 @@ class ArrowRows(Sequence[tuple[Any, ...]]):
         return self._tuples
 
 
-def column_format(formats: list[int], i: int) -> int:
-    """Column i's format code in a Bind's result formats: one code for every column,
-    one per column, or none (text)."""
-    return formats[i] if i < len(formats) else (formats[0] if len(formats) == 1 else 0)
-
-
 # From this many rows a result is encoded a column at a time: below, Python per value is
 # cheaper (the column path costs ~30-50 µs a column whatever its length; 10 columns
 # broke even at ~48 rows)
@@ -145,7 +139,7 @@ def data_rows(
     with the registry's encoders (the same bytes either way)."""
     encoders = []
     for i, (col, fld) in enumerate(zip(table.columns, fields, strict=True)):
-        binary = column_format(formats, i) == 1
+        binary = messages.format_code(formats, i) == 1
         whole = column_encoder(col.type, fld.type, binary=binary, session=session)
         each = (binary_encoder if binary else text_encoder)(fld.type, session=session)
         encoders.append((whole, each))

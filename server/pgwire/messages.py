@@ -86,11 +86,17 @@ def parameter_description(oids: list[int]) -> bytes:
     return msg(b"t", struct.pack("!h", len(oids)) + b"".join(struct.pack("!I", o) for o in oids))
 
 
+def format_code(codes: Sequence[int], i: int) -> int:
+    """Value i's format in a Bind message's format codes: none (all text), one for all,
+    or one each."""
+    return codes[i] if i < len(codes) else (codes[0] if len(codes) == 1 else 0)
+
+
 def row_description(fields: list[Any], formats: list[int]) -> bytes:
     """fields: objects with .name and .type (ColumnType)."""
     parts = [struct.pack("!h", len(fields))]
     for i, f in enumerate(fields):
-        fmt = formats[i] if i < len(formats) else (formats[0] if len(formats) == 1 else 0)
+        fmt = format_code(formats, i)
         t = f.type
         parts.append(
             cstr(f.name)
