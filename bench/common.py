@@ -443,6 +443,19 @@ def print_report(
     print(flush=True)
 
 
+def finish(report: Report, json_path: str | None) -> int:
+    """Print the report (and write it as JSON when asked); the bench's exit status."""
+    print_report(report)
+    if json_path:
+        write_json(report, json_path)
+    return 1 if report.failed else 0
+
+
+def load_avg() -> str:
+    """The 1, 5 and 15-minute load averages, as the reports print them."""
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def write_json(report: Report, path: str) -> None:
     payload = asdict(report)
     payload["machine"] = {

@@ -52,10 +52,6 @@ TLS = False  # --tls: the drivers' default (TLS when the server offers it)
 SERVER: list[int] = []  # the server's listening process, when it runs on this machine
 
 
-def load_avg() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
@@ -233,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": args.seconds,
             "table_rows": ROWS,
             "tls": args.tls,
-            "load_avg_at_start": load_avg(),
+            "load_avg_at_start": common.load_avg(),
         },
     )
     report.notes.append("client and server share this machine's CPUs")
@@ -254,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(LookupError):  # not on this machine
                     SERVER.append(listener_pid(port_of(dsn)))
                 for name in sections:
-                    load = load_avg()
+                    load = common.load_avg()
                     timer = SECTIONS[name](dsn, args.seconds, args.warmup)
                     lat = timer.lat
                     rate, p50, p99, per_read = metrics[name]
@@ -272,10 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             common.log(f"{side} failed: {type(e).__name__}: {e}")
             for rate, *_ in metrics.values():
                 rate.errors[side] = f"{type(e).__name__}: {e}"
-    common.print_report(report)
-    if args.json:
-        common.write_json(report, args.json)
-    return 1 if report.failed else 0
+    return common.finish(report, args.json)
 
 
 if __name__ == "__main__":

@@ -45,10 +45,6 @@ except ImportError:  # run as a script: bench/ is sys.path[0]
     import common  # type: ignore[no-redef]
 
 
-def load_avg() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
@@ -187,7 +183,7 @@ def run_load(args: argparse.Namespace) -> None:
         params={
             "connections": args.connections,
             "copy_rows": f"{args.copy_rows:,}",
-            "load_avg_at_start": load_avg(),
+            "load_avg_at_start": common.load_avg(),
         },
     )
     metrics = {
@@ -308,7 +304,7 @@ def run_crash(args: argparse.Namespace) -> None:
         params={
             "writers": args.writers,
             "seconds_before_kill": args.crash_seconds,
-            "load_avg_at_start": load_avg(),
+            "load_avg_at_start": common.load_avg(),
         },
     )
     metrics = {
@@ -386,7 +382,7 @@ def run_long(args: argparse.Namespace) -> bool:
         ok &= passed
         print(
             f"  {name}: {'passed' if passed else 'FAILED'} in {time.monotonic() - t0:.0f}s "
-            f"({' '.join(f'{k}={v}' for k, v in env.items())}), load {load_avg()}"
+            f"({' '.join(f'{k}={v}' for k, v in env.items())}), load {common.load_avg()}"
         )
         for line in _figures(proc.stdout):
             print(f"      {line}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import time
@@ -33,10 +32,6 @@ except ImportError:  # run as a script: bench/ is sys.path[0]
     import common  # type: ignore[no-redef]
 
 TABLE = "rs_wide"
-
-
-def load_avg() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def setup(dsn: str, rows: int) -> None:
@@ -101,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     report = common.Report(
         title="Result sets, one client",
-        params={"rows": args.rows, "repeat": args.repeat, "load_avg_at_start": load_avg()},
+        params={"rows": args.rows, "repeat": args.repeat, "load_avg_at_start": common.load_avg()},
     )
     report.notes.append("client and server share this machine's CPUs; no TLS")
     sqls = statements(args.rows)
@@ -112,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 report.servers[side] = common.server_version(dsn)
                 setup(dsn, args.rows)
                 for fmt, timer in formats.items():
-                    load = load_avg()
+                    load = common.load_avg()
                     for label, sql in sqls.items():
                         m = report.metric(f"{fmt}: {label}", "ms", higher_is_better=False)
                         m.values[side] = 1000 * timer(dsn, sql, args.repeat)
@@ -121,10 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             common.log(f"{side} failed: {type(e).__name__}: {e}")
             for m in report.metrics:
                 m.errors[side] = f"{type(e).__name__}: {e}"
-    common.print_report(report)
-    if args.json:
-        common.write_json(report, args.json)
-    return 1 if report.failed else 0
+    return common.finish(report, args.json)
 
 
 if __name__ == "__main__":

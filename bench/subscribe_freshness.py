@@ -319,10 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f"; changes never received: {missing}" if missing else "")
         )
     report.params["load_avg_1/5/15_at_end"] = load()
-    common.print_report(report)
-    if args.json:
-        common.write_json(report, args.json)
-    return 1 if report.failed else 0
+    return common.finish(report, args.json)
 
 
 if __name__ == "__main__":

@@ -53,10 +53,6 @@ TS_BASE = dt.datetime(2024, 1, 1)
 TLS = False  # --tls: the drivers' default (TLS when the server offers it)
 
 
-def load_avg() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def server_cpu(dsn: str) -> float:
     """CPU seconds (user + system) of the server listening for `dsn` and its descendants,
     threads included (0 when it does not run on this machine)."""
@@ -345,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             "driver": args.driver,
             "repeat": args.repeat,
             "tls": args.tls,
-            "load_avg_at_start": load_avg(),
+            "load_avg_at_start": common.load_avg(),
         },
     )
     report.notes.append("client and server share this machine's CPUs")
@@ -393,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                             metric.values[side] = statistics.median(vals)
                             common.log(
                                 f"{side}: {metric.name} {metric.values[side]:,.0f} rows/s "
-                                f"(load {load_avg()})"
+                                f"(load {common.load_avg()})"
                             )
                         except Exception as exc:
                             metric.errors[side] = f"{type(exc).__name__}: {exc}"
@@ -411,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                             tps, _, _, ms = results[-1]
                             common.log(
                                 f"{side}: INSERT {tps:,.0f} tx/s, server CPU {ms:.2f} ms per "
-                                f"INSERT (load {load_avg()})"
+                                f"INSERT (load {common.load_avg()})"
                             )
                         tps, p50, p99, cpu_ms = (
                             statistics.median(col) for col in zip(*results, strict=True)
@@ -426,10 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             for m in (m_copy, m_tps, *m_values.values()):
                 m.errors.setdefault(side, f"{type(exc).__name__}: {exc}")
 
-    common.print_report(report)
-    if args.json:
-        common.write_json(report, args.json)
-    return 1 if report.failed else 0
+    return common.finish(report, args.json)
 
 
 if __name__ == "__main__":

@@ -193,17 +193,11 @@ class Engine:
         self.families: dict[str, Family] = {}  # by name
         self._member_of: dict[int, Family] = {}
         self._last: int | None = None  # last_epoch, cached
-        # frontiers of the running views, as committed (the stage's own copy)
-        self._fronts: dict[int, int] = {
-            int(v): int(f)
-            for v, f in fetch_all(
-                self._cur, "SELECT view, frontier FROM hw_views WHERE status = 'running'"
-            )
-        }
-        # hw_views as committed, for readers: a read asks for its views' frontiers and
-        # status, and a DuckDB statement for that cost more than the read of a small
-        # view (~0.5 ms each, several per read, on the server's event loop). Written
-        # only after the COMMIT that changes the row; entries are replaced whole.
+        # hw_views as committed, for the stage and for readers: a read asks for its
+        # views' frontiers and status, and a DuckDB statement for that cost more than the
+        # read of a small view (~0.5 ms each, several per read, on the server's event
+        # loop). Written only after the COMMIT that changes the row; entries are
+        # replaced whole.
         self._registry: dict[int, ViewState] = {
             int(v): ViewState(int(f), int(c), st, err)
             for v, f, c, st, err in fetch_all(
@@ -343,7 +337,6 @@ class Engine:
         """Drop a view that has no program (see `restore`)."""
         cur = self._cur
         self.names.pop(view, None)
-        self._fronts.pop(view, None)
         cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
         self._registry.pop(view, None)
         if family is None:
@@ -386,7 +379,7 @@ class Engine:
         """The oldest frontier of the running views (`default` if none runs), as
         committed: what the spool must still hold is newer."""
         with self._lock:
-            return min(self._fronts.values(), default=default)
+            return min(self._running().values(), default=default)
 
     def create_view(
         self,
@@ -438,7 +431,6 @@ class Engine:
             self.last_choice[view] = self._choice
             self.views[view] = prog
             self.names[view] = name or str(view)
-            self._fronts[view] = epoch
             self._registry[view] = ViewState(epoch, epoch, "running", None)
             if at_epoch is None and epoch == 0:
                 self._set_end(0)
@@ -461,7 +453,6 @@ class Engine:
             cur = self._cur
             prog = self.views.pop(view, None)
             self.names.pop(view, None)
-            self._fronts.pop(view, None)
             self._registry.pop(view, None)
             self.last_choice.pop(view, None)
             fam = self._member_of.pop(view, None)
@@ -647,7 +638,7 @@ class Engine:
         out: dict[int, int] = {}
         while True:
             with self._lock:
-                low = min(self._fronts.values(), default=end)
+                low = min(self._running().values(), default=end)
             step = end if end - low <= self.step_epochs else low + self.step_epochs
             for v, n in self._advance(step).items():
                 out[v] = out.get(v, 0) + n
@@ -659,7 +650,7 @@ class Engine:
         out: dict[int, int] = {}
         with self._lock:
             cur = self._cur
-            fronts = self._fronts
+            fronts = self._running()
             todo = [v for v in self._order() if v in fronts and fronts[v] < end]
             if not todo:
                 self._set_end(max(end, self.last_epoch))
@@ -764,7 +755,6 @@ class Engine:
                 cur.execute("COMMIT")
                 self.manifest.commit()
                 for v in todo:
-                    fronts[v] = end
                     self._registry[v] = replace(self._registry[v], frontier=end)
             except Exception:
                 cur.execute("ROLLBACK")
@@ -779,7 +769,6 @@ class Engine:
                         advance_frontiers([v])
                         cur.execute("COMMIT")
                         self.manifest.commit()
-                        fronts[v] = end
                         self._registry[v] = replace(self._registry[v], frontier=end)
                     except Exception as e:  # a view's error stops that view only
                         cur.execute("ROLLBACK")
@@ -793,7 +782,6 @@ class Engine:
                             [why, v],
                         )
                         self._registry[v] = replace(self._registry[v], status="error", error=why)
-                        fronts.pop(v, None)
                 self._set_end(last)
             for name in registered.values():
                 cur.unregister(name)
@@ -977,10 +965,7 @@ class Engine:
         while time.monotonic() < deadline:
             if self.query is not None and self.query.exception() is not None:
                 raise RuntimeError(f"the stage failed: {self.query.exception()}")
-            low = min(
-                (r.frontier for r in self.registry().values() if r.status == "running"),
-                default=None,
-            )
+            low = min(self._running().values(), default=None)
             if low is None or low >= epoch:
                 return True
             time.sleep(0.01)
@@ -997,6 +982,10 @@ class Engine:
         """The view's committed frontier (-1: no such view). Any thread, no lock."""
         row = self._registry.get(view)
         return row.frontier if row is not None else -1
+
+    def _running(self) -> dict[int, int]:
+        """The running views' committed frontiers."""
+        return {v: r.frontier for v, r in self.registry().items() if r.status == "running"}
 
     def registered(self, view: int) -> ViewState | None:
         """The view's row of the registry as committed. Any thread, no lock."""
