@@ -10,11 +10,12 @@ resolve an unknown literal).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
-from headwater.catalog.types import ARRAY_TYPES, INT4, INT8, NUMERIC, TEXT, ColumnType
+from headwater.catalog.types import ARRAY_TYPES, INT2, INT4, INT8, NUMERIC, TEXT, ColumnType
 from headwater.planner.ddl import type_of
 from headwater.planner.scope import Item, Scope, find_relation, named_relations
 from headwater.planner.syntax import nodes
@@ -123,6 +124,13 @@ class _Inferrer:
                 for item in node.rexpr:
                     if (n := _param(item)) is not None and ct is not None:
                         self.note(n, ct)
+        elif isinstance(node, A.FuncCall) and _is_series(node):
+            # generate_series(1, $1): PostgreSQL picks its integer overload
+            known = [self.operand_type(a) for a in node.args if _param(a) is None]
+            if known and all(t is not None and t.pg in (INT2, INT4) for t in known):
+                for a in node.args:
+                    if (n := _param(a)) is not None:
+                        self.note(n, ColumnType(INT4))
         elif isinstance(node, A.SelectStmt):
             for item in (node.limitCount, node.limitOffset):
                 if (n := _param(item)) is not None:
@@ -164,6 +172,46 @@ def infer_param_types(
         else:
             out.append(inf.types.get(i, ColumnType(TEXT)))
     return out
+
+
+def _is_series(call: A.FuncCall) -> bool:
+    last = call.funcname[-1]
+    return isinstance(last, A.String) and last.sval.lower() == "generate_series" and bool(call.args)
+
+
+_SMALL_INTS = (INT2, INT4)
+
+
+def cast_function_params(stmt: Any, types: list[ColumnType]) -> Any:
+    """`f($1)` where $1 is smallint or integer: `f(CAST($1 AS ...))`, so the function sees
+    the parameter's type as in PostgreSQL (`generate_series(1, $1)` is integer,
+    `pg_typeof($1)` smallint) instead of the type DuckDB gives the bound value. Only
+    function arguments: elsewhere the value's own type serves, and casts there would
+    hide `col = $1` from the point-read and fast-insert paths."""
+    numbers = {i + 1 for i, t in enumerate(types) if t.pg in _SMALL_INTS}
+
+    def calls(tree: Any) -> list[A.FuncCall]:
+        return [
+            n
+            for n in nodes(tree)
+            if isinstance(n, A.FuncCall) and any(_param(a) in numbers for a in n.args or ())
+        ]
+
+    if not numbers or not calls(stmt):
+        return stmt
+    stmt = copy.deepcopy(stmt)  # the parsed tree may be cached and shared
+    for call in calls(stmt):
+        call.args = tuple(
+            A.TypeCast(arg=a, typeName=_int_type_name(types[a.number - 1].pg))
+            if _param(a) in numbers
+            else a
+            for a in call.args
+        )
+    return stmt
+
+
+def _int_type_name(pg: Any) -> A.TypeName:
+    return A.TypeName(names=(A.String(sval="pg_catalog"), A.String(sval=pg.name)), typemod=-1)
 
 
 def count_params(stmt: Any) -> int:

@@ -34,7 +34,7 @@ from headwater.planner.extensions import (
     SelectAsOf,
     Subscribe,
 )
-from headwater.planner.params import count_params, infer_param_types
+from headwater.planner.params import cast_function_params, count_params, infer_param_types
 from headwater.server import notify
 from headwater.server.auth.exchange import AUTH_TIMEOUT, authenticate
 from headwater.server.copy import CopyIn, CopyOptions, copy_options, format_copy_row, header_row
@@ -123,6 +123,9 @@ class Connection:
         # SELECT texts this connection sent, with their trees: a text sent again reuses
         # its tree, and with it the SQL the executor bound for it (executor.plans)
         self._parsed: OrderedDict[str, list[tuple[Any, str]]] = OrderedDict()
+        # trees with integer parameters cast for the functions they are given to, by
+        # (text, parameter types): the same tree each time keeps its read plan
+        self._typed: OrderedDict[tuple[str, tuple[int, ...]], Any] = OrderedDict()
         self._idle = False  # ReadyForQuery sent, no message since: notifications go out now
 
     # -- plumbing -------------------------------------------------------------------
@@ -657,6 +660,8 @@ class Connection:
                 types.append(inferred[i] or ColumnType(TEXT))
         if name and name in self.session.prepared:
             raise SQLError(f'prepared statement "{name}" already exists', "42P05")
+        if stmt is not None and stmt is core and types:
+            stmt = self._typed_tree(sql, stmt, types)
         self.session.prepared[name] = Prepared(
             name,
             sql,
@@ -668,6 +673,17 @@ class Connection:
         if isinstance(stmt, A.SelectStmt) and self.executor is not None:
             self.executor.plans.keep(stmt)  # bound at its first Execute, reused after
         self.send(messages.parse_complete())
+
+    def _typed_tree(self, sql: str, stmt: Any, types: list[ColumnType]) -> Any:
+        key = (sql, tuple(t.pg.oid for t in types))
+        typed = self._typed.get(key)
+        if typed is None or typed[0] is not stmt:
+            typed = (stmt, cast_function_params(stmt, types))
+            self._typed[key] = typed
+            while len(self._typed) > PARSED_TEXTS:
+                self._typed.popitem(last=False)
+        self._typed.move_to_end(key)
+        return typed[1]
 
     def on_bind(self, r: Reader) -> None:
         assert self.session is not None

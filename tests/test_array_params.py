@@ -169,6 +169,24 @@ def test_generate_series_of_integers_is_integer(both: Any) -> None:
             ], sql
 
 
+def test_integer_parameters_given_to_functions(both: Any) -> None:
+    """psycopg declares a small int smallint and a larger one integer: a function given
+    the parameter sees that type (`generate_series(1, $1)` is integer, so `date + g`
+    and chr(g) resolve), as in PostgreSQL, whatever type DuckDB gives the bound value."""
+    hw, pg = both
+    for sql, args in (
+        ("SELECT DATE '2020-01-01' + g FROM generate_series(1, %s) AS g", (3,)),
+        ("SELECT g, pg_typeof(g)::text FROM generate_series(1, %s) AS g", (2,)),
+        ("SELECT g, pg_typeof(g)::text FROM generate_series(69998, %s) AS g", (70000,)),
+        ("SELECT chr(g) FROM generate_series(65, %s) AS g", (67,)),
+        ("SELECT pg_typeof(%s)::text, pg_typeof(%s)::text", (3, 70000)),
+        ("SELECT abs(%s), %s + 1", (-4, 5)),
+        ("SELECT id FROM arrp WHERE id = %s", (2,)),
+    ):
+        for mode in ("server", "prepared"):
+            assert _run(hw, mode, sql, args) == _run(pg, mode, sql, args), (mode, sql, args)
+
+
 # -- ParameterDescription; asyncpg's binary arrays ---------------------------------------
 
 
@@ -216,6 +234,7 @@ async def _asyncpg_answers(dsn: dict[str, Any]) -> list[Any]:
             ("SELECT $1::int8[], $2::date[]", ([2**40, None], [dt.date(2024, 2, 29)])),
             ("SELECT $1::numeric[], $2::bool[]", ([Decimal("1.50"), None], [True, False])),
             ("SELECT $1::float8[], $2::int2[]", ([1.5, -0.25], [1, 2])),
+            ("SELECT DATE '2020-01-01' + g FROM generate_series(1, $1) AS g", 2),
             ("SELECT '{30,22}'::oid[], 26::oid, ARRAY[1::oid, 2::oid]", None),
             ("SELECT typname, typelem, typarray FROM pg_type WHERE oid = ANY('{22,30}')", None),
             (
