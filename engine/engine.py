@@ -192,6 +192,7 @@ class Engine:
         }
         self.families: dict[str, Family] = {}  # by name
         self._member_of: dict[int, Family] = {}
+        self._shapes: dict[int, str | None] = {}  # plain views' family keys (`_shape`)
         self._last: int | None = None  # last_epoch, cached
         # hw_views as committed, for the stage and for readers: a read asks for its
         # views' frontiers and status, and a DuckDB statement for that cost more than the
@@ -455,6 +456,7 @@ class Engine:
             self.names.pop(view, None)
             self._registry.pop(view, None)
             self.last_choice.pop(view, None)
+            self._shapes.pop(view, None)
             fam = self._member_of.pop(view, None)
             if fam is None:
                 cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
@@ -489,6 +491,12 @@ class Engine:
             return None, False
         fam = next((f for f in self.families.values() if f.key == tagged.key), None)
         new = fam is None
+        if fam is None and not any(self._shape(v) == tagged.key for v in self._plain()):
+            # The first view of a shape stays a plain program: a family's rules carry
+            # the tags through every join, group and fold, which made a lone view's
+            # batch ~18% dearer (docs/engine.md (k)). The second view of the shape
+            # starts the family; the first stays plain (its history stays where it is).
+            return None, False
         if fam is None:
             fprog = ViewProgram(
                 f"f{prog.view}", tagged.plan, prog.scans, tag_types=tagged.tag_types
@@ -505,6 +513,18 @@ class Engine:
             fam.prog.create_tables(self._cur)
         fam.members[prog.view] = tuple(tagged.params)
         return fam, new
+
+    def _plain(self) -> list[int]:
+        """The views in no family."""
+        return [v for v in self.views if v not in self._member_of]
+
+    def _shape(self, view: int) -> str | None:
+        """A plain view's family key (None: it has no template), worked out once."""
+        if view not in self._shapes:
+            prog = self.views[view]
+            tagged = tag_plan(prog.plan, prog.scans)
+            self._shapes[view] = tagged.key if tagged is not None else None
+        return self._shapes[view]
 
     @staticmethod
     def _same_types(prog: ViewProgram, fam: Family, tagged: Tagged) -> bool:

@@ -131,26 +131,29 @@ def test_restart_keeps_state_and_frontier(tmp_path: Path) -> None:
 def test_restart_drops_views_without_a_definition_or_whose_plan_changed(tmp_path: Path) -> None:
     """Plans are not stored: at a restart a view whose definition is gone is dropped, and
     so is one whose definition now plans into other state tables (the caller backfills
-    it again); a view of a family that keeps its plan goes on."""
+    it again); a view of a family that keeps its plan goes on, its dropped fellow member
+    and the plain view of its shape gone."""
     engine, w = _engine(tmp_path)
     sqls = {
         1: "SELECT a, count(*) AS n FROM t GROUP BY a",
         2: "SELECT a % 2 AS k, count(*) AS n FROM t GROUP BY 1",
         3: "SELECT a % 3 AS k, count(*) AS n FROM t GROUP BY 1",
         4: "SELECT id FROM t",
+        5: "SELECT a % 5 AS k, count(*) AS n FROM t GROUP BY 1",
     }
     for vid, sql in sqls.items():
         _view(engine, vid, sql)
-    assert engine._member_of[2] is engine._member_of[3]
+    # the first view of a shape stays plain; the second starts the family, the third joins
+    assert 2 not in engine._member_of and engine._member_of[3] is engine._member_of[5]
     w.write_epoch(1, {T: _t([(1, 1, 0, "x"), (2, 2, 0, "y")], [1, 1])})
     engine.advance(1)
     engine.close()
     changed = {1: "SELECT a, sum(b) AS n, count(*) AS c FROM t GROUP BY a", 3: sqls[3], 4: sqls[4]}
     engine = Engine(tmp_path / "state", tmp_path / "spool")
-    assert engine.restore(replanner(changed)) == [1, 2]
+    assert engine.restore(replanner(changed)) == [1, 2, 5]
     assert sorted(engine.views) == [3, 4] and [s.view for s in engine.status()] == [3, 4]
     tables = {r[0] for r in engine._cur.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
-    assert not {"o1", "l1"} & tables
+    assert not {"o1", "l1", "o2", "l2"} & tables
     w.write_epoch(2, {T: _t([(3, 1, 0, "z")], [1])})
     engine.advance(2)
     assert sorted(arrow_rows(engine.read(3, 2))) == [(1, 2), (2, 1)]

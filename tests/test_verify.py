@@ -52,11 +52,14 @@ def _caught_up(c: psycopg.Connection[Any], names: list[str]) -> int:
 def output_table(
     db: duckdb.DuckDBPyConnection, oid: int, columns: list[str]
 ) -> tuple[str, dict[str, str], str]:
-    """Where the engine keeps a view's output versions (engine/engine.py): view o{oid}
-    selects them from its family's table, whose columns are named by position. Returns
-    that table, its column for each of the view's, and the filter to the view's rows."""
+    """Where the engine keeps a view's output versions (engine/engine.py): table o{oid}
+    for a view in no family, else view o{oid} selecting them from its family's table;
+    their columns are named by position. Returns that table, its column for each of the
+    view's, and the filter to the view's rows."""
     sql = db.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [f"o{oid}"]).fetchone()
-    assert sql is not None, f"no view o{oid} in the engine's database"
+    if sql is None:
+        physical = [r[0] for r in db.execute(f"DESCRIBE o{oid}").fetchall()][: len(columns)]
+        return f"o{oid}", dict(zip(columns, physical, strict=True)), "true"
     m = re.fullmatch(
         r"CREATE VIEW \w+ AS SELECT (.*), _n, _from, _to FROM (\w+) WHERE (.*);", sql[0]
     )
