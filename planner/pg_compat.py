@@ -469,29 +469,41 @@ def _padded_char(node: Any) -> Any:
 
 
 def _unnest_inner_srfs(node: Any) -> Any:
-    """generate_series(1, 3) + 10, generate_series(...)::date: the set-returning call
-    inside an output expression unnested (one row per element), as a bare one is."""
-    if isinstance(node, A.FuncCall) and "".join(_names(node.funcname)[-1:]).lower() in (_LIST_SRFS):
+    """generate_series(1, 3) + 10, generate_series(...)::date, abs(generate_series(...)):
+    the set-returning call inside an output expression unnested (one row per element),
+    as a bare one is."""
+    if _is_list_srf(node):
         return node  # a bare call: select_outputs
     stack = [node]
     while stack:
         cur = stack.pop()
-        if not isinstance(cur, (A.A_Expr, A.TypeCast)):
-            continue
-        for attr in ("lexpr", "rexpr", "arg"):
-            child = getattr(cur, attr, None)
-            if (
-                isinstance(child, A.FuncCall)
-                and child.over is None
-                and "".join(_names(child.funcname)[-1:]).lower() in _LIST_SRFS
-            ):
-                unnested = A.FuncCall(
-                    funcname=(A.String(sval="unnest"),), args=(_int4_series(child),)
-                )
-                setattr(cur, attr, unnested)
-            elif child is not None:
-                stack.append(child)
+        if isinstance(cur, A.A_Expr | A.TypeCast):
+            for attr in ("lexpr", "rexpr", "arg"):
+                child = getattr(cur, attr, None)
+                if _is_list_srf(child):
+                    setattr(cur, attr, _unnested(child))
+                elif child is not None:
+                    stack.append(child)
+        elif isinstance(cur, A.CoalesceExpr) and any(_is_list_srf(a) for a in cur.args):
+            raise SQLError("set-returning functions are not allowed in COALESCE", "0A000")
+        elif isinstance(cur, A.FuncCall) and cur.over is None and cur.args:
+            if _names(cur.funcname)[-1:] == ["unnest"]:
+                continue  # unnested already (translate is idempotent)
+            stack.extend(a for a in cur.args if not _is_list_srf(a))
+            cur.args = tuple(_unnested(a) if _is_list_srf(a) else a for a in cur.args)
     return node
+
+
+def _is_list_srf(node: Any) -> bool:
+    return (
+        isinstance(node, A.FuncCall)
+        and node.over is None
+        and "".join(_names(node.funcname)[-1:]).lower() in _LIST_SRFS
+    )
+
+
+def _unnested(call: A.FuncCall) -> A.FuncCall:
+    return A.FuncCall(funcname=(A.String(sval="unnest"),), args=(_int4_series(call),))
 
 
 def row_values(node: Any) -> Any:

@@ -159,6 +159,11 @@ def test_generate_series_of_integers_is_integer(both: Any) -> None:
         "SELECT chr(x) FROM (SELECT generate_series(97, 98) AS x) s",
         "SELECT g, pg_typeof(g)::text FROM generate_series(1, 3000000000, 1000000000) AS g",
         "SELECT g * 1000000000 FROM generate_series(1, 3) AS g",
+        # inside a function's arguments: unnested too (one row per element)
+        "SELECT pg_typeof(generate_series(1, 2))::text",
+        "SELECT abs(generate_series(-2, 2)) AS a",
+        "SELECT round(generate_series(1, 2)::numeric / 3, 2) AS r",
+        "SELECT coalesce(generate_series(1, 2), 0)",
     ):
         h, p = _run(hw, "server", sql, ()), _run(pg, "server", sql, ())
         assert h == p, sql
