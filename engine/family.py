@@ -6,7 +6,8 @@ are several statements per batch, so N views cost N times that. Views of the sam
 shape (the same query but for its integer constants: `k % 3` and `k % 4`, `v > 10`
 and `v > 20`, ...) share one program instead: its rows carry the view they belong
 to and the view's constants as columns, and one statement per rule advances every
-view of the family.
+view of the family. The first view of a shape stays a plain program (the tags cost a
+lone view's rules ~5-15%); the second starts the family (engine/engine.py `_family`).
 
 `tag_plan(plan)` rewrites a lowered plan (planner/incremental.py) into its family's
 template:
