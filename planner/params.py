@@ -180,6 +180,10 @@ def _is_series(call: A.FuncCall) -> bool:
 
 
 _SMALL_INTS = (INT2, INT4)
+# Statements with more parameters are bulk DML (a multi-row VALUES with a parameter per
+# value): walking their tree costs ~1 µs a parameter at every Parse, for function
+# arguments they hardly have
+CAST_PARAMS_UPTO = 64
 
 
 def cast_function_params(stmt: Any, types: list[ColumnType]) -> Any:
@@ -187,7 +191,10 @@ def cast_function_params(stmt: Any, types: list[ColumnType]) -> Any:
     the parameter's type as in PostgreSQL (`generate_series(1, $1)` is integer,
     `pg_typeof($1)` smallint) instead of the type DuckDB gives the bound value. Only
     function arguments: elsewhere the value's own type serves, and casts there would
-    hide `col = $1` from the point-read and fast-insert paths."""
+    hide `col = $1` from the point-read and fast-insert paths. Not for statements of
+    more than CAST_PARAMS_UPTO parameters."""
+    if len(types) > CAST_PARAMS_UPTO:
+        return stmt
     numbers = {i + 1 for i, t in enumerate(types) if t.pg in _SMALL_INTS}
 
     def calls(tree: Any) -> list[A.FuncCall]:

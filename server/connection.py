@@ -34,7 +34,12 @@ from headwater.planner.extensions import (
     SelectAsOf,
     Subscribe,
 )
-from headwater.planner.params import cast_function_params, count_params, infer_param_types
+from headwater.planner.params import (
+    CAST_PARAMS_UPTO,
+    cast_function_params,
+    count_params,
+    infer_param_types,
+)
 from headwater.server import notify
 from headwater.server.auth.exchange import AUTH_TIMEOUT, authenticate
 from headwater.server.copy import CopyIn, CopyOptions, copy_options, format_copy_row, header_row
@@ -660,7 +665,7 @@ class Connection:
                 types.append(inferred[i] or ColumnType(TEXT))
         if name and name in self.session.prepared:
             raise SQLError(f'prepared statement "{name}" already exists', "42P05")
-        if stmt is not None and stmt is core and types:
+        if stmt is not None and stmt is core and 0 < len(types) <= CAST_PARAMS_UPTO:
             stmt = self._typed_tree(sql, stmt, types)
         self.session.prepared[name] = Prepared(
             name,
