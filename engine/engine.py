@@ -43,7 +43,7 @@ from headwater.engine.priority import background, run_delay
 from headwater.engine.rules.output import LIVE
 from headwater.engine.spark_executor import SparkExecutor
 from headwater.planner.incremental import incrementalize
-from headwater.planner.ir import Plan
+from headwater.planner.ir import Plan, unique_columns
 from headwater.planner.pg_compat import install_functions
 from headwater.storage.changelog import WEIGHT
 from headwater.storage.replica import quote
@@ -1032,11 +1032,15 @@ class Engine:
         placeholder the caller replaces). Columns are named as the view's query names
         them, or as `columns` says ((name, DuckDB type) each: cast to that type)."""
         e = self.frontier(view) if epoch is None else epoch
-        order = self.views[view].plan.order  # a top-N view's rows come in its order
+        plan = self.views[view].plan
+        # each stored row as many times as its multiplicity, unless rows never repeat
+        # (an aggregate's, DISTINCT's): the join with range(_n) costs a read ~0.5-0.8 ms
+        repeat = "" if unique_columns(plan.root) is not None else ", range(_o._n)"
+        order = plan.order  # a top-N view's rows come in its order
         return (
             f"SELECT {self._columns(view, columns)} FROM (SELECT * FROM {self.schema}o{view}"
-            f" WHERE _from <= {e} AND _to > {e}) _o,"
-            " range(_o._n)" + (f" ORDER BY {', '.join(f'_o.{k}' for k in order)}" if order else "")
+            f" WHERE _from <= {e} AND _to > {e}) _o{repeat}"
+            + (f" ORDER BY {', '.join(f'_o.{k}' for k in order)}" if order else "")
         )
 
     def changes_sql(

@@ -327,6 +327,28 @@ class Plan:
         return explain(self.root)
 
 
+def unique_columns(node: Node) -> frozenset[str] | None:
+    """Columns whose values no two of `node`'s rows share (empty: at most one row), or
+    None when rows may repeat. A view whose rows never repeat is read without expanding
+    each stored row by its multiplicity (engine/engine.py `read_sql`).
+
+        Project(Filter(Aggregate(group c1, sum -> c2)), c5 = c1, c6 = c2) -> {c5}
+    """
+    if isinstance(node, Aggregate):
+        return frozenset(n for n, _ in node.group)
+    if isinstance(node, Distinct):
+        return frozenset(node.columns)
+    if isinstance(node, Filter | Window):  # (a window keeps rows, adds columns)
+        return unique_columns(node.input)
+    if isinstance(node, Project):
+        keys = unique_columns(node.input)
+        renamed = {expr: name for name, expr in node.exprs}  # plain columns carried
+        if keys is None or not keys <= renamed.keys():
+            return None
+        return frozenset(renamed[k] for k in keys)
+    return None
+
+
 # -- helpers ------------------------------------------------------------------------------
 def walk(node: Node) -> Iterator[Node]:
     """Every node of the tree, children before parents."""

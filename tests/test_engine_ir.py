@@ -18,6 +18,7 @@ from headwater.planner.ir import (
     Scan,
     SemiJoin,
     SetOp,
+    unique_columns,
     walk,
 )
 
@@ -149,3 +150,25 @@ def test_interval_fields_keep_postgres_meaning() -> None:
     assert "CAST('90 day' AS interval)" in texts[0]
     assert texts[1] == "CAST('1 year' AS interval)"
     assert texts[2] == "CAST('1 day 2 hours' AS interval)"
+
+
+@pytest.mark.parametrize(
+    ("sql", "unique"),
+    [
+        ("SELECT a, count(*) AS n, avg(b) AS av FROM t GROUP BY a", True),
+        ("SELECT a % 3 AS g, sum(b) AS s FROM t GROUP BY 1 HAVING sum(b) > 2", True),
+        ("SELECT count(*) AS n FROM t", True),
+        ("SELECT DISTINCT a, b FROM t", True),
+        ("SELECT a FROM t", False),
+        ("SELECT count(*) AS n FROM t GROUP BY a", False),  # the key is not kept
+        ("SELECT a, count(*) AS n FROM t GROUP BY GROUPING SETS ((a), (a))", False),
+        ("SELECT a FROM t UNION ALL SELECT a FROM t", False),
+    ],
+)
+def test_unique_rows_read_without_multiplicity(sql: str, unique: bool) -> None:
+    """A view whose rows never repeat (engine/engine.py read_sql reads it without
+    expanding each stored row by its multiplicity)."""
+    root = incrementalize(plan_of(sql, catalog())).root
+    assert (unique_columns(root) is not None) == unique, (
+        root.explain() if hasattr(root, "explain") else root
+    )
