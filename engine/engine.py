@@ -494,7 +494,7 @@ class Engine:
         if fam is None and not any(self._shape(v) == tagged.key for v in self._plain()):
             # The first view of a shape stays a plain program: a family's rules carry
             # the tags through every join, group and fold, which made a lone view's
-            # batch ~18% dearer (docs/engine.md (k)). The second view of the shape
+            # batch 5-15% dearer (docs/engine.md (k)). The second view of the shape
             # starts the family; the first stays plain (its history stays where it is).
             return None, False
         if fam is None:
