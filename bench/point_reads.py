@@ -7,6 +7,8 @@ prepared   asyncpg: Parse once, then Bind/Execute/Sync per read (extended protoc
 simple     psycopg: a Query message per read with the key inlined (simple protocol)
 unnamed    psycopg: Parse/Bind/Execute/Sync of the unnamed statement per read
            (psycopg's default for parameters)
+view       asyncpg, prepared: the whole of a 10-row aggregate materialized view,
+           `SELECT * FROM pr_agg` (a dashboard's read; PostgreSQL's matview is a table)
 busy       prepared, while --busy-clients other connections run an aggregate over a
            --big-rows table in a loop (small queries next to big ones; the CPU time
            per read then includes the big queries')
@@ -76,11 +78,17 @@ def connect(dsn: str) -> psycopg.Connection:
     return psycopg.connect(dsn, autocommit=True, **({} if TLS else {"sslmode": "disable"}))
 
 
+VIEW = "SELECT k % 10 AS b, count(*) AS n, sum(v) AS s FROM pr_small GROUP BY 1"
+
+
 def setup(dsn: str) -> None:
     with connect(dsn) as c:
+        c.execute("DROP MATERIALIZED VIEW IF EXISTS pr_agg")
         c.execute("DROP TABLE IF EXISTS pr_small")
         c.execute("CREATE TABLE pr_small (k int PRIMARY KEY, v int)")
         c.execute(f"INSERT INTO pr_small SELECT g, g * 10 FROM generate_series(1, {ROWS}) g")
+        c.execute(f"CREATE MATERIALIZED VIEW pr_agg AS {VIEW}")
+        c.execute("SELECT * FROM pr_agg").fetchall()  # (Headwater: current once)
 
 
 class Timer:
@@ -137,6 +145,22 @@ async def _prepared(dsn: str, seconds: float, warmup: float) -> Timer:
             if got != k * 10:
                 raise AssertionError(f"read {got!r} for key {k}")
             i += 1
+        return timer
+    finally:
+        await c.close()
+
+
+async def _view(dsn: str, seconds: float, warmup: float) -> Timer:
+    c = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
+    try:
+        stmt = await c.prepare("SELECT * FROM pr_agg")
+        timer = Timer(seconds, warmup)
+        while timer.more():
+            t0 = time.perf_counter()
+            rows = await stmt.fetch()
+            timer.add(t0)
+            if len(rows) != 10 or sum(r["n"] for r in rows) != ROWS:
+                raise AssertionError(f"read {rows!r} from pr_agg")
         return timer
     finally:
         await c.close()
@@ -202,6 +226,7 @@ SECTIONS = {
     "prepared": lambda dsn, s, w: asyncio.run(_prepared(dsn, s, w)),
     "simple": bench_simple,
     "unnamed": bench_unnamed,
+    "view": lambda dsn, s, w: asyncio.run(_view(dsn, s, w)),
     "busy": bench_busy,
 }
 
