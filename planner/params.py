@@ -17,6 +17,7 @@ import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.types import ARRAY_TYPES, INT2, INT4, INT8, NUMERIC, TEXT, ColumnType
 from headwater.planner.ddl import type_of
+from headwater.planner.pg_compat import cast_to
 from headwater.planner.scope import Item, Scope, find_relation, named_relations
 from headwater.planner.syntax import nodes
 from pglast.enums.parsenodes import A_Expr_Kind
@@ -209,16 +210,10 @@ def cast_function_params(stmt: Any, types: list[ColumnType]) -> Any:
     stmt = copy.deepcopy(stmt)  # the parsed tree may be cached and shared
     for call in calls(stmt):
         call.args = tuple(
-            A.TypeCast(arg=a, typeName=_int_type_name(types[a.number - 1].pg))
-            if _param(a) in numbers
-            else a
+            cast_to(a, types[a.number - 1].pg.name) if _param(a) in numbers else a
             for a in call.args
         )
     return stmt
-
-
-def _int_type_name(pg: Any) -> A.TypeName:
-    return A.TypeName(names=(A.String(sval="pg_catalog"), A.String(sval=pg.name)), typemod=-1)
 
 
 def count_params(stmt: Any) -> int:

@@ -324,7 +324,7 @@ def _type_name(name: str, array: bool = False) -> Any:
     )
 
 
-def _cast(node: Any, type_name: str, array: bool = False) -> Any:
+def cast_to(node: Any, type_name: str, array: bool = False) -> Any:
     return A.TypeCast(arg=node, typeName=_type_name(type_name, array))
 
 
@@ -379,7 +379,7 @@ def select_outputs(node: Any) -> Any:
                 if fname in _TO_REG and len(rt.val.args or ()) == 1:  # shown as the name
                     rt.val = _reg_display(_TO_REG[fname], rt.val)
             if isinstance(rt.val, A.TypeCast) and _type_of(rt.val) in _REG_TYPES:
-                rt.val = _cast(rt.val, "text")
+                rt.val = cast_to(rt.val, "text")
             rt.val = _padded_char(rt.val)
             rt.val = _unnest_inner_srfs(rt.val)
             rt.val = _row_value(rt.val)
@@ -407,7 +407,7 @@ def _reg_display(reg: str, oid: Any) -> Any:
     if reg == "regclass":
         return _template(_RELVIS_DISPLAY, oid)
     if reg == "regtype":
-        return _template(_FORMAT_TYPE, oid, _cast(_const(None), "int4"))
+        return _template(_FORMAT_TYPE, oid, cast_to(_const(None), "int4"))
     if reg == "regnamespace":
         return _template(_NSP_DISPLAY, oid)
     return _template(_ROLE_DISPLAY, oid)
@@ -924,7 +924,7 @@ def _func(fc: A.FuncCall) -> Any:
             raise SQLError(f"argument of {name} must be greater than zero", sqlstate)
     if name in ("num_nulls", "num_nonnulls") and args and fc.over is None:
         test = NullTestType.IS_NULL if name == "num_nulls" else NullTestType.IS_NOT_NULL
-        counts = [_cast(A.NullTest(arg=a, nulltesttype=test), "int4") for a in args]
+        counts = [cast_to(A.NullTest(arg=a, nulltesttype=test), "int4") for a in args]
         total = counts[0]
         for c in counts[1:]:
             total = A.A_Expr(
@@ -1002,7 +1002,7 @@ def _func(fc: A.FuncCall) -> Any:
     if name == "col_description" and len(args) == 2:
         return _template(_DESCRIPTION, args[0], args[1])
     if name in _NULL_TEXT_FUNCS:
-        return _cast(_const(None), "text")
+        return cast_to(_const(None), "text")
     if name in _PRIV_FUNCS and len(args) >= 2:
         # (object, privilege) or (role, object, privilege): the session's role is asked
         obj, priv = (args[-2], args[-1]) if name != "has_column_privilege" else (args[-3], args[-1])
@@ -1039,7 +1039,7 @@ def _func(fc: A.FuncCall) -> Any:
         return _template(_ENCODING, args[0])
     if name in _SIZE_FUNCS and args:
         exists = _template("CAST(__hwarg0 * 0 AS bigint)", _existing("regclass", args[0]))
-        return exists if _stringish(args[0]) else _cast(_const(0), "int8")
+        return exists if _stringish(args[0]) else cast_to(_const(0), "int8")
     if name == "pg_size_pretty" and len(args) == 1:
         return _template(_SIZE_PRETTY, args[0])
     if name == "quote_ident" and len(args) == 1:
@@ -1086,7 +1086,7 @@ def _func(fc: A.FuncCall) -> Any:
         )
     if name == "octet_length" and len(args) == 1 and _type_of_cast(args[0]) in ("bpchar", "char"):
         # char(n) counts its blanks; its bytes as UTF-8
-        return _cast(
+        return cast_to(
             A.FuncCall(funcname=(A.String(sval="strlen"),), args=(_padded_char(args[0]),)), "int4"
         )
     if name == "to_regtype" and len(args) == 1:
@@ -1271,9 +1271,9 @@ def _has_aggregate(node: Any) -> bool:
 def _oid_of(reg: str, arg: Any) -> Any:
     """The oid a `arg::reg*` cast stands for (a name is looked up)."""
     if not _stringish(arg):
-        return _cast(arg, "int8")
+        return cast_to(arg, "int8")
     if isinstance(arg, A.A_Const) and isinstance(arg.val, A.String) and arg.val.sval.isdigit():
-        return _cast(arg, "int8")  # an oid, as PostgreSQL's reg* input reads digits
+        return cast_to(arg, "int8")  # an oid, as PostgreSQL's reg* input reads digits
     if reg == "regclass":
         return _template(_RELNAME_OID, arg)
     if reg == "regtype":
@@ -1282,7 +1282,7 @@ def _oid_of(reg: str, arg: Any) -> Any:
         return _template(_NSPNAME_OID, arg)
     if reg == "regrole":
         return _template(_ROLNAME_OID, arg)
-    return _cast(arg, "int8")
+    return cast_to(arg, "int8")
 
 
 # PostgreSQL's interval field masks (INTERVAL_MASK in datetime.h) for `interval '90' day`
@@ -1368,7 +1368,7 @@ def _typecast(tc: A.TypeCast) -> Any:
         if inner == "regclass":
             return _template(_RELVIS_DISPLAY, oid)
         if inner == "regtype":
-            return _template(_FORMAT_TYPE, oid, _cast(_const(None), "int4"))
+            return _template(_FORMAT_TYPE, oid, cast_to(_const(None), "int4"))
         if inner == "regnamespace":
             return _template(_NSP_DISPLAY, oid)
         return _template(_ROLE_DISPLAY, oid)
@@ -1468,9 +1468,9 @@ def _jsonb(arg: Any) -> Any:
     if isinstance(arg, A.A_Const) and (arg.isnull or isinstance(arg.val, A.String)):
         if not arg.isnull:
             arg = _const(normalize_jsonb(arg.val.sval))  # 22P02 as PostgreSQL
-        return _cast(arg, "json")
-    call = A.FuncCall(funcname=(A.String(sval="hw_jsonb_in"),), args=(_cast(arg, "text"),))
-    return _cast(call, "json")
+        return cast_to(arg, "json")
+    call = A.FuncCall(funcname=(A.String(sval="hw_jsonb_in"),), args=(cast_to(arg, "text"),))
+    return cast_to(call, "json")
 
 
 def _sql_value_function(node: A.SQLValueFunction) -> Any:
@@ -1709,7 +1709,7 @@ def _any_all(node: A.A_Expr, op: str) -> Any:
         return node  # never NULL
     test = A.NullTest(arg=_copy(arr), nulltesttype=NullTestType.IS_NULL)
     return A.CaseExpr(
-        args=(A.CaseWhen(expr=test, result=_cast(_const(None), "bool")),),
+        args=(A.CaseWhen(expr=test, result=cast_to(_const(None), "bool")),),
         defresult=node,
     )
 
