@@ -12,7 +12,8 @@ on the views (so views come and go without restarting it, and N views cost one
 query's per-batch overhead, not N). Its foreachBatch sink runs in the driver's
 Python process and advances every view over the batch's epochs with the operator
 rules of engine/delta.py, evaluated by DuckDB over the engine's state database. Each
-view's batch is one DuckDB transaction that also moves its frontier, so a batch
+view's (or family's) batch is one DuckDB transaction, on a cursor of its own, that
+also moves its frontier: independent views advance on several threads, and a batch
 replayed after SIGKILL (Spark re-runs the last uncommitted batch from its offset
 log) is skipped by the views that committed it and redone by the others: no
 change lost, none counted twice.
@@ -26,7 +27,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,10 @@ CATCH_UP_MAX_S = float(os.environ.get("HW_ENGINE_CATCH_UP_MAX_S", "5.0"))
 # CPU free, or no epoch spooled during the batch, the next one is not delayed.
 PACE = float(os.environ.get("HW_ENGINE_PACE", "2.0"))
 PACE_MAX_S = float(os.environ.get("HW_ENGINE_PACE_MAX_S", "0.25"))
+# Threads that advance a batch's independent units (a view, or a family) at once, each
+# on its own cursor in its own transaction: most of a unit's time is DuckDB binding and
+# optimizing statements on one core (docs/engine.md (l)). 1: one unit after the other.
+UNIT_THREADS = int(os.environ.get("HW_ENGINE_UNIT_THREADS", "4"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
 # view -> its plan and scans, planned again from its definition (None: it no longer exists)
 Columns = Sequence[tuple[str, str]]  # (name, DuckDB type) of each column of a view
@@ -170,7 +176,12 @@ class Engine:
             connection.execute(f"ATTACH '{path}' AS {ATTACHED}")
             self.schema = f"{ATTACHED}."
         self._lock = threading.RLock()  # one batch (or DDL) at a time
+        # the registry's cursor; each unit (a plain view's program, or a family's) has a
+        # cursor of its own (`ViewProgram.db`: its scratch tables are temp tables of it)
         self._cur = self._cursor()
+        self.unit_threads = UNIT_THREADS
+        self._pool: ThreadPoolExecutor | None = None
+        self._busy: duckdb.DuckDBPyConnection | None = None  # a backfill's (its progress)
         # The registry. A data directory written before plans were re-planned from their
         # definitions has a `plan` column (pickled plans) in hw_views and hw_families:
         # it is ignored, and rows are written naming their columns.
@@ -264,9 +275,10 @@ class Engine:
                     dropped.append(view)
                     continue
                 prog = ViewProgram(view, incrementalize(plan[0]), plan[1])
-                prog.db = cur
+                # (a member's own program only types it: its family's runs its batches)
+                prog.db = cur if view in members else self._cursor()
                 try:
-                    prog.type_nodes(cur)
+                    prog.type_nodes(prog.db)
                     if view in members:
                         ok = self._restore_member(prog, *members[view], keys[members[view][0]])
                     else:
@@ -275,6 +287,7 @@ class Engine:
                     log.warning("view %s: planned again, it cannot be typed: %s", view, e)
                     ok = False
                 if not ok:
+                    self._close(prog)
                     log.warning("view %s: its state does not match its plan; dropped", view)
                     dropped.append(view)
                     continue
@@ -297,10 +310,15 @@ class Engine:
         fam = self.families.get(fname)
         if fam is None:
             fprog = ViewProgram(fname, tagged.plan, prog.scans, tag_types=tagged.tag_types)
-            fprog.db = self._cur
-            fprog.type_nodes(self._cur)
-            tables = {r[0] for r in fetch_all(self._cur, _TABLES)}
-            if not self._restore_tables(fprog, tables):
+            fprog.db = self._cursor()
+            try:
+                fprog.type_nodes(fprog.db)
+                tables = {r[0] for r in fetch_all(self._cur, _TABLES)}
+                ok = self._restore_tables(fprog, tables)
+            except duckdb.Error:
+                ok = False
+            if not ok:
+                self._close(fprog)
                 return False
             fam = self.families[fname] = Family(fname, key, fprog, {})
         fam.members[prog.view] = params
@@ -316,7 +334,7 @@ class Engine:
         }
         if want != {t for t in tables if t in (f"o{v}", f"l{v}") or t.startswith(f"s{v}_")}:
             return False
-        prog.create_tables(self._cur)  # only its scratch tables: the others exist
+        prog.create_tables(prog.db)  # only its scratch tables: the others exist
         root = prog.plan.root
         cols = list(zip(root.columns, prog.types[prog.index[id(root)]], strict=True))
         expect = {
@@ -324,13 +342,13 @@ class Engine:
             f"l{v}": [*cols, ("_w", "BIGINT"), ("_e", "BIGINT")],
         }
         for name, want_cols in expect.items():
-            have = [(r[0], r[1]) for r in fetch_all(self._cur, f"DESCRIBE {name}")]
+            have = [(r[0], r[1]) for r in fetch_all(prog.db, f"DESCRIBE {name}")]
             if have != [(c, t) for c, t in want_cols]:
                 return False
         for i, node in enumerate(prog.nodes):
             for name, sql in prog.state_schemas(i, node):
-                have_names = [r[0] for r in fetch_all(self._cur, f"DESCRIBE {name}")]
-                if have_names != [r[0] for r in fetch_all(self._cur, f"DESCRIBE {sql}")]:
+                have_names = [r[0] for r in fetch_all(prog.db, f"DESCRIBE {name}")]
+                if have_names != [r[0] for r in fetch_all(prog.db, f"DESCRIBE {sql}")]:
                     return False
         return True
 
@@ -395,19 +413,21 @@ class Engine:
         lowered = incrementalize(plan)
         with self._lock:
             epoch = self.last_epoch if at_epoch is None else at_epoch
-            cur = self._cur
             prog = ViewProgram(view, lowered, scans)
-            prog.db = cur
-            prog.type_nodes(cur)
+            prog.db = self._cur
+            prog.type_nodes(self._cur)
             fam, new = self._family(prog)
             if fam is None:
-                prog.create_tables(cur)
+                prog.db = self._cursor()
+                prog.create_tables(prog.db)
+            # the transaction is the cursor's of the program that runs the view's batches
+            cur = self._busy = (prog if fam is None else fam.prog).db
             cur.execute("BEGIN")
             try:
                 if fam is not None:
-                    self._join_family(fam, new, view, epoch)
+                    choice = self._join_family(fam, new, view, epoch)
                 else:
-                    self._backfill(prog, epoch)
+                    choice = self._backfill(prog, epoch)
                 cur.execute(
                     "INSERT INTO hw_views (view, name, created, frontier, status, error)"
                     " VALUES (?, ?, ?, ?, 'running', NULL)",
@@ -418,18 +438,22 @@ class Engine:
             except BaseException:
                 cur.execute("ROLLBACK")
                 self.manifest.rollback(cur)
-                self._forget_scratch()
                 if fam is None:
                     prog.drop(cur)
+                    self._close(prog)
                 else:
+                    fam.prog.forget_scratch()
                     fam.members.pop(view, None)
                     if new:
                         fam.prog.drop(cur)
+                        self._close(fam.prog)
                 raise
+            finally:
+                self._busy = None
             if fam is not None:
                 self.families[fam.name] = fam
                 self._member_of[view] = fam
-            self.last_choice[view] = self._choice
+            self.last_choice[view] = choice
             self.views[view] = prog
             self.names[view] = name or str(view)
             self._registry[view] = ViewState(epoch, epoch, "running", None)
@@ -465,6 +489,7 @@ class Engine:
                     self.manifest.commit()
                     self.spark.forget(prog.view)
                     prog.drop(cur)
+                    self._close(prog)
                 return
             cur.execute("BEGIN")
             cur.execute("DELETE FROM hw_views WHERE view = ?", [view])
@@ -481,6 +506,7 @@ class Engine:
             cur.execute("COMMIT")
             if not fam.members:
                 fam.prog.drop(cur)
+                self._close(fam.prog)
 
     # -- families (engine/family.py) ------------------------------------------------
     def _family(self, prog: ViewProgram) -> tuple[Family | None, bool]:
@@ -501,16 +527,19 @@ class Engine:
             fprog = ViewProgram(
                 f"f{prog.view}", tagged.plan, prog.scans, tag_types=tagged.tag_types
             )
-            fprog.db = self._cur
+            fprog.db = self._cursor()
             try:
-                fprog.type_nodes(self._cur)
+                fprog.type_nodes(fprog.db)
             except duckdb.Error:  # e.g. a function that wants a constant argument
+                self._close(fprog)
                 return None, False
             fam = Family(str(fprog.view), tagged.key, fprog, {})
         if not self._same_types(prog, fam, tagged):
+            if new:
+                self._close(fam.prog)
             return None, False
         if new:
-            fam.prog.create_tables(self._cur)
+            fam.prog.create_tables(fam.prog.db)
         fam.members[prog.view] = tuple(tagged.params)
         return fam, new
 
@@ -538,17 +567,17 @@ class Engine:
                     return False
         return True
 
-    def _join_family(self, fam: Family, new: bool, view: int, epoch: int) -> None:
+    def _join_family(self, fam: Family, new: bool, view: int, epoch: int) -> Choice:
         """Backfill a new member (the caller holds the transaction) and give it its
         output as SQL views over its family's tables."""
-        cur = self._cur
+        cur = fam.prog.db
         if new:
             cur.execute("INSERT INTO hw_families (family, key) VALUES (?, ?)", [fam.name, fam.key])
         cur.execute(
             "INSERT INTO hw_members VALUES (?, ?, ?)",
             [view, fam.name, json.dumps(list(fam.members[view]))],
         )
-        self._backfill(fam.prog, epoch, fam.pv({view: epoch - 1}))
+        choice = self._backfill(fam.prog, epoch, fam.pv({view: epoch - 1}))
         cols = ", ".join(c for c in fam.prog.plan.root.columns if not is_tag(c))
         sep = ", " if cols else ""
         cur.execute(
@@ -559,6 +588,7 @@ class Engine:
             f"CREATE VIEW l{view} AS SELECT {cols}{sep}_w, _e FROM l{fam.name}"
             f" WHERE {fam.vcol} = {view}"
         )
+        return choice
 
     @staticmethod
     def _family_tables(fam: Family, cur: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
@@ -574,7 +604,9 @@ class Engine:
             fam.tables = out
         return fam.tables
 
-    def _backfill(self, prog: ViewProgram, epoch: int, pv: str | None = None) -> None:
+    def _backfill(self, prog: ViewProgram, epoch: int, pv: str | None = None) -> Choice:
+        """Fill a program (a family's: the members `pv` names) with its inputs at `epoch`,
+        on its cursor (the caller holds the transaction); returns who ran it."""
         registered: list[str] = []
         snaps = {oid: self._snapshot(oid, epoch) for oid, i in prog.scans.items() if i.view is None}
         arrows = {f"_snap{oid}": t for oid, t in snaps.items() if t.num_rows}
@@ -592,7 +624,7 @@ class Engine:
             if t.num_rows == 0:
                 return empty_changes(info)
             if name not in registered:
-                self._cur.register(name, t)
+                prog.db.register(name, t)
                 registered.append(name)
             if WEIGHT in t.column_names:
                 return f"(SELECT *, {epoch} AS _hw_epoch FROM {name})"
@@ -601,11 +633,13 @@ class Engine:
         rows = sum(t.num_rows for t in snaps.values())
         try:
             batch = Batch(epoch, changes)
-            self._execute(prog, batch, epoch - 1, True, False, pv, arrows, rows, backfill=True)
+            return self._execute(
+                prog, batch, epoch - 1, True, False, pv, arrows, rows, backfill=True
+            )[1]
         finally:
             for n in registered:
                 try:
-                    self._cur.unregister(n)
+                    prog.db.unregister(n)
                 except duckdb.Error:
                     pass
 
@@ -669,7 +703,6 @@ class Engine:
         began, waited, seq = time.monotonic(), run_delay(), self._spool_seq
         out: dict[int, int] = {}
         with self._lock:
-            cur = self._cur
             fronts = self._running()
             todo = [v for v in self._order() if v in fronts and fronts[v] < end]
             if not todo:
@@ -677,7 +710,7 @@ class Engine:
                 return out
             self._seq = getattr(self, "_seq", 0) + 1
             registered: dict[int, str] = {}
-            arrows: dict[str, pa.Table] = {}  # registered name -> its rows (for Spark)
+            arrows: dict[str, pa.Table] = {}  # registered name -> its rows
             epochs: dict[int, list[int]] = {}  # table -> epochs of the batch that changed it
             # Each table's changes after the lowest frontier of the views that scan it, not
             # of all views: an ALTER rebuilt those views at its epoch, and the spool's
@@ -687,7 +720,7 @@ class Engine:
                 for o, i in self.views[v].scans.items():
                     if i.view is None:
                         lows[o] = min(lows.get(o, fronts[v]), fronts[v])
-            # every changed table's changes, registered once, before any transaction
+            # every changed table's changes, read once (each unit's cursor registers them)
             for oid, low in lows.items():
                 parts, epochs[oid] = sp.read_table_epochs(
                     self.spool, oid, low, end, self.spool_reader
@@ -695,7 +728,6 @@ class Engine:
                 if parts:
                     name = f"_chg{oid}_{self._seq}"
                     arrows[name] = pa.concat_tables(parts)
-                    cur.register(name, arrows[name])
                     registered[oid] = name
 
             def changes(oid: int, after: int) -> str:
@@ -719,92 +751,117 @@ class Engine:
                     if info.view is None:
                         eps = epochs.get(oid, [])
                         seen.update(eps[bisect.bisect_right(eps, after) :])
-                    else:
+                    else:  # (committed by its unit, which ran before on this thread)
                         rows = fetch_all(
-                            cur,
+                            self._unit(prog.view).db,
                             f"SELECT DISTINCT _e FROM l{info.view}"
                             f" WHERE _e > {after} AND _e <= {end}",
                         )
                         seen.update(int(r[0]) for r in rows)
                 return len(seen)
 
-            def run(views: list[int]) -> int:
-                """Advance views (one view, or views of one family) over the batch."""
-                fam = self._member_of.get(views[0])
+            def rows_of(prog: ViewProgram) -> int:
+                return sum(arrows[registered[o]].num_rows for o in prog.scans if o in registered)
+
+            def run(views: list[int]) -> None:
+                """Advance views (one view, or views of one family) over the batch, in a
+                transaction of their program's cursor that also moves their frontiers."""
                 at = {v: changed_at(self.views[v], fronts[v]) for v in views}
                 moved = [v for v in views if at[v]]
-                if not moved:
-                    return 0
-                multi = max(at.values())
-                after = min(fronts[v] for v in moved)
-                batch = Batch(end, changes)
-                prog = self.views[views[0]] if fam is None else fam.prog
-                pv = None if fam is None else fam.pv({v: fronts[v] for v in moved})
-                rows = sum(arrows[registered[o]].num_rows for o in prog.scans if o in registered)
-                unchanged = frozenset(
-                    o for o, i in prog.scans.items() if i.view is None and o not in registered
+                prog = self._unit(views[0])
+                cur = prog.db
+                cur.execute("BEGIN")
+                try:
+                    n, choice = 0, None
+                    if moved:
+                        fam = self._member_of.get(views[0])
+                        pv = None if fam is None else fam.pv({v: fronts[v] for v in moved})
+                        unchanged = frozenset(
+                            o
+                            for o, i in prog.scans.items()
+                            if i.view is None and o not in registered
+                        )
+                        n, choice = self._execute(
+                            prog,
+                            Batch(end, changes),
+                            min(fronts[v] for v in moved),
+                            False,
+                            max(at.values()),
+                            pv,
+                            arrows,
+                            rows_of(prog),
+                            unchanged,
+                        )
+                    marks = ", ".join("?" for _ in views)
+                    cur.execute(
+                        f"UPDATE hw_views SET frontier = ? WHERE view IN ({marks})", [end, *views]
+                    )
+                    cur.execute("COMMIT")
+                except BaseException:
+                    cur.execute("ROLLBACK")
+                    prog.forget_scratch()  # its temp tables made in the transaction are gone
+                    self.manifest.rollback(cur)
+                    raise
+                self.manifest.commit()
+                for v in views:
+                    out[v] = n
+                    self._registry[v] = replace(self._registry[v], frontier=end)
+                    if choice is not None and v in moved:
+                        self.last_choice[v] = choice
+
+            def fail(v: int, e: Exception) -> None:
+                """A view's error stops that view only."""
+                log.warning("view %s failed at epochs (%s, %s]: %s", v, fronts[v], end, e)
+                # the error names the view (a rule's message knows only its id)
+                why = f'materialized view "{self.names.get(v, v)}": {e}'
+                self._unit(v).db.execute(
+                    "UPDATE hw_views SET status = 'error', error = ? WHERE view = ?", [why, v]
                 )
-                n = self._execute(prog, batch, after, False, multi, pv, arrows, rows, unchanged)
-                for v in moved:
-                    self.last_choice[v] = self._choice
-                return n
+                self._registry[v] = replace(self._registry[v], status="error", error=why)
+
+            def advance_units(units: list[list[int]]) -> None:
+                """Units one after the other (a unit reads the changes its predecessors
+                committed); a family that fails is redone one view at a time, so that
+                only the failing view stops."""
+                for views in units:
+                    cur = self._unit(views[0]).db
+                    names = [registered[o] for o in self._unit(views[0]).scans if o in registered]
+                    for name in names:
+                        cur.register(name, arrows[name])
+                    try:
+                        try:
+                            run(views)
+                            continue
+                        except Exception as e:
+                            if len(views) == 1:
+                                fail(views[0], e)
+                                continue
+                        for v in views:
+                            try:
+                                run([v])
+                            except Exception as e:
+                                fail(v, e)
+                    finally:
+                        for name in names:
+                            cur.unregister(name)
 
             # units: a view, or the views of a family (at its first member's place)
-            units: dict[object, list[int]] = {}
+            by_unit: dict[object, list[int]] = {}
             for v in todo:
                 fam = self._member_of.get(v)
-                units.setdefault(fam.name if fam is not None else v, []).append(v)
-
-            def advance_frontiers(views: list[int]) -> None:
-                marks = ", ".join("?" for _ in views)
-                cur.execute(
-                    f"UPDATE hw_views SET frontier = ? WHERE view IN ({marks})", [end, *views]
-                )
-
-            # Every view in one transaction (a commit costs ~3 ms); if any view fails,
-            # redo the batch one view per transaction, so that only that view stops.
-            last = max(end, self.last_epoch)
-            cur.execute("BEGIN")
-            try:
-                for views in units.values():
-                    n = run(views)
-                    for v in views:
-                        out[v] = n
-                advance_frontiers(todo)
-                self._set_end(last)
-                cur.execute("COMMIT")
-                self.manifest.commit()
-                for v in todo:
-                    self._registry[v] = replace(self._registry[v], frontier=end)
-            except Exception:
-                cur.execute("ROLLBACK")
-                self.manifest.rollback(cur)
-                self._last = None
-                self._forget_scratch()
-                out.clear()
-                for v in todo:
-                    cur.execute("BEGIN")
-                    try:
-                        out[v] = run([v])
-                        advance_frontiers([v])
-                        cur.execute("COMMIT")
-                        self.manifest.commit()
-                        self._registry[v] = replace(self._registry[v], frontier=end)
-                    except Exception as e:  # a view's error stops that view only
-                        cur.execute("ROLLBACK")
-                        self.manifest.rollback(cur)
-                        self._forget_scratch()
-                        log.warning("view %s failed at epochs (%s, %s]: %s", v, fronts[v], end, e)
-                        # the error names the view (a rule's message knows only its id)
-                        why = f'materialized view "{self.names.get(v, v)}": {e}'
-                        cur.execute(
-                            "UPDATE hw_views SET status = 'error', error = ? WHERE view = ?",
-                            [why, v],
-                        )
-                        self._registry[v] = replace(self._registry[v], status="error", error=why)
-                self._set_end(last)
-            for name in registered.values():
-                cur.unregister(name)
+                by_unit.setdefault(fam.name if fam is not None else v, []).append(v)
+            groups = self._independent(list(by_unit.values()))
+            if len(groups) > 1 and self._parallel(by_unit.values(), rows_of):
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        self.unit_threads, "hw-units", initializer=background
+                    )
+                for f in [self._pool.submit(advance_units, g) for g in groups]:
+                    f.result()
+            else:
+                for g in groups:
+                    advance_units(g)
+            self._set_end(max(end, self.last_epoch))
             ran = frozenset(self.last_choice[v].executor for v in out if v in self.last_choice)
             took = time.monotonic() - began
             self.last_batch = (took, ran)
@@ -816,6 +873,61 @@ class Engine:
         for fn in self.on_advance:
             fn(end)
         return out
+
+    def _unit(self, view: int | str) -> ViewProgram:
+        """The program that runs a view's batches: its family's, or its own."""
+        fam = self._member_of.get(view) if isinstance(view, int) else None
+        if fam is not None:
+            return fam.prog
+        return self.views[view] if isinstance(view, int) else self.families[view].prog
+
+    def _independent(self, units: list[list[int]]) -> list[list[list[int]]]:
+        """The units in groups: a unit whose views read another unit's views is in its
+        group, after it (as in `units`); groups can run at once."""
+        owner = {v: i for i, views in enumerate(units) for v in views}
+        parent = list(range(len(units)))
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                i = parent[i]
+            return i
+
+        for i, views in enumerate(units):
+            for v in views:
+                for info in self.views[v].scans.values():
+                    if info.view is not None and info.view in owner:
+                        parent[root(i)] = root(owner[info.view])
+        groups: dict[int, list[list[int]]] = {}
+        for i, views in enumerate(units):
+            groups.setdefault(root(i), []).append(views)
+        return list(groups.values())
+
+    def _parallel(self, units: Iterable[list[int]], rows_of: Callable[[ViewProgram], int]) -> bool:
+        """Whether the units may run at once: every one surely on DuckDB (the Spark
+        executor and the Parquet manifest are used by one batch at a time)."""
+        if self.unit_threads < 2:
+            return False
+        for views in units:
+            prog = self._unit(views[0])
+            if any(t in self.manifest.live for t in prog.tables()):
+                return False
+            if self._choose(prog, rows_of(prog), None).executor != "duckdb":
+                return False
+        return True
+
+    def _choose(
+        self, prog: ViewProgram, rows: int, why_not: str | None, backfill: bool = False
+    ) -> Choice:
+        return choose(
+            self.executor,
+            rows=rows,
+            why_not=why_not,
+            spark_up=stage.spark_started(),
+            local=self.master.startswith("local"),
+            state_bytes=lambda: self._state_bytes(prog),
+            memory_limit=self.memory_limit,
+            backfill=backfill,
+        )
 
     def _execute(
         self,
@@ -829,26 +941,19 @@ class Engine:
         rows: int,
         unchanged: frozenset[int] = frozenset(),
         backfill: bool = False,
-    ) -> int:
-        """Run one batch of a program on the executor `choose` picks (the caller holds
-        the transaction). DuckDB changes the tables in place and unlists their Parquet
-        copies; Spark writes new Parquet generations and loads them (spark_executor)."""
+    ) -> tuple[int, Choice]:
+        """Run one batch of a program on the executor `choose` picks, on the program's
+        cursor (the caller holds its transaction); returns its output changes and the
+        choice. DuckDB changes the tables in place and unlists their Parquet copies;
+        Spark writes new Parquet generations and loads them (spark_executor)."""
         ctx = prog.context(batch, after, first, multi, pv)
         why_not = None if self.executor == "duckdb" else self.spark.expressible(prog, ctx)
-        self._choice = choice = choose(
-            self.executor,
-            rows=rows,
-            why_not=why_not,
-            spark_up=stage.spark_started(),
-            local=self.master.startswith("local"),
-            state_bytes=lambda: self._state_bytes(prog),
-            memory_limit=self.memory_limit,
-            backfill=backfill,
-        )
+        choice = self._choose(prog, rows, why_not, backfill)
         if choice.executor == "spark":
-            return self.spark.advance(self._cur, prog, ctx, arrows)
-        self.manifest.forget(self._cur, prog.tables())
-        return prog.advance(self._cur, batch, after, first, multi=multi, pv=pv, unchanged=unchanged)
+            return self.spark.advance(prog.db, prog, ctx, arrows), choice
+        self.manifest.forget(prog.db, prog.tables())
+        n = prog.advance(prog.db, batch, after, first, multi=multi, pv=pv, unchanged=unchanged)
+        return n, choice
 
     def _state_bytes(self, prog: ViewProgram) -> int:
         """DuckDB's estimate of the bytes of a program's tables."""
@@ -881,11 +986,10 @@ class Engine:
             visit(v)
         return order
 
-    def _forget_scratch(self) -> None:
-        for prog in self.views.values():
-            prog.forget_scratch()
-        for fam in self.families.values():
-            fam.prog.forget_scratch()
+    def _close(self, prog: ViewProgram) -> None:
+        """Close a program's own cursor (its temp tables go with it)."""
+        if prog.db is not self._cur:
+            prog.db.close()
 
     # -- the Spark stage ------------------------------------------------------------
     def start(self, conf: dict[str, str] | None = None) -> None:
@@ -973,6 +1077,10 @@ class Engine:
 
     def close(self) -> None:
         self.stop()
+        if self._pool is not None:
+            self._pool.shutdown()
+        for prog in [*self.views.values(), *(f.prog for f in self.families.values())]:
+            self._close(prog)
         self._cur.close()
         if self.schema:
             self._db.execute(f"DETACH {ATTACHED}")
@@ -993,9 +1101,10 @@ class Engine:
 
     # -- reading --------------------------------------------------------------------
     def statement_progress(self) -> float | None:
-        """DuckDB's percent done of the statement the engine runs now (a step of a
-        backfill or a batch); None when none runs. Any thread, without the lock."""
-        p = self._cur.query_progress()
+        """DuckDB's percent done of the statement a view's backfill runs now; None when
+        none runs. Any thread, without the lock."""
+        cur = self._busy
+        p = cur.query_progress() if cur is not None else -1
         return p if p >= 0 else None
 
     def frontier(self, view: int) -> int:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
+from headwater.catalog.objects import Column, Table
+from headwater.catalog.types import INT4, INT8, ColumnType
+from headwater.engine.delta import ViewProgram
 from headwater.engine.engine import Engine
 from headwater.engine.spool import SpoolWriter
 
@@ -78,9 +83,6 @@ def test_view_over_view_and_drop(tmp_path: Path) -> None:
     engine, w = _engine(tmp_path)
     _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
     cat = catalog()
-    from headwater.catalog.objects import Column, Table
-    from headwater.catalog.types import INT4, INT8, ColumnType
-
     cat.add_relation(
         Table(
             900,
@@ -98,6 +100,53 @@ def test_view_over_view_and_drop(tmp_path: Path) -> None:
     assert sorted(arrow_rows(engine.read(2, 2))) == [(2, 1)]
     engine.drop_view(2)
     assert 2 not in engine.views and [s.view for s in engine.status()] == [1]
+
+
+def test_independent_views_advance_at_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """Views that read no other view of the batch run on threads of their own, each in
+    its own transaction on its own cursor; a view over a view runs after it (and reads
+    the changes it committed in the same batch). Proven by a barrier that the batches
+    of views 1 and 2 must reach together: one after the other, it would time out."""
+    engine, w = _engine(tmp_path)
+    _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
+    _view(engine, 2, "SELECT max(b) AS m FROM t")
+    cat = catalog()
+    cat.add_relation(
+        Table(
+            900,
+            "public",
+            "per_a",
+            (Column("a", ColumnType(INT4, -1)), Column("n", ColumnType(INT8, -1))),
+        )
+    )
+    plan = plan_of("SELECT sum(n) AS total FROM per_a", cat)
+    engine.create_view(3, plan, {900: engine.output_scan(1, 900)}, at_epoch=0)
+    assert len({id(engine.views[v].db) for v in (1, 2, 3)} | {id(engine._cur)}) == 4
+    together = threading.Barrier(2, timeout=20)
+    threads: dict[int, str] = {}
+    advance = ViewProgram.advance
+
+    def meet(prog: ViewProgram, *args: Any, **kw: Any) -> int:
+        threads[int(prog.view)] = threading.current_thread().name
+        if prog.view in (1, 2):
+            together.wait()
+        return advance(prog, *args, **kw)
+
+    monkeypatch.setattr(ViewProgram, "advance", meet)
+    w.write_epoch(1, {T: _t([(1, 1, 5, None), (2, 1, 7, None), (3, 2, 9, None)], [1, 1, 1])})
+    engine.advance(1)
+    assert [s.status for s in engine.status()] == ["running"] * 3
+    assert threads[1] != threads[2] and threads[3] == threads[1]
+    assert sorted(arrow_rows(engine.read(1, 1))) == [(1, 2), (2, 1)]
+    assert arrow_rows(engine.read(2, 1)) == [(9,)]
+    assert arrow_rows(engine.read(3, 1)) == [(3,)]
+    # one thread: the same answers, one unit after the other (the barrier would break)
+    monkeypatch.setattr(ViewProgram, "advance", advance)
+    engine.unit_threads = 1
+    w.write_epoch(2, {T: _t([(3, 2, 9, None)], [-1])})
+    engine.advance(2)
+    assert arrow_rows(engine.read(2, 2)) == [(7,)] and arrow_rows(engine.read(3, 2)) == [(2,)]
+    engine.close()
 
 
 def test_reads_through_an_attached_database(tmp_path: Path) -> None:
