@@ -851,12 +851,21 @@ class Engine:
                 fam = self._member_of.get(v)
                 by_unit.setdefault(fam.name if fam is not None else v, []).append(v)
             groups = self._independent(list(by_unit.values()))
+            pooled: list[float] = []  # the unit threads' waits for a CPU (for PACE)
+
+            def on_thread(units: list[list[int]]) -> None:
+                w0 = run_delay()
+                try:
+                    advance_units(units)
+                finally:
+                    pooled.append(run_delay() - w0)
+
             if len(groups) > 1 and self._parallel(by_unit.values(), rows_of):
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(
                         self.unit_threads, "hw-units", initializer=background
                     )
-                for f in [self._pool.submit(advance_units, g) for g in groups]:
+                for f in [self._pool.submit(on_thread, g) for g in groups]:
                     f.result()
             else:
                 for g in groups:
@@ -868,7 +877,8 @@ class Engine:
             # (only while epochs stream in: a write that waits for its views is not
             # delayed when nothing was spooled during the batch)
             streaming = self._spool_seq != seq
-            delay = PACE * max(0.0, run_delay() - waited) if streaming else 0.0
+            wait = run_delay() - waited + sum(pooled)
+            delay = PACE * max(0.0, wait) if streaming else 0.0
             self._next_batch = time.monotonic() + min(PACE_MAX_S, delay)
         for fn in self.on_advance:
             fn(end)
