@@ -966,11 +966,12 @@ class Engine:
         return n, choice
 
     def _state_bytes(self, prog: ViewProgram) -> int:
-        """DuckDB's estimate of the bytes of a program's tables."""
+        """DuckDB's estimate of the bytes of a program's tables (on its cursor: units
+        run on several threads, and a DuckDB connection serves one call at a time)."""
         names = prog.tables()
         marks = ", ".join("?" for _ in names)
         rows = fetch_all(
-            self._cur,
+            prog.db,
             "SELECT coalesce(sum(estimated_size * column_count * 8), 0) FROM duckdb_tables()"
             f" WHERE database_name = current_database() AND table_name IN ({marks})",
             names,

@@ -10,8 +10,10 @@ import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import Column, Table
 from headwater.catalog.types import INT4, INT8, ColumnType
+from headwater.engine import stage
 from headwater.engine.delta import ViewProgram
 from headwater.engine.engine import Engine
+from headwater.engine.executors import STATE_CHECK_ROWS
 from headwater.engine.spool import SpoolWriter
 
 from tests.test_engine_support import T, U, arrow_rows, catalog, plan_of, replanner, scans
@@ -146,6 +148,27 @@ def test_independent_views_advance_at_once(tmp_path: Path, monkeypatch: Any) -> 
     w.write_epoch(2, {T: _t([(3, 2, 9, None)], [-1])})
     engine.advance(2)
     assert arrow_rows(engine.read(2, 2)) == [(7,)] and arrow_rows(engine.read(3, 2)) == [(2,)]
+    engine.close()
+
+
+def test_units_at_once_weigh_their_state_on_their_own_cursors(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """With a memory limit and Spark up, `auto` weighs a unit's state for a batch of
+    10,000 rows or more: units running at once each ask on their own cursor (a shared
+    one refuses a second caller: "connection is busy")."""
+    monkeypatch.setattr(stage, "spark_started", lambda: True)  # (it is not started)
+    engine, w = _engine(tmp_path, memory_limit=8 << 30)
+    _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
+    _view(engine, 2, "SELECT max(b) AS m FROM t")
+    _view(engine, 3, "SELECT s, sum(b) AS total FROM t GROUP BY s")
+    n = STATE_CHECK_ROWS + 1
+    w.write_epoch(1, {T: _t([(i, i % 7, i, str(i % 3)) for i in range(n)], [1] * n)})
+    engine.advance(1)
+    assert [(s.view, s.status, s.error) for s in engine.status()] == [
+        (v, "running", None) for v in (1, 2, 3)
+    ]
+    assert arrow_rows(engine.read(2, 1)) == [(n - 1,)]
     engine.close()
 
 
