@@ -69,7 +69,9 @@ PACE = float(os.environ.get("HW_ENGINE_PACE", "2.0"))
 PACE_MAX_S = float(os.environ.get("HW_ENGINE_PACE_MAX_S", "0.25"))
 # Threads that advance a batch's independent units (a view, or a family) at once, each
 # on its own cursor in its own transaction: most of a unit's time is DuckDB binding and
-# optimizing statements on one core (docs/engine.md (l)). 1: one unit after the other.
+# optimizing statements on one core, and leaves it idle part of the time (2 cores, 3
+# views: 1 thread 57-62 ms per batch, 2: 45-48, 4: 40-41; docs/engine.md (l)).
+# 1: one unit after the other.
 UNIT_THREADS = int(os.environ.get("HW_ENGINE_UNIT_THREADS", "4"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
 # view -> its plan and scans, planned again from its definition (None: it no longer exists)
