@@ -755,7 +755,7 @@ class Engine:
                         seen.update(eps[bisect.bisect_right(eps, after) :])
                     else:  # (committed by its unit, which ran before on this thread)
                         rows = fetch_all(
-                            self._unit(prog.view).db,
+                            self._unit(int(prog.view)).db,
                             f"SELECT DISTINCT _e FROM l{info.view}"
                             f" WHERE _e > {after} AND _e <= {end}",
                         )
@@ -886,12 +886,10 @@ class Engine:
             fn(end)
         return out
 
-    def _unit(self, view: int | str) -> ViewProgram:
+    def _unit(self, view: int) -> ViewProgram:
         """The program that runs a view's batches: its family's, or its own."""
-        fam = self._member_of.get(view) if isinstance(view, int) else None
-        if fam is not None:
-            return fam.prog
-        return self.views[view] if isinstance(view, int) else self.families[view].prog
+        fam = self._member_of.get(view)
+        return fam.prog if fam is not None else self.views[view]
 
     def _independent(self, units: list[list[int]]) -> list[list[list[int]]]:
         """The units in groups: a unit whose views read another unit's views is in its
