@@ -110,6 +110,7 @@ def test_independent_views_advance_at_once(tmp_path: Path, monkeypatch: Any) -> 
     the changes it committed in the same batch). Proven by a barrier that the batches
     of views 1 and 2 must reach together: one after the other, it would time out."""
     engine, w = _engine(tmp_path)
+    engine.unit_threads = 4  # (whatever HW_ENGINE_UNIT_THREADS says)
     _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
     _view(engine, 2, "SELECT max(b) AS m FROM t")
     cat = catalog()
@@ -159,6 +160,7 @@ def test_units_at_once_weigh_their_state_on_their_own_cursors(
     one refuses a second caller: "connection is busy")."""
     monkeypatch.setattr(stage, "spark_started", lambda: True)  # (it is not started)
     engine, w = _engine(tmp_path, memory_limit=8 << 30)
+    engine.unit_threads = 4
     _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
     _view(engine, 2, "SELECT max(b) AS m FROM t")
     _view(engine, 3, "SELECT s, sum(b) AS total FROM t GROUP BY s")
