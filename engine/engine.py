@@ -826,8 +826,9 @@ class Engine:
                 committed); a family that fails is redone one view at a time, so that
                 only the failing view stops."""
                 for views in units:
-                    cur = self._unit(views[0]).db
-                    names = [registered[o] for o in self._unit(views[0]).scans if o in registered]
+                    prog = self._unit(views[0])
+                    cur = prog.db
+                    names = [registered[o] for o in prog.scans if o in registered]
                     for name in names:
                         cur.register(name, arrows[name])
                     try:

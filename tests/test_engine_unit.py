@@ -55,6 +55,14 @@ def _view(engine: Engine, vid: int, sql: str, at: int = 0) -> None:
     engine.create_view(vid, plan, {o: sc[o] for o in plan.tables}, name=f"v{vid}", at_epoch=at)
 
 
+def _per_a() -> Any:
+    """The test catalog with `per_a(a, n)`: view 1's output (oid 900), for a view over it."""
+    cat = catalog()
+    cols = (Column("a", ColumnType(INT4, -1)), Column("n", ColumnType(INT8, -1)))
+    cat.add_relation(Table(900, "public", "per_a", cols))
+    return cat
+
+
 def test_scalar_aggregate_on_empty_input_is_postgres_answer(tmp_path: Path) -> None:
     engine, w = _engine(tmp_path)
     _view(engine, 1, "SELECT count(*) AS n, sum(b) AS s, max(s) AS m FROM t")
@@ -84,16 +92,7 @@ def test_a_failing_view_stops_alone(tmp_path: Path) -> None:
 def test_view_over_view_and_drop(tmp_path: Path) -> None:
     engine, w = _engine(tmp_path)
     _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
-    cat = catalog()
-    cat.add_relation(
-        Table(
-            900,
-            "public",
-            "per_a",
-            (Column("a", ColumnType(INT4, -1)), Column("n", ColumnType(INT8, -1))),
-        )
-    )
-    plan = plan_of("SELECT n, count(*) AS groups FROM per_a GROUP BY n", cat)
+    plan = plan_of("SELECT n, count(*) AS groups FROM per_a GROUP BY n", _per_a())
     engine.create_view(2, plan, {900: engine.output_scan(1, 900)}, at_epoch=0)
     w.write_epoch(1, {T: _t([(1, 1, 0, None), (2, 1, 0, None), (3, 2, 0, None)], [1, 1, 1])})
     w.write_epoch(2, {T: _t([(3, 2, 0, None)], [-1])})
@@ -113,16 +112,7 @@ def test_independent_views_advance_at_once(tmp_path: Path, monkeypatch: Any) -> 
     engine.unit_threads = 4  # (whatever HW_ENGINE_UNIT_THREADS says)
     _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
     _view(engine, 2, "SELECT max(b) AS m FROM t")
-    cat = catalog()
-    cat.add_relation(
-        Table(
-            900,
-            "public",
-            "per_a",
-            (Column("a", ColumnType(INT4, -1)), Column("n", ColumnType(INT8, -1))),
-        )
-    )
-    plan = plan_of("SELECT sum(n) AS total FROM per_a", cat)
+    plan = plan_of("SELECT sum(n) AS total FROM per_a", _per_a())
     engine.create_view(3, plan, {900: engine.output_scan(1, 900)}, at_epoch=0)
     assert len({id(engine.views[v].db) for v in (1, 2, 3)} | {id(engine._cur)}) == 4
     together = threading.Barrier(2, timeout=20)
