@@ -52,6 +52,7 @@ from headwater.catalog.types import (
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, FROM, Replica, quote
+from pglast import enums
 
 from headwater.errors import (
     NumericOutOfRange,
@@ -172,6 +173,54 @@ def _coerce(value: Any, col: Column, fmt: SessionFormat) -> Any:
     return value
 
 
+class _Clock:
+    """now() and its kin (PostgreSQL: the transaction's start). An autocommitted INSERT
+    is a transaction of its own, so they are the time the statement is taken, one
+    value for all of its rows; `kind` is the type the call returns."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+
+# (a zero-argument call's name, pg_catalog's) -> what it returns
+_CLOCK_CALLS = {
+    "now": _Clock("timestamptz"),
+    "transaction_timestamp": _Clock("timestamptz"),
+    "statement_timestamp": _Clock("timestamptz"),
+}
+_CLOCK_KEYWORDS = {
+    enums.SQLValueFunctionOp.SVFOP_CURRENT_TIMESTAMP: _Clock("timestamptz"),
+    enums.SQLValueFunctionOp.SVFOP_LOCALTIMESTAMP: _Clock("timestamp"),
+    enums.SQLValueFunctionOp.SVFOP_CURRENT_DATE: _Clock("date"),
+}
+# column defaults (as pg_get_expr prints them) that read the clock
+_CLOCK_DEFAULTS = {
+    "now()": _CLOCK_CALLS["now"],
+    "transaction_timestamp()": _CLOCK_CALLS["now"],
+    "statement_timestamp()": _CLOCK_CALLS["now"],
+    "CURRENT_TIMESTAMP": _CLOCK_CALLS["now"],
+    "LOCALTIMESTAMP": _CLOCK_KEYWORDS[enums.SQLValueFunctionOp.SVFOP_LOCALTIMESTAMP],
+    "CURRENT_DATE": _CLOCK_KEYWORDS[enums.SQLValueFunctionOp.SVFOP_CURRENT_DATE],
+}
+
+
+def _clock_value(clock: _Clock, col: Column, at: dt.datetime, fmt: SessionFormat) -> Any:
+    """The clock read at `at` (UTC), assigned to the column: a timestamptz keeps the
+    instant; timestamp and date are its wall time in the session's TimeZone. Other
+    targets (text, a wall time into timestamptz) take the general path."""
+    pg = col.type.pg
+    if clock.kind == "timestamptz" and pg is TIMESTAMPTZ:
+        return at
+    local = at.astimezone(fmt.tzinfo).replace(tzinfo=None)
+    if pg is DATE:
+        return local.date()
+    if pg is TIMESTAMP:
+        return local if clock.kind != "date" else dt.datetime.combine(local.date(), dt.time())
+    raise _NotFast
+
+
 def _constant(node: Any, params: list[Any]) -> Any:
     if isinstance(node, A.ParamRef):
         return params[node.number - 1]
@@ -192,6 +241,20 @@ def _constant(node: Any, params: list[Any]) -> Any:
             inner = _constant(node.rexpr, params)
             if isinstance(inner, int | decimal.Decimal) and not isinstance(inner, bool):
                 return -inner
+    if isinstance(node, A.SQLValueFunction) and node.op in _CLOCK_KEYWORDS:
+        return _CLOCK_KEYWORDS[node.op]
+    if (
+        isinstance(node, A.FuncCall)
+        and not node.args
+        and node.agg_order is None
+        and node.agg_filter is None
+        and node.over is None
+        and not node.agg_star
+        and len(node.funcname) <= 2
+        and (len(node.funcname) == 1 or node.funcname[0].sval == "pg_catalog")
+        and node.funcname[-1].sval in _CLOCK_CALLS
+    ):
+        return _CLOCK_CALLS[node.funcname[-1].sval]
     raise _NotFast
 
 
@@ -288,18 +351,29 @@ def fast_rows(
     tpl = _cached_template(stmt, table, params)
     if tpl is None:
         return None
+    at = dt.datetime.now(dt.UTC)  # the clock of this statement's transaction
     generated: dict[int, Callable[[], Any]] = {}
-    for i, c in tpl.defaulted:
-        gen = defaults(c) if defaults is not None else None
-        if gen is None:
-            return None  # defaults can be expressions: the general path evaluates them
-        generated[i] = gen
+    clocked: dict[int, Any] = {}  # defaults read from the clock: one value for all rows
     rows = []
     try:
+        for i, c in tpl.defaulted:
+            clock = _CLOCK_DEFAULTS.get(c.default or "")
+            if clock is not None:
+                clocked[i] = _clock_value(clock, c, at, fmt)
+                continue
+            gen = defaults(c) if defaults is not None else None
+            if gen is None:
+                return None  # defaults can be expressions: the general path evaluates them
+            generated[i] = gen
         for slots in tpl.rows:
             row: list[Any] = [None] * tpl.width
+            for i, v in clocked.items():
+                row[i] = v
             for i, col, node in slots:
-                row[i] = _coerce(_constant(node, params), col, fmt)
+                v = _constant(node, params)
+                row[i] = (
+                    _clock_value(v, col, at, fmt) if isinstance(v, _Clock) else _coerce(v, col, fmt)
+                )
             for i, name in tpl.not_null:
                 if row[i] is None and i not in generated:
                     raise not_null_violation(table, name, row)
