@@ -25,7 +25,7 @@ import pyarrow as pa
 from headwater.engine import rules
 from headwater.engine.rules.context import Append, BatchContext, Fill, Operator, Run, Step
 from headwater.engine.rules.output import output
-from headwater.planner.ir import Node, Plan, Scan, Values, walk
+from headwater.planner.ir import Node, Plan, Scan, Values, unique_columns, walk
 from headwater.planner.render import full_sql, q
 
 # The changes of an operator none of whose inputs changed in a batch (see `advance`).
@@ -246,7 +246,7 @@ class ViewProgram:
 
     def _integrate(self, db: duckdb.DuckDBPyConnection, root: str, ctx: BatchContext) -> int:
         """Fold the root's changes into the output versions and the output log."""
-        out = output(list(self.plan.root.columns), root, ctx)
+        out = output(list(self.plan.root.columns), root, ctx, unique_columns(self.plan.root))
         n = self._fill(out.ranked)
         if not n:
             return 0

@@ -35,6 +35,7 @@ from headwater.engine.rules.context import (
 )
 from headwater.engine.rules.output import output
 from headwater.engine.spark_sql import state_update, to_spark
+from headwater.planner.ir import unique_columns
 
 if TYPE_CHECKING:
     from headwater.engine.delta import ViewProgram
@@ -56,7 +57,7 @@ def batch_steps(prog: ViewProgram, ctx: BatchContext) -> list[Step]:
         return done[i]
 
     root = changes(prog.plan.root)
-    out = output(list(prog.plan.root.columns), root, ctx)
+    out = output(list(prog.plan.root.columns), root, ctx, unique_columns(prog.plan.root))
     return [*steps, out.ranked, *out.fold]
 
 

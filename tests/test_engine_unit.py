@@ -14,6 +14,8 @@ from headwater.engine import stage
 from headwater.engine.delta import ViewProgram
 from headwater.engine.engine import Engine
 from headwater.engine.executors import STATE_CHECK_ROWS
+from headwater.engine.rules.context import BatchContext
+from headwater.engine.rules.output import output
 from headwater.engine.spool import SpoolWriter
 
 from tests.test_engine_support import T, U, arrow_rows, catalog, plan_of, replanner, scans
@@ -252,3 +254,53 @@ def test_spool_in_memory_spills_to_files_beyond_its_budget(tmp_path: Path) -> No
     assert not list((tmp_path / "spool").glob("*.arrows"))
     engine.advance(8)
     assert sorted(arrow_rows(engine.read(1, 8))) == [(0, 2, 10), (1, 2, 8)]
+
+
+def test_unique_rows_fold_without_reading_the_output(tmp_path: Path) -> None:
+    """An aggregate's rows are unique by its group (planner/ir.py `unique_columns`): a
+    one-epoch batch folds them into the output without joining its live versions, and
+    closes a version by key (engine/rules/output.py). Groups appear, change, keep their
+    value, leave and come back, with NULL keys and a HAVING; one-epoch and multi-epoch
+    batches give the answer DuckDB computes from the rows at every epoch."""
+    ctx = BatchContext(1, 0, 1, False, 1, lambda o, e: "")
+    keyed = output(["a", "n"], "_c", ctx, frozenset({"a"}))
+    assert "JOIN" not in keyed.ranked.select and "o1" not in keyed.ranked.select
+    assert "o1.n" not in keyed.fold[1].sql  # closed by key
+    assert "JOIN" in output(["a", "n"], "_c", ctx).ranked.select
+    engine, w = _engine(tmp_path)
+    sqls = {
+        1: "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a",
+        2: "SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > 2",
+        3: "SELECT count(*) AS n, sum(b) AS s FROM t",
+        4: "SELECT DISTINCT a FROM t",
+    }
+    for vid, sql in sqls.items():
+        _view(engine, vid, sql)
+    epochs = [  # (rows, weights): id, a, b, s
+        ([(1, 1, 1, "x"), (2, 1, 2, "x"), (3, None, 5, "x")], [1, 1, 1]),
+        ([(4, 2, 3, "x")], [1]),
+        ([(1, 1, 1, "x"), (5, 1, 1, "x")], [-1, 1]),  # group 1 keeps its count and sum
+        ([(2, 1, 2, "x"), (5, 1, 1, "x"), (3, None, 5, "x")], [-1, -1, -1]),  # 1 and NULL go
+        ([(6, 1, 7, "x"), (7, None, 0, "x")], [1, 1]),  # and come back
+        ([(4, 2, 3, "x"), (8, 2, 1, "x")], [-1, 1]),
+        ([(9, 3, 4, "x")], [1]),
+        ([(9, 3, 4, "x"), (10, 3, 4, "x")], [-1, 1]),
+    ]
+    live: dict[tuple, int] = {}
+    want: dict[int, dict[int, list[tuple]]] = {}
+    db = duckdb.connect()
+    for e, (rows, ws) in enumerate(epochs, 1):
+        w.write_epoch(e, {T: _t(rows, ws)})
+        for r, x in zip(rows, ws, strict=True):
+            live[r] = live.get(r, 0) + x
+        db.execute("CREATE OR REPLACE TABLE t (id INT, a INT, b INT, s VARCHAR)")
+        for r, n in live.items():
+            for _ in range(n):
+                db.execute("INSERT INTO t VALUES (?, ?, ?, ?)", list(r))
+        want[e] = {v: sorted(db.execute(sql).fetchall(), key=repr) for v, sql in sqls.items()}
+        if e <= 4:
+            engine.advance(e)  # one epoch per batch
+    engine.advance(len(epochs))  # the rest in one batch
+    for e in want:
+        for v in sqls:
+            assert sorted(arrow_rows(engine.read(v, e)), key=repr) == want[e][v], (e, v)

@@ -10,6 +10,12 @@ come from it.
 
 e.g. row (1) with a live version of _n 1, changes (+1 at 3, -2 at 4): the version
 closes at 3, (1) _n 2 lives [3, 4); nothing opens at 4 (_n 0).
+
+A root whose rows are unique by a key (an aggregate's groups: planner/ir.py
+`unique_columns`) changes a key by retracting its one live row and adding the new one:
+in a one-epoch batch a retracted row had multiplicity 1 and an added row 0 (had it
+been live, it would be the retracted row and the two would cancel), so the fold
+needs no join with the live versions, and closes them by key.
 """
 
 from __future__ import annotations
@@ -31,7 +37,13 @@ class Output:
     fold: tuple[Run, ...]
 
 
-def output(columns: list[str], changes: str, ctx: BatchContext) -> Output:
+def output(
+    columns: list[str], changes: str, ctx: BatchContext, unique: frozenset[str] | None = None
+) -> Output:
+    """The fold of the root's changes (`changes`, over `columns`); `unique`: columns
+    no two of the root's rows share, if known."""
+    # (one epoch only: with several, a key's rows come and go within the batch)
+    key = None if unique is None or ctx.multi else sorted(unique)
     v = ctx.program
     names = list(columns)
     nl = ", ".join(names)
@@ -71,22 +83,30 @@ def output(columns: list[str], changes: str, ctx: BatchContext) -> Output:
             f" _q._w, coalesce(_c._n, 0) + _q._cum AS _n, _q._next, _q._i"
             f" FROM {ranked} AS _q{live})",
         )
+    elif key is not None:  # unique keys: -1 leaves _n 0, +1 gives _n 1
+        fill = Fill(
+            R,
+            f"SELECT {nl}{sep}_e, _w, greatest(_w, 0) AS _n, NULL::BIGINT AS _next, 1 AS _i"
+            f" FROM ({consolidated})",
+        )
     else:  # one epoch: a row changes once
         fill = Fill(
             R,
             f"SELECT {', '.join(qk + ['_q._e', '_q._w'])}, coalesce(_c._n, 0) + _q._w AS _n,"
             f" NULL::BIGINT AS _next, 1 AS _i FROM ({consolidated}) AS _q{live}",
         )
-    cond = ns_eq([f"o{v}.{c}" for c in names], [f"_m.{c}" for c in names])
+    if key is not None:  # the key's live version is the retracted row
+        closed = f"(SELECT {''.join(f'{c}, ' for c in key)}_e FROM {R} WHERE _w < 0)"
+        cond = ns_eq([f"o{v}.{c}" for c in key], [f"_m.{c}" for c in key])
+    else:
+        closed = f"(SELECT * FROM {R} WHERE _i = 1)"
+        cond = ns_eq([f"o{v}.{c}" for c in names], [f"_m.{c}" for c in names])
     return Output(
         fill,
         f"SELECT count(*) FROM {R} WHERE _n < 0",
         (
             Run(f"INSERT INTO l{v} SELECT {nl}{sep}_w, _e FROM {R}"),
-            Run(
-                f"UPDATE o{v} SET _to = _m._e FROM (SELECT * FROM {R} WHERE _i = 1) _m"
-                f" WHERE o{v}._to = {LIVE} AND {cond}"
-            ),
+            Run(f"UPDATE o{v} SET _to = _m._e FROM {closed} _m WHERE o{v}._to = {LIVE} AND {cond}"),
             Run(
                 f"INSERT INTO o{v} SELECT {nl}{sep}_n, _e, coalesce(_next, {LIVE}) FROM {R}"
                 " WHERE _n > 0"
