@@ -4,7 +4,8 @@
     (id bigint, name text, amount numeric(12,2), ts timestamp), generated in Python
     before the clock starts; rows/s from the start of COPY to its acknowledgement.
 (b) Single-row INSERT transactions with C concurrent clients (autocommit, one row per
-    statement, parameters bound), for D seconds after a short warm-up; acknowledged
+    statement, parameters bound; `--form orm`: a serial key returned and a created-at
+    default, as ORMs insert), for D seconds after a short warm-up; acknowledged
     INSERTs per second, plus per-statement latency and the CPU time the server's whole
     process tree spent per INSERT (user + system from /proc, measured while the clients
     are connected: the figure that load on the machine disturbs least).
@@ -49,6 +50,12 @@ except ImportError:  # run as a script: bench/ is sys.path[0]
     from reliability import listener_pid, port_of, process_tree  # type: ignore[no-redef]
 
 COLUMNS = "id bigint, name text, amount numeric(12,2), ts timestamp"
+# --form orm: what SQLAlchemy, Django and ActiveRecord send for a new object: a serial
+# key and a created-at default, the key returned
+ORM_COLUMNS = (
+    "id bigserial PRIMARY KEY, name text, amount numeric(12,2), ts timestamp DEFAULT now()"
+)
+ORM_INSERT = "INSERT INTO {t} (name, amount) VALUES ($1, $2) RETURNING id"
 TS_BASE = dt.datetime(2024, 1, 1)
 TLS = False  # --tls: the drivers' default (TLS when the server offers it)
 
@@ -108,9 +115,9 @@ def count_rows(dsn: str, table: str) -> int:
         return int(row[0]) if row else -1
 
 
-def create_table(dsn: str, table: str) -> None:
+def create_table(dsn: str, table: str, columns: str = COLUMNS) -> None:
     with connect(dsn) as conn:
-        conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
+        conn.execute(f"CREATE TABLE {table} ({columns})")
 
 
 def drop_table(dsn: str, table: str) -> None:
@@ -188,37 +195,52 @@ def bench_values(dsn: str, statements: int, block: bool) -> float:
 Insert = Callable[[int, str, Decimal, dt.datetime], Awaitable[Any]]
 
 
-async def _connect_asyncpg(dsn: str, table: str) -> tuple[Insert, Callable[[], Awaitable[None]]]:
+async def _connect_asyncpg(
+    dsn: str, table: str, orm: bool = False
+) -> tuple[Insert, Callable[[], Awaitable[None]]]:
     import asyncpg
 
     conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
+        if orm:
+            return await conn.fetchval(ORM_INSERT.format(t=table), name, amount)
         return await conn.execute(sql, i, name, amount, ts)
 
     return insert, conn.close
 
 
-async def _connect_psycopg(dsn: str, table: str) -> tuple[Insert, Callable[[], Awaitable[None]]]:
+async def _connect_psycopg(
+    dsn: str, table: str, orm: bool = False
+) -> tuple[Insert, Callable[[], Awaitable[None]]]:
     conn = await psycopg.AsyncConnection.connect(
         dsn, autocommit=True, **({} if TLS else {"sslmode": "disable"})
     )
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES (%s, %s, %s, %s)"
+    orm_sql = ORM_INSERT.format(t=table).replace("$1", "%s").replace("$2", "%s")
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
+        if orm:
+            return await (await conn.execute(orm_sql, (name, amount))).fetchone()
         return await conn.execute(sql, (i, name, amount, ts))
 
     return insert, conn.close
 
 
 async def _insert_run(
-    dsn: str, table: str, clients: int, duration: float, warmup: float, driver: str
+    dsn: str,
+    table: str,
+    clients: int,
+    duration: float,
+    warmup: float,
+    driver: str,
+    orm: bool = False,
 ) -> tuple[int, int, list[float], float]:
     """Returns (acks inside the measured window, all acks, window latencies in s, the
     server's CPU seconds over the window)."""
     opener = _connect_asyncpg if driver == "asyncpg" else _connect_psycopg
-    conns = await asyncio.gather(*(opener(dsn, table) for _ in range(clients)))
+    conns = await asyncio.gather(*(opener(dsn, table, orm) for _ in range(clients)))
     t_start = time.perf_counter() + 0.05
     t_measure = t_start + warmup
     t_end = t_measure + duration
@@ -265,14 +287,14 @@ async def _insert_run(
 
 
 def bench_insert(
-    dsn: str, clients: int, duration: float, warmup: float, driver: str
+    dsn: str, clients: int, duration: float, warmup: float, driver: str, orm: bool = False
 ) -> tuple[float, float, float, float]:
     """Returns (acknowledged INSERT tps, p50 ms, p99 ms, server CPU ms per INSERT)."""
     table = table_name("insert")
-    create_table(dsn, table)
+    create_table(dsn, table, ORM_COLUMNS if orm else COLUMNS)
     try:
         in_window, total, lat, cpu = asyncio.run(
-            _insert_run(dsn, table, clients, duration, warmup, driver)
+            _insert_run(dsn, table, clients, duration, warmup, driver, orm)
         )
         n = count_rows(dsn, table)
         if n != total:
@@ -317,6 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--values-statements", type=int, default=20, help="1,000-row INSERT ... VALUES (20)"
     )
+    p.add_argument(
+        "--form",
+        choices=["plain", "orm"],
+        default="plain",
+        help="the INSERT: every column a parameter (plain), or an ORM's (a serial key"
+        " returned, a created-at default: " + ORM_INSERT.format(t="t") + ")",
+    )
     p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
     p.add_argument(
         "--repeat",
@@ -346,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     report.notes.append("client and server share this machine's CPUs")
     m_copy = report.metric("COPY FROM STDIN", "rows/s")
-    m_tps = report.metric(f"INSERT x{args.clients} clients", "tx/s")
+    form = " (ORM form)" if args.form == "orm" else ""
+    m_tps = report.metric(f"INSERT x{args.clients} clients{form}", "tx/s")
     m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
     m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)
     m_cpu = report.metric("INSERT: server CPU per INSERT", "ms", higher_is_better=False)
@@ -402,7 +432,14 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{duration:g}s (run {k + 1})"
                             )
                             results.append(
-                                bench_insert(dsn, args.clients, duration, warmup, args.driver)
+                                bench_insert(
+                                    dsn,
+                                    args.clients,
+                                    duration,
+                                    warmup,
+                                    args.driver,
+                                    args.form == "orm",
+                                )
                             )
                             tps, _, _, ms = results[-1]
                             common.log(

@@ -24,7 +24,7 @@ import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import duckdb
 import pglast.ast as A
@@ -268,6 +268,14 @@ class _Template:
     rows: tuple[tuple[tuple[int, Column, Any], ...], ...]  # per row: (position, column, node)
     defaulted: tuple[tuple[int, Column], ...]  # columns left out that have a default
     not_null: tuple[tuple[int, str], ...]  # NOT NULL columns: (position, name)
+    returning: tuple[tuple[str, int], ...]  # RETURNING: (output name, column position)
+
+
+class FastRows(NamedTuple):
+    """An INSERT's rows, taken in Python, and what its RETURNING list returns of them."""
+
+    rows: list[tuple[Any, ...]]
+    returning: tuple[tuple[str, int], ...]  # (output name, column position)
 
 
 # (id(statement)) -> (statement, table, template or None: not fast). Only statements with
@@ -281,7 +289,6 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
     src = stmt.selectStmt
     if (
         stmt.onConflictClause is not None
-        or stmt.returningClause is not None
         or stmt.withClause is not None
         or not isinstance(src, A.SelectStmt)
         or not src.valuesLists
@@ -303,6 +310,9 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
         return None  # a value for an identity column: 428C9 or not (planner/sequences.py)
     if table.checks:
         return None  # CHECK expressions are evaluated by the general path
+    returning = _returning(stmt, table)
+    if returning is None:
+        return None
     position = {c.name: i for i, c in enumerate(table.columns)}
     given = {c.name for c in cols}
     rows = []
@@ -321,7 +331,35 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
             if c.name not in given and c.default is not None
         ),
         not_null=tuple((i, c.name) for i, c in enumerate(table.columns) if c.not_null),
+        returning=returning,
     )
+
+
+def _returning(stmt: A.InsertStmt, table: Table) -> tuple[tuple[str, int], ...] | None:
+    """A RETURNING list of the table's columns (`*`, `c`, `t.c`, `c AS x`: what ORMs
+    send for a new row's key) as (output name, column position); None for any other
+    expression (the general path evaluates it, or raises PostgreSQL's error)."""
+    if stmt.returningClause is None:
+        return ()
+    qualifier = stmt.relation.alias.aliasname if stmt.relation.alias else table.name
+    position = {c.name: i for i, c in enumerate(table.columns)}
+    out: list[tuple[str, int]] = []
+    for rt in stmt.returningClause.exprs:
+        ref = rt.val
+        if not isinstance(ref, A.ColumnRef) or rt.indirection:
+            return None
+        fields = ref.fields
+        if len(fields) == 2 and isinstance(fields[0], A.String) and fields[0].sval == qualifier:
+            fields = fields[1:]
+        if len(fields) != 1:
+            return None
+        if isinstance(fields[0], A.A_Star) and not rt.name:
+            out += [(c.name, i) for i, c in enumerate(table.columns)]
+        elif isinstance(fields[0], A.String) and fields[0].sval in position:
+            out.append((rt.name or fields[0].sval, position[fields[0].sval]))
+        else:
+            return None
+    return tuple(out)
 
 
 def _cached_template(stmt: A.InsertStmt, table: Table, params: list[Any]) -> _Template | None:
@@ -342,8 +380,9 @@ def fast_rows(
     params: list[Any],
     fmt: SessionFormat,
     defaults: Callable[[Column], Callable[[], Any] | None] | None = None,
-) -> list[tuple[Any, ...]] | None:
-    """The rows an INSERT ... VALUES adds, if all of them are constants; else None.
+) -> FastRows | None:
+    """The rows an INSERT ... VALUES adds, if all of them are constants (and its
+    RETURNING list, if it returns columns); else None.
 
     `defaults(column)` gives a function computing the column's default once per row
     (a serial column's nextval: server/sequences.py), or None: the general path
@@ -383,7 +422,7 @@ def fast_rows(
     for row in rows:  # once every row is known to take the fast path
         for i, gen in generated.items():
             row[i] = gen()
-    return [tuple(r) for r in rows]
+    return FastRows([tuple(r) for r in rows], tpl.returning)
 
 
 def row_ids(first: int, n: int) -> pa.Array:

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from headwater.catalog.catalog import is_temp_schema
 from headwater.catalog.objects import Column, Key, Sequence, Table
 from headwater.catalog.pgtypes import SessionFormat
+from headwater.catalog.types import arrow_type, duckdb_type
 from headwater.planner import dml, pg_compat
 from headwater.planner.params import epoch_parameter
 from headwater.server import constraints, foreign_keys, reads
@@ -48,18 +49,33 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
             if any((c.default or "").startswith("nextval(") for c in rel.columns):
                 # serial defaults: nextval may wait for a durable reservation
                 defaults = partial(s.instance.sequences.default_generator, s)
-                rows = await asyncio.to_thread(fast_rows, stmt, rel, params, fmt, defaults)
+                fast = await asyncio.to_thread(fast_rows, stmt, rel, params, fmt, defaults)
             else:
-                rows = fast_rows(stmt, rel, params, fmt)
-            if rows is not None:
+                fast = fast_rows(stmt, rel, params, fmt)
+            if fast is not None:
                 try:
-                    s.last_write_epoch = await s.instance.batcher.insert(rel, rows)
+                    s.last_write_epoch = await s.instance.batcher.insert(rel, fast.rows)
                 except SQLError as e:
                     if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
                         return None  # ALTERed meanwhile: the general path, on the new table
                     raise
-                return Result(f"INSERT 0 {len(rows)}")
+                return _returned(rel, fast.rows, fast.returning, f"INSERT 0 {len(fast.rows)}")
     return None
+
+
+def _returned(
+    table: Table, rows: list[tuple[Any, ...]], returning: tuple[tuple[str, int], ...], tag: str
+) -> Result:
+    """A fast INSERT's RETURNING columns, typed as the general path types them (the
+    DuckDB column's type)."""
+    if not returning:
+        return Result(tag)
+    cols = [table.columns[i] for _, i in returning]
+    out = pa.table(
+        [pa.array([r[i] for r in rows], arrow_type(table.columns[i].type)) for _, i in returning],
+        names=[name for name, _ in returning],
+    )
+    return Result(tag, arrow_fields(out.schema, [duckdb_type(c.type) for c in cols]), rows_of(out))
 
 
 def _format(s: Session) -> SessionFormat:

@@ -1,11 +1,12 @@
-"""now(), CURRENT_TIMESTAMP, LOCALTIMESTAMP and CURRENT_DATE in autocommitted INSERTs,
-as values and as column defaults (server/batcher.py `_Clock`).
+"""Autocommitted INSERTs the batcher takes in Python (server/batcher.py): with now(),
+CURRENT_TIMESTAMP, LOCALTIMESTAMP and CURRENT_DATE, as values and as column defaults
+(`_Clock`), and with a RETURNING list of columns (what ORMs send for a new row's key).
 
-They take the batched fast path: an autocommitted INSERT is a transaction of its own,
-so the clock is the time the statement is taken (before, every such INSERT ran its own
-writing transaction: ~170 INSERTs per second against ~2,000 with 4 clients). The rows
-must be PostgreSQL's: one instant per statement, a timestamp and a date are its wall
-time in the session's TimeZone."""
+Before, each such INSERT ran a writing transaction of its own: ~170 INSERTs per second
+against ~2,000 with 4 clients. The rows and results must be PostgreSQL's: one instant
+per statement, a timestamp and a date are its wall time in the session's TimeZone;
+RETURNING gives the stored values (a serial's new key, a numeric rounded to its scale)
+with the types the general path reports."""
 
 from __future__ import annotations
 
@@ -64,11 +65,11 @@ def test_clock_calls_take_the_fast_path() -> None:
     )
     fmt = SessionFormat(timezone=ZONE)
     stmt = parse_sql("INSERT INTO t (a, b, c, n) VALUES (now(), CURRENT_TIMESTAMP, now(), $1)")
-    before = dt.datetime.now(dt.timezone.utc)
-    rows = fast_rows(stmt[0].stmt, table, [7], fmt)
-    after = dt.datetime.now(dt.timezone.utc)
-    assert rows is not None and len(rows) == 1
-    a, b, c, n, da, dc = rows[0]
+    before = dt.datetime.now(dt.UTC)
+    fast = fast_rows(stmt[0].stmt, table, [7], fmt)
+    after = dt.datetime.now(dt.UTC)
+    assert fast is not None and len(fast.rows) == 1
+    a, b, c, n, da, dc = fast.rows[0]
     assert before <= a <= after and da == a and n == 7
     assert b == a.astimezone(fmt.tzinfo).replace(tzinfo=None)
     assert c == dc == b.date()
@@ -103,13 +104,13 @@ def test_clock_values_as_postgres(hw_server, pg_oracle, table_name: str, prepare
             i = 0
             for sql in STATEMENTS:
                 for _ in range(6 if prepared else 1):
-                    before = dt.datetime.now(dt.timezone.utc)
+                    before = dt.datetime.now(dt.UTC)
                     if prepared:
                         args = (i,) * sql.count("{i}")
                         c.execute(sql.format(t=table, i="%s"), args, prepare=True)
                     else:
                         c.execute(sql.format(t=table, i=i))
-                    windows[side, i] = (before, dt.datetime.now(dt.timezone.utc))
+                    windows[side, i] = (before, dt.datetime.now(dt.UTC))
                     i += 2
         got, want = _rows(hw, table), _rows(pg, table)
         assert got == want
@@ -121,5 +122,70 @@ def test_clock_values_as_postgres(hw_server, pg_oracle, table_name: str, prepare
             for i, a in stamps:
                 lo, hi = windows[side, i]
                 assert lo - slack <= a <= hi + slack, (side, i, a, lo, hi)
+        for c in (hw, pg):
+            c.execute(f"DROP TABLE {table}")
+
+
+RETURNING_COLUMNS = "id serial PRIMARY KEY, name text, amount numeric(7,2), v varchar(4), d date"
+RETURNING_STATEMENTS = [
+    "INSERT INTO {t} (name, amount) VALUES ('a', 1.005) RETURNING id",
+    "INSERT INTO {t} (name, amount, v, d) VALUES ('b', 2, 'xy', '2020-02-29') RETURNING *",
+    "INSERT INTO {t} (name) VALUES ('c'), ('d') RETURNING {t}.id, name AS n, amount",
+    "INSERT INTO {t} AS x (name, v) VALUES ('e', 'ab  ') RETURNING x.id, x.v, id AS k",
+    "INSERT INTO {t} (name) VALUES ('f') RETURNING id + 1 AS next, upper(name)",  # general
+    "INSERT INTO {t} AS x (name) VALUES ('g') RETURNING {t}.id",  # 42P01, as PostgreSQL
+    "INSERT INTO {t} (name) VALUES ('h') RETURNING nope",  # 42703
+]
+
+
+def test_returning_columns_take_the_fast_path() -> None:
+    table = _table(("id", INT4, None), ("name", TEXT, None))
+    fmt = SessionFormat()
+    for sql, want in [
+        ("INSERT INTO t (id, name) VALUES (1, 'a') RETURNING id", (("id", 0),)),
+        (
+            "INSERT INTO t AS x VALUES (1, 'a') RETURNING *, x.name AS n",
+            (("id", 0), ("name", 1), ("n", 1)),
+        ),
+    ]:
+        fast = fast_rows(parse_sql(sql)[0].stmt, table, [], fmt)
+        assert fast is not None and fast.returning == want and fast.rows == [(1, "a")]
+    for sql in [
+        "INSERT INTO t VALUES (1, 'a') RETURNING id + 1",
+        "INSERT INTO t AS x VALUES (1, 'a') RETURNING t.id",
+        "INSERT INTO t VALUES (1, 'a') RETURNING nope",
+    ]:
+        assert fast_rows(parse_sql(sql)[0].stmt, table, [], fmt) is None, sql
+
+
+def _run(conn: psycopg.Connection, sql: str, prepared: bool) -> object:
+    try:
+        cur = conn.execute(sql, prepare=prepared)
+    except psycopg.Error as e:
+        return e.sqlstate
+    types = [(d.name, d.type_code, d.precision, d.scale) for d in cur.description or ()]
+    return types, cur.fetchall()
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_returning_as_postgres(hw_server, pg_oracle, table_name: str, prepared: bool) -> None:  # type: ignore[no-untyped-def]
+    """Every statement's result (or SQLSTATE) and columns equal PostgreSQL's, literal
+    and prepared, and the rows stored are the same."""
+    table = f"{table_name}_r{int(prepared)}"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        for c in (hw, pg):
+            c.execute(f"DROP TABLE IF EXISTS {table}")
+            c.execute(f"CREATE TABLE {table} ({RETURNING_COLUMNS})")
+        for sql in RETURNING_STATEMENTS:
+            for _ in range(2 if prepared else 1):
+                got, want = (_run(c, sql.format(t=table), prepared) for c in (hw, pg))
+                if isinstance(want, tuple):  # PostgreSQL says varchar, the general path text
+                    want = ([(n, 25 if t == 1043 else t, p, s) for n, t, p, s in want[0]], want[1])
+                assert got == want, sql
+        rows = f"SELECT * FROM {table} ORDER BY id"
+        assert hw.execute(rows).fetchall() == pg.execute(rows).fetchall()
         for c in (hw, pg):
             c.execute(f"DROP TABLE {table}")
