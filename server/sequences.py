@@ -223,6 +223,20 @@ class Sequences:
             self._last_used[key] = seq.oid
             return result
 
+    def spare(self, key: int, seq: Sequence) -> int:
+        """How many values nextval hands out before it writes its log ahead (durably,
+        blocking): the session's cached ones and whole CACHE fetches of the logged-ahead
+        count. 0 while another thread holds the lock (that one may be writing)."""
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            elm = self._cached.get(key, {}).get(seq.oid)
+            ahead = (elm.cached - elm.last) // elm.increment if elm is not None else 0
+            st = self._state(seq)
+            return ahead + (st.log_cnt // seq.cache * seq.cache if st.called else 0)
+        finally:
+            self._lock.release()
+
     def currval(self, key: int, seq: Sequence) -> int:
         with self._lock:
             elm = self._cached.get(key, {}).get(seq.oid)
@@ -278,7 +292,7 @@ class Sequences:
                     elm.increment = seq.increment
             self._state(seq).log_cnt = 0
 
-    def default_generator(self, session: SessionView, col: Column) -> Any:
+    def default_generator(self, session: SessionView, col: Column) -> NextVal | None:
         """For a default that is just `nextval('s'::regclass)` (serial, identity): a
         function taking the next value, for the fast INSERT path (server/batcher.py).
         None for any other default."""
@@ -292,8 +306,7 @@ class Sequences:
             seq = session.catalog.resolve(*parse_regclass(text), session.search_path())
         if not isinstance(seq, Sequence):
             return None
-        key = self.attach(session)
-        return lambda: self.nextval(key, seq)
+        return NextVal(self, self.attach(session), seq)
 
     # -- DuckDB functions ------------------------------------------------------------------
     def _session(self, key: int) -> Any:
@@ -401,3 +414,19 @@ class Sequences:
             "hw_serial_sequence", serial_udf, ["BIGINT", "VARCHAR", "VARCHAR"], "VARCHAR", **opts
         )
         db.create_function("hw_lastval", lambda k: each(lastval, k), ["BIGINT"], "BIGINT", **opts)
+
+
+class NextVal:
+    """A session's nextval of one sequence (a serial column's default), and how many
+    values it can take without a durable write (`Sequences.spare`)."""
+
+    __slots__ = ("key", "seq", "sequences")
+
+    def __init__(self, sequences: Sequences, key: int, seq: Sequence) -> None:
+        self.sequences, self.key, self.seq = sequences, key, seq
+
+    def __call__(self) -> int:
+        return self.sequences.nextval(self.key, self.seq)
+
+    def spare(self) -> int:
+        return self.sequences.spare(self.key, self.seq)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import duckdb
@@ -46,10 +45,19 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
         if isinstance(rel, Table) and not rel.foreign_keys:  # FOREIGN KEYs: the general path
             fmt = _format(s)
-            if any((c.default or "").startswith("nextval(") for c in rel.columns):
-                # serial defaults: nextval may wait for a durable reservation
-                defaults = partial(s.instance.sequences.default_generator, s)
-                fast = await asyncio.to_thread(fast_rows, stmt, rel, params, fmt, defaults)
+            serials = {
+                c: s.instance.sequences.default_generator(s, c)
+                for c in rel.columns
+                if (c.default or "").startswith("nextval(")
+            }
+            if serials:
+                # nextval writes its log ahead durably every 32 values (PostgreSQL's
+                # SEQ_LOG_VALS): such a statement waits for it on a thread
+                rows = len(getattr(stmt.selectStmt, "valuesLists", None) or ())
+                if all(g is None or g.spare() >= rows for g in serials.values()):
+                    fast = fast_rows(stmt, rel, params, fmt, serials.get)
+                else:
+                    fast = await asyncio.to_thread(fast_rows, stmt, rel, params, fmt, serials.get)
             else:
                 fast = fast_rows(stmt, rel, params, fmt)
             if fast is not None:

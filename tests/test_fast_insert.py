@@ -189,3 +189,30 @@ def test_returning_as_postgres(hw_server, pg_oracle, table_name: str, prepared: 
         assert hw.execute(rows).fetchall() == pg.execute(rows).fetchall()
         for c in (hw, pg):
             c.execute(f"DROP TABLE {table}")
+
+
+def test_serial_keys_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """A serial's keys, returned, across its log-ahead writes (every 32 values: the
+    fast path takes them on the event loop while values are logged ahead, on a thread
+    when a write is due), one row and many rows a statement, and the sequence after."""
+    table = f"{table_name}_k"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        got: dict[str, list] = {}
+        for c, side in ((hw, "hw"), (pg, "pg")):
+            c.execute(f"DROP TABLE IF EXISTS {table}")
+            c.execute(f"CREATE TABLE {table} (id serial PRIMARY KEY, v int)")
+            keys = []
+            for i in range(40):
+                keys += c.execute(
+                    f"INSERT INTO {table} (v) VALUES (%s) RETURNING id", (i,)
+                ).fetchall()
+            many = ", ".join(f"({i})" for i in range(45))
+            keys += c.execute(f"INSERT INTO {table} (v) VALUES {many} RETURNING id, v").fetchall()
+            keys += c.execute(f"INSERT INTO {table} (v) VALUES (1) RETURNING *").fetchall()
+            seq = c.execute(f"SELECT last_value, log_cnt, is_called FROM {table}_id_seq").fetchall()
+            got[side] = [keys, seq, c.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()]
+            c.execute(f"DROP TABLE {table}")
+        assert got["hw"] == got["pg"]
