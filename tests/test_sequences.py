@@ -401,3 +401,47 @@ def test_sqlalchemy_serial_and_identity(hw_server: HeadwaterServer, pg_oracle: A
         engine.dispose()
         seen.append((keys, reflected))
     assert seen[1] == seen[0]
+
+
+def test_a_busy_sequence_writes_its_log_ahead_rarely(tmp_path: Path) -> None:
+    """nextval makes a record durable every SEQ_RESERVE values, not every 32 as
+    PostgreSQL (an ORM's serial key waited for one durable write per 32 INSERTs);
+    log_cnt stays PostgreSQL's, and after a restart nextval goes past the record."""
+    from headwater.catalog.objects import Sequence
+    from headwater.server.sequences import SEQ_RESERVE, Sequences
+    from headwater.storage.sequences import SequenceLog
+    from headwater.storage.slate import SlateStore
+
+    class Counted(SequenceLog):
+        writes = 0
+
+        def write(self, oid: int, state: Any) -> None:
+            Counted.writes += 1
+            super().write(oid, state)
+
+    store = SlateStore(tmp_path / "slatedb")
+    store.open_sync()
+    try:
+        seqs = Sequences(Counted(store))
+        seqs.recover()
+        s = Sequence(7, "public", "s", (), max_value=3000)
+        taken = [seqs.nextval(1, s) for _ in range(1000)]
+        assert taken == list(range(1, 1001)) and Counted.writes == 1
+        log_cnt = 0  # PostgreSQL's: 32 logged ahead, counted down, logged again at 0
+        for i in range(1000):
+            log_cnt = 32 if i == 0 or log_cnt == 0 else log_cnt - 1
+        assert seqs.peek(s) == (1000, log_cnt, True)
+        # PostgreSQL logs when the value 32 ahead is not covered: at 1057 and at 2113
+        taken += [seqs.nextval(1, s) for _ in range(1500)]
+        assert Counted.writes == 3
+        near_max = [seqs.nextval(1, s) for _ in range(500)]  # the record stops at MAXVALUE
+        assert near_max[-1] == 3000 and Counted.writes == 3
+        again = Sequences(Counted(store))
+        again.recover()
+        t = Sequence(8, "public", "t", ())
+        first = [again.nextval(1, t) for _ in range(5)]
+        again2 = Sequences(Counted(store))  # a restart after 5 values
+        again2.recover()
+        assert again2.nextval(1, t) == 1 + 32 + SEQ_RESERVE + 1 > max(first)
+    finally:
+        store.close_sync()
