@@ -235,15 +235,23 @@ class Sequences:
 
     def spare(self, key: int, seq: Sequence) -> int:
         """How many values nextval hands out before it writes its log ahead (durably,
-        blocking): the session's cached ones and whole CACHE fetches of the logged-ahead
-        count. 0 while another thread holds the lock (that one may be writing)."""
+        blocking): the session's cached ones, then those PostgreSQL's log_cnt or the
+        durable record covers (a record is due when the value 32 + CACHE increments
+        ahead is not covered). 0 while another thread holds the lock (it may be
+        writing)."""
         if not self._lock.acquire(blocking=False):
             return 0
         try:
             elm = self._cached.get(key, {}).get(seq.oid)
             ahead = (elm.cached - elm.last) // elm.increment if elm is not None else 0
             st = self._state(seq)
-            return ahead + (st.log_cnt // seq.cache * seq.cache if st.called else 0)
+            if not st.called:
+                return ahead
+            room = st.log_cnt // seq.cache * seq.cache
+            if st.durable is not None:
+                covered = (st.durable - st.last) // seq.increment - SEQ_LOG_VALS - seq.cache
+                room = max(room, covered)
+            return ahead + room
         finally:
             self._lock.release()
 
