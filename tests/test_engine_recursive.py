@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,9 +222,16 @@ def test_non_terminating_recursion_fails_its_view_only(
     conn.execute("INSERT INTO rec_cyc VALUES (3, 3, 1)")  # a cycle: paths without end
     conn.execute("INSERT INTO rec_cyc VALUES (4, 4, 4)")
     assert conn.execute("SELECT n FROM rec_edges").fetchone() == (4,)
-    status, error = conn.execute(
-        "SELECT status, error FROM headwater_catalog.views WHERE name = 'rec_paths'"
-    ).fetchone()
+    # views advance on their own (engine/engine.py: independent units at once): the
+    # count is current while rec_paths may still iterate towards its limit
+    deadline = time.monotonic() + 120
+    while True:
+        status, error = conn.execute(
+            "SELECT status, error FROM headwater_catalog.views WHERE name = 'rec_paths'"
+        ).fetchone()
+        if status != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert status == "error", (status, error)
     assert "did not terminate within 1000 iterations" in error, error
     assert "rec_paths" in error and "HW_RECURSION_LIMIT" in error, error
