@@ -51,8 +51,8 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
                 if (c.default or "").startswith("nextval(")
             }
             if serials:
-                # nextval writes its log ahead durably every 32 values (PostgreSQL's
-                # SEQ_LOG_VALS): such a statement waits for it on a thread
+                # nextval now and then makes its log ahead durable (server/sequences.py
+                # SEQ_RESERVE): a statement that would wait for that runs on a thread
                 rows = len(getattr(stmt.selectStmt, "valuesLists", None) or ())
                 if all(g is None or g.spare() >= rows for g in serials.values()):
                     fast = fast_rows(stmt, rel, params, fmt, serials.get)
