@@ -5,7 +5,8 @@
     before the clock starts; rows/s from the start of COPY to its acknowledgement.
 (b) Single-row INSERT transactions with C concurrent clients (autocommit, one row per
     statement, parameters bound; `--form orm`: a serial key returned and a created-at
-    default, as ORMs insert), for D seconds after a short warm-up; acknowledged
+    default, as ORMs insert; `--form orm-txn`: the same inside BEGIN ... COMMIT, as
+    SQLAlchemy sessions and ActiveRecord send it), for D seconds after a short warm-up; acknowledged
     INSERTs per second, plus per-statement latency and the CPU time the server's whole
     process tree spent per INSERT (user + system from /proc, measured while the clients
     are connected: the figure that load on the machine disturbs least).
@@ -196,7 +197,7 @@ Insert = Callable[[int, str, Decimal, dt.datetime], Awaitable[Any]]
 
 
 async def _connect_asyncpg(
-    dsn: str, table: str, orm: bool = False
+    dsn: str, table: str, form: str = "plain"
 ) -> tuple[Insert, Callable[[], Awaitable[None]]]:
     import asyncpg
 
@@ -204,7 +205,10 @@ async def _connect_asyncpg(
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
-        if orm:
+        if form == "orm-txn":
+            async with conn.transaction():
+                return await conn.fetchval(ORM_INSERT.format(t=table), name, amount)
+        if form == "orm":
             return await conn.fetchval(ORM_INSERT.format(t=table), name, amount)
         return await conn.execute(sql, i, name, amount, ts)
 
@@ -212,7 +216,7 @@ async def _connect_asyncpg(
 
 
 async def _connect_psycopg(
-    dsn: str, table: str, orm: bool = False
+    dsn: str, table: str, form: str = "plain"
 ) -> tuple[Insert, Callable[[], Awaitable[None]]]:
     conn = await psycopg.AsyncConnection.connect(
         dsn, autocommit=True, **({} if TLS else {"sslmode": "disable"})
@@ -221,7 +225,10 @@ async def _connect_psycopg(
     orm_sql = ORM_INSERT.format(t=table).replace("$1", "%s").replace("$2", "%s")
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
-        if orm:
+        if form == "orm-txn":
+            async with conn.transaction():
+                return await (await conn.execute(orm_sql, (name, amount))).fetchone()
+        if form == "orm":
             return await (await conn.execute(orm_sql, (name, amount))).fetchone()
         return await conn.execute(sql, (i, name, amount, ts))
 
@@ -235,12 +242,12 @@ async def _insert_run(
     duration: float,
     warmup: float,
     driver: str,
-    orm: bool = False,
+    form: str = "plain",
 ) -> tuple[int, int, list[float], float]:
     """Returns (acks inside the measured window, all acks, window latencies in s, the
     server's CPU seconds over the window)."""
     opener = _connect_asyncpg if driver == "asyncpg" else _connect_psycopg
-    conns = await asyncio.gather(*(opener(dsn, table, orm) for _ in range(clients)))
+    conns = await asyncio.gather(*(opener(dsn, table, form) for _ in range(clients)))
     t_start = time.perf_counter() + 0.05
     t_measure = t_start + warmup
     t_end = t_measure + duration
@@ -287,14 +294,14 @@ async def _insert_run(
 
 
 def bench_insert(
-    dsn: str, clients: int, duration: float, warmup: float, driver: str, orm: bool = False
+    dsn: str, clients: int, duration: float, warmup: float, driver: str, form: str = "plain"
 ) -> tuple[float, float, float, float]:
     """Returns (acknowledged INSERT tps, p50 ms, p99 ms, server CPU ms per INSERT)."""
     table = table_name("insert")
-    create_table(dsn, table, ORM_COLUMNS if orm else COLUMNS)
+    create_table(dsn, table, COLUMNS if form == "plain" else ORM_COLUMNS)
     try:
         in_window, total, lat, cpu = asyncio.run(
-            _insert_run(dsn, table, clients, duration, warmup, driver, orm)
+            _insert_run(dsn, table, clients, duration, warmup, driver, form)
         )
         n = count_rows(dsn, table)
         if n != total:
@@ -341,10 +348,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--form",
-        choices=["plain", "orm"],
+        choices=["plain", "orm", "orm-txn"],
         default="plain",
         help="the INSERT: every column a parameter (plain), or an ORM's (a serial key"
-        " returned, a created-at default: " + ORM_INSERT.format(t="t") + ")",
+        " returned, a created-at default: " + ORM_INSERT.format(t="t") + "), or that"
+        " inside BEGIN ... COMMIT (orm-txn)",
     )
     p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
     p.add_argument(
@@ -375,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     report.notes.append("client and server share this machine's CPUs")
     m_copy = report.metric("COPY FROM STDIN", "rows/s")
-    form = " (ORM form)" if args.form == "orm" else ""
+    form = {"orm": " (ORM form)", "orm-txn": " (ORM form, in BEGIN ... COMMIT)"}.get(args.form, "")
     m_tps = report.metric(f"INSERT x{args.clients} clients{form}", "tx/s")
     m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
     m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)
@@ -438,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
                                     duration,
                                     warmup,
                                     args.driver,
-                                    args.form == "orm",
+                                    args.form,
                                 )
                             )
                             tps, _, _, ms = results[-1]
