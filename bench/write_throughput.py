@@ -203,14 +203,13 @@ async def _connect_asyncpg(
 
     conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
+    orm_sql = ORM_INSERT.format(t=table)
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
-        if form == "orm-txn":
-            async with conn.transaction():
-                return await conn.fetchval(ORM_INSERT.format(t=table), name, amount)
-        if form == "orm":
-            return await conn.fetchval(ORM_INSERT.format(t=table), name, amount)
-        return await conn.execute(sql, i, name, amount, ts)
+        if form == "plain":
+            return await conn.execute(sql, i, name, amount, ts)
+        async with _in_transaction(conn, form):
+            return await conn.fetchval(orm_sql, name, amount)
 
     return insert, conn.close
 
@@ -225,14 +224,17 @@ async def _connect_psycopg(
     orm_sql = ORM_INSERT.format(t=table).replace("$1", "%s").replace("$2", "%s")
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
-        if form == "orm-txn":
-            async with conn.transaction():
-                return await (await conn.execute(orm_sql, (name, amount))).fetchone()
-        if form == "orm":
+        if form == "plain":
+            return await conn.execute(sql, (i, name, amount, ts))
+        async with _in_transaction(conn, form):
             return await (await conn.execute(orm_sql, (name, amount))).fetchone()
-        return await conn.execute(sql, (i, name, amount, ts))
 
     return insert, conn.close
+
+
+def _in_transaction(conn: Any, form: str) -> Any:
+    """The driver's BEGIN ... COMMIT around an `orm-txn` INSERT; nothing for `orm`."""
+    return conn.transaction() if form == "orm-txn" else contextlib.nullcontext()
 
 
 async def _insert_run(

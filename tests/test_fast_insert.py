@@ -20,6 +20,8 @@ from headwater.catalog.types import DATE, INT4, TEXT, TIMESTAMP, TIMESTAMPTZ, Co
 from headwater.server.batcher import fast_rows
 from pglast import parse_sql
 
+from tests.oracle_scripts import in_schema
+
 ZONE = "Asia/Kathmandu"  # +05:45: a wrong zone or offset shows in every column
 COLUMNS = (
     "id int, a timestamptz, b timestamp, c date, d timestamp,"
@@ -91,14 +93,8 @@ def test_clock_values_as_postgres(hw_server, pg_oracle, table_name: str, prepare
     statement it runs 5 times): every check holds on both, each statement's instant
     lies between the client's clock before and after it, and statements differ."""
     table = f"{table_name}_{int(prepared)}"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        for c in (hw, pg):
-            c.execute(f"SET TimeZone = '{ZONE}'")
-            c.execute(f"DROP TABLE IF EXISTS {table}")
-            c.execute(f"CREATE TABLE {table} ({COLUMNS})")
+    setup = [f"SET TimeZone = '{ZONE}'", f"CREATE TABLE {table} ({COLUMNS})"]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), table, setup) as (hw, pg):
         windows = {}
         for c, side in ((hw, "hw"), (pg, "pg")):
             i = 0
@@ -122,8 +118,6 @@ def test_clock_values_as_postgres(hw_server, pg_oracle, table_name: str, prepare
             for i, a in stamps:
                 lo, hi = windows[side, i]
                 assert lo - slack <= a <= hi + slack, (side, i, a, lo, hi)
-        for c in (hw, pg):
-            c.execute(f"DROP TABLE {table}")
 
 
 RETURNING_COLUMNS = "id serial PRIMARY KEY, name text, amount numeric(7,2), v varchar(4), d date"
@@ -172,13 +166,8 @@ def test_returning_as_postgres(hw_server, pg_oracle, table_name: str, prepared: 
     """Every statement's result (or SQLSTATE) and columns equal PostgreSQL's, literal
     and prepared, and the rows stored are the same."""
     table = f"{table_name}_r{int(prepared)}"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        for c in (hw, pg):
-            c.execute(f"DROP TABLE IF EXISTS {table}")
-            c.execute(f"CREATE TABLE {table} ({RETURNING_COLUMNS})")
+    setup = [f"CREATE TABLE {table} ({RETURNING_COLUMNS})"]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), table, setup) as (hw, pg):
         for sql in RETURNING_STATEMENTS:
             for _ in range(2 if prepared else 1):
                 got, want = (_run(c, sql.format(t=table), prepared) for c in (hw, pg))
@@ -187,23 +176,18 @@ def test_returning_as_postgres(hw_server, pg_oracle, table_name: str, prepared: 
                 assert got == want, sql
         rows = f"SELECT * FROM {table} ORDER BY id"
         assert hw.execute(rows).fetchall() == pg.execute(rows).fetchall()
-        for c in (hw, pg):
-            c.execute(f"DROP TABLE {table}")
 
 
 def test_serial_keys_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
-    """A serial's keys, returned, across its log-ahead writes (every 32 values: the
-    fast path takes them on the event loop while values are logged ahead, on a thread
-    when a write is due), one row and many rows a statement, and the sequence after."""
+    """A serial's keys, returned, across PostgreSQL's log-ahead points (every 33 values;
+    the fast path takes them on the event loop while the durable record covers them, on
+    a thread when a write is due), one row and many rows a statement, and the sequence
+    after."""
     table = f"{table_name}_k"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
+    setup = [f"CREATE TABLE {table} (id serial PRIMARY KEY, v int)"]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), table, setup) as (hw, pg):
         got: dict[str, list] = {}
         for c, side in ((hw, "hw"), (pg, "pg")):
-            c.execute(f"DROP TABLE IF EXISTS {table}")
-            c.execute(f"CREATE TABLE {table} (id serial PRIMARY KEY, v int)")
             keys = []
             for i in range(40):
                 keys += c.execute(
@@ -214,5 +198,4 @@ def test_serial_keys_as_postgres(hw_server, pg_oracle, table_name: str) -> None:
             keys += c.execute(f"INSERT INTO {table} (v) VALUES (1) RETURNING *").fetchall()
             seq = c.execute(f"SELECT last_value, log_cnt, is_called FROM {table}_id_seq").fetchall()
             got[side] = [keys, seq, c.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()]
-            c.execute(f"DROP TABLE {table}")
         assert got["hw"] == got["pg"]
