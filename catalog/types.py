@@ -334,6 +334,7 @@ def from_duckdb(dtype: str) -> ColumnType:
         "TIME": TIME,
         "TIMESTAMP": TIMESTAMP,
         "TIMESTAMP WITH TIME ZONE": TIMESTAMPTZ,
+        "TIMESTAMPTZ": TIMESTAMPTZ,  # (catalog/types.py duckdb_type spells it so)
         "TIMESTAMP_S": TIMESTAMP,
         "TIMESTAMP_MS": TIMESTAMP,
         "TIMESTAMP_NS": TIMESTAMP,

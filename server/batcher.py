@@ -21,7 +21,7 @@ import datetime as dt
 import decimal
 import logging
 import threading
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -31,7 +31,7 @@ import pglast.ast as A
 import pyarrow as pa
 import pyarrow.compute as pc
 from headwater.catalog.constraints import not_null_violation, unique_violation
-from headwater.catalog.objects import Column, Table
+from headwater.catalog.objects import Column, Key, Table
 from headwater.catalog.pgtypes import SessionFormat, text_decoder
 from headwater.catalog.types import (
     BOOL,
@@ -174,21 +174,23 @@ def _coerce(value: Any, col: Column, fmt: SessionFormat) -> Any:
 
 
 class _Clock:
-    """now() and its kin (PostgreSQL: the transaction's start). An autocommitted INSERT
-    is a transaction of its own, so they are the time the statement is taken, one
-    value for all of its rows; `kind` is the type the call returns."""
+    """now() and its kin: the transaction's start (an autocommitted INSERT is a
+    transaction of its own: the time the statement is taken), one value for all of a
+    statement's rows; statement_timestamp() the statement's. `kind` is the type the
+    call returns."""
 
-    __slots__ = ("kind",)
+    __slots__ = ("kind", "statement")
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, statement: bool = False) -> None:
         self.kind = kind
+        self.statement = statement
 
 
 # (a zero-argument call's name, pg_catalog's) -> what it returns
 _CLOCK_CALLS = {
     "now": _Clock("timestamptz"),
     "transaction_timestamp": _Clock("timestamptz"),
-    "statement_timestamp": _Clock("timestamptz"),
+    "statement_timestamp": _Clock("timestamptz", statement=True),
 }
 _CLOCK_KEYWORDS = {
     enums.SQLValueFunctionOp.SVFOP_CURRENT_TIMESTAMP: _Clock("timestamptz"),
@@ -199,17 +201,21 @@ _CLOCK_KEYWORDS = {
 _CLOCK_DEFAULTS = {
     "now()": _CLOCK_CALLS["now"],
     "transaction_timestamp()": _CLOCK_CALLS["now"],
-    "statement_timestamp()": _CLOCK_CALLS["now"],
+    "statement_timestamp()": _CLOCK_CALLS["statement_timestamp"],
     "CURRENT_TIMESTAMP": _CLOCK_CALLS["now"],
     "LOCALTIMESTAMP": _CLOCK_KEYWORDS[enums.SQLValueFunctionOp.SVFOP_LOCALTIMESTAMP],
     "CURRENT_DATE": _CLOCK_KEYWORDS[enums.SQLValueFunctionOp.SVFOP_CURRENT_DATE],
 }
 
 
-def _clock_value(clock: _Clock, col: Column, at: dt.datetime, fmt: SessionFormat) -> Any:
-    """The clock read at `at` (UTC), assigned to the column: a timestamptz keeps the
-    instant; timestamp and date are its wall time in the session's TimeZone. Other
-    targets (text, a wall time into timestamptz) take the general path."""
+def _clock_value(
+    clock: _Clock, col: Column, started: dt.datetime, now: dt.datetime, fmt: SessionFormat
+) -> Any:
+    """The clock (the transaction's start, or the statement's `now`, both UTC) assigned
+    to the column: a timestamptz keeps the instant; timestamp and date are its wall
+    time in the session's TimeZone. Other targets (text, a wall time into timestamptz)
+    take the general path."""
+    at = now if clock.statement else started
     pg = col.type.pg
     if clock.kind == "timestamptz" and pg is TIMESTAMPTZ:
         return at
@@ -380,17 +386,20 @@ def fast_rows(
     params: list[Any],
     fmt: SessionFormat,
     defaults: Callable[[Column], Callable[[], Any] | None] | None = None,
+    started: dt.datetime | None = None,
 ) -> FastRows | None:
     """The rows an INSERT ... VALUES adds, if all of them are constants (and its
     RETURNING list, if it returns columns); else None.
 
     `defaults(column)` gives a function computing the column's default once per row
     (a serial column's nextval: server/sequences.py), or None: the general path
-    evaluates it."""
+    evaluates it. `started`: when the statement's transaction block began (now()'s
+    value); None for an autocommitted statement (now)."""
     tpl = _cached_template(stmt, table, params)
     if tpl is None:
         return None
-    at = dt.datetime.now(dt.UTC)  # the clock of this statement's transaction
+    now = dt.datetime.now(dt.UTC)
+    started = started or now
     generated: dict[int, Callable[[], Any]] = {}
     clocked: dict[int, Any] = {}  # defaults read from the clock: one value for all rows
     rows = []
@@ -398,7 +407,7 @@ def fast_rows(
         for i, c in tpl.defaulted:
             clock = _CLOCK_DEFAULTS.get(c.default or "")
             if clock is not None:
-                clocked[i] = _clock_value(clock, c, at, fmt)
+                clocked[i] = _clock_value(clock, c, started, now, fmt)
                 continue
             gen = defaults(c) if defaults is not None else None
             if gen is None:
@@ -411,7 +420,9 @@ def fast_rows(
             for i, col, node in slots:
                 v = _constant(node, params)
                 row[i] = (
-                    _clock_value(v, col, at, fmt) if isinstance(v, _Clock) else _coerce(v, col, fmt)
+                    _clock_value(v, col, started, now, fmt)
+                    if isinstance(v, _Clock)
+                    else _coerce(v, col, fmt)
                 )
             for i, name in tpl.not_null:
                 if row[i] is None and i not in generated:
@@ -431,15 +442,74 @@ def row_ids(first: int, n: int) -> pa.Array:
     return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=first - 1)
 
 
+Rows = list[tuple[Any, ...]]
+
+
+def rows_table(table: Table, rows: Rows, first_rid: int) -> pa.Table:
+    """Coerced rows as the table's Arrow rows, with row ids from `first_rid`."""
+    arrays = [row_ids(first_rid, len(rows))]
+    for i, col in enumerate(table.columns):
+        arrays.append(pa.array([r[i] for r in rows], arrow_type(col.type)))
+    return pa.table(arrays, names=[RID] + [c.name for c in table.columns])
+
+
 class _Pending:
-    """One statement's rows, and the future of its epoch (a plain class: one per INSERT)."""
+    """One unit's rows (a statement's, or a transaction block's: per table, committed
+    together or not at all) and the future of its epoch (a plain class: one per INSERT)."""
 
-    __slots__ = ("table", "rows", "done")
+    __slots__ = ("parts", "done")
 
-    def __init__(self, table: Table, rows: list[tuple[Any, ...]], done: asyncio.Future[int]):
-        self.table = table
-        self.rows = rows
+    def __init__(self, parts: list[tuple[Table, Rows]], done: asyncio.Future[int]):
+        self.parts = parts
         self.done = done
+
+
+def _key_values(table: Table, rows: Rows) -> list[tuple[Key, list[tuple[Any, ...]]]]:
+    """Per unique key of the table, the rows' values of it (without those with a NULL,
+    which collide with nothing)."""
+    out = []
+    names = [c.name for c in table.columns]
+    for key in table.keys:
+        idx = [names.index(c) for c in key.columns]
+        values = [tuple(r[i] for i in idx) for r in rows]
+        out.append((key, [k for k in values if None not in k]))
+    return out
+
+
+def _duplicate(
+    values: list[tuple[Any, ...]], *taken: set[tuple[Any, ...]]
+) -> tuple[Any, ...] | None:
+    """A value already in one of `taken`, or repeated in `values`; None if none is."""
+    dup = next((k for k in values if any(k in t for t in taken)), None)
+    if dup is None and len(set(values)) != len(values):
+        dup = next(k for k in values if values.count(k) > 1)
+    return dup
+
+
+class StagedInserts:
+    """A transaction block's fast-path INSERTs (server/writes.py fast_insert), kept in
+    the session until COMMIT hands them to the batcher as one unit, or until another
+    statement of the block needs them in its writing transaction (writes.apply_staged).
+    A block of only such INSERTs (what ORMs send for each new object) then costs the
+    write lock nothing while the client is between statements."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[Table, Rows]] = []
+        self.keys: dict[tuple[int, str], set[tuple[Any, ...]]] = {}  # the parts' key values
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+    def add(self, table: Table, rows: Rows) -> None:
+        self.parts.append((table, rows))
+        for key, values in _key_values(table, rows):
+            self.keys.setdefault((table.oid, key.name), set()).update(values)
+
+    def truncate(self, n: int) -> None:
+        """Keep the first `n` parts (ROLLBACK TO SAVEPOINT)."""
+        kept, self.parts, self.keys = self.parts[:n], [], {}
+        for table, rows in kept:
+            self.add(table, rows)
 
 
 class InsertBatcher:
@@ -479,11 +549,12 @@ class InsertBatcher:
         self._applied = asyncio.Condition()
         self._flusher: asyncio.Task[None] | None = None
 
-    async def insert(self, table: Table, rows: list[tuple[Any, ...]]) -> int:
-        """Insert `rows`; returns the epoch once it is durable."""
+    async def insert(self, parts: list[tuple[Table, Rows]]) -> int:
+        """Insert each part's rows into its table, all or none (a unique key taken by
+        then fails the whole: 23505); returns the epoch once it is durable."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="insert-batcher")
-        p = _Pending(table, rows, asyncio.get_running_loop().create_future())
+        p = _Pending(parts, asyncio.get_running_loop().create_future())
         self._queue.append(p)
         self._wake.set()
         g = self._gathering
@@ -505,7 +576,7 @@ class InsertBatcher:
             self._last_batch = len(self._queue)
             async with committer.write_lock:
                 batch, self._queue = self._queue, []
-                tables = {p.table.oid for p in batch if p.table.keys}
+                tables = {t.oid for p in batch for t, _ in p.parts if t.keys}
                 missing = [oid for oid in tables if not self._has_keys(oid)]
                 try:
                     if missing:
@@ -612,29 +683,27 @@ class InsertBatcher:
         self, batch: list[_Pending], epoch: int
     ) -> tuple[dict[int, pa.Table], dict[int, SQLError]]:
         failures: dict[int, SQLError] = {}
-        changes: dict[int, pa.Table] = {}
-        by_table: dict[int, list[_Pending]] = defaultdict(list)
         for p in batch:
-            by_table[p.table.oid].append(p)
-        for oid, pendings in by_table.items():
-            table = self.instance.table(oid)
-            # (a catalog copy shares the Table objects it did not change: `is` first,
-            # the field-by-field comparison only after DDL)
-            if table is None or (table is not pendings[0].table and table != pendings[0].table):
-                for p in pendings:  # dropped or altered since the statement was planned
+            for table, _ in p.parts:
+                current = self.instance.table(table.oid)
+                # (a catalog copy shares the Table objects it did not change: `is` first,
+                # the field-by-field comparison only after DDL)
+                if current is None or (current is not table and current != table):
+                    # dropped or altered since the statement was planned
                     failures[id(p)] = SQLError(
-                        f'relation "{p.table.name}" changed during the statement; retry', "40001"
+                        f'relation "{table.name}" changed during the statement; retry', "40001"
                     )
-                continue
-            pendings = self._check_keys(table, pendings, failures)
-            rows = [r for p in pendings for r in p.rows]
+                    break
+        kept = self._check_keys([p for p in batch if id(p) not in failures], failures)
+        by_table: dict[int, tuple[Table, Rows]] = {}
+        for p in kept:
+            for table, rows in p.parts:
+                by_table.setdefault(table.oid, (table, []))[1].extend(rows)
+        changes: dict[int, pa.Table] = {}
+        for oid, (table, rows) in by_table.items():
             if not rows:
                 continue
-            first = self.instance.allocate_rids(len(rows))
-            arrays = [row_ids(first, len(rows))]
-            for i, col in enumerate(table.columns):
-                arrays.append(pa.array([r[i] for r in rows], arrow_type(col.type)))
-            new = pa.table(arrays, names=[RID] + [c.name for c in table.columns])
+            new = rows_table(table, rows, self.instance.allocate_rids(len(rows)))
             with self._staged_lock:
                 self._unapplied.append((epoch, table, new))
                 self._staged_epoch = max(self._staged_epoch, epoch)
@@ -642,35 +711,47 @@ class InsertBatcher:
             changes[oid] = new.append_column(WEIGHT, pa.array([1] * len(rows), pa.int64()))
         return changes, failures
 
-    def _check_keys(
-        self, table: Table, pendings: list[_Pending], failures: dict[int, SQLError]
-    ) -> list[_Pending]:
-        """Keep the statements whose keys collide neither with the table nor each other."""
-        if not table.keys:
-            return pendings
-        index = {c.name: i for i, c in enumerate(table.columns)}
-        sets = [
-            (key, self._keys[(table.oid, key.name)], [index[c] for c in key.columns])
-            for key in table.keys
-        ]
+    def _check_keys(self, batch: list[_Pending], failures: dict[int, SQLError]) -> list[_Pending]:
+        """Keep the units whose keys collide neither with the tables nor each other."""
         kept = []
-        for p in pendings:
-            added: list[tuple[set[tuple[Any, ...]], tuple[Any, ...]]] = []
-            for key, live, idx in sets:
-                keys = [k for k in (tuple(r[i] for i in idx) for r in p.rows) if None not in k]
-                dup = next((k for k in keys if k in live), None)
-                if dup is None and len(set(keys)) != len(keys):
-                    dup = next(k for k in keys if keys.count(k) > 1)
-                if dup is not None:
-                    failures[id(p)] = unique_violation(key, dup)
-                    for s_, k in added:  # undo what the statement's other keys claimed
-                        s_.discard(k)
+        for p in batch:
+            claimed: list[tuple[set[tuple[Any, ...]], tuple[Any, ...]]] = []
+            for table, rows in p.parts:
+                for key, values in _key_values(table, rows):
+                    live = self._keys[(table.oid, key.name)]
+                    dup = _duplicate(values, live)
+                    if dup is not None:
+                        failures[id(p)] = unique_violation(key, dup)
+                        for s_, k in claimed:  # undo what the unit's other keys claimed
+                            s_.discard(k)
+                        break
+                    live.update(values)
+                    claimed.extend((live, k) for k in values)
+                if id(p) in failures:
                     break
-                live.update(keys)
-                added.extend((live, k) for k in keys)
             else:
                 kept.append(p)
         return kept
+
+    async def check_keys(self, table: Table, rows: Rows, staged: StagedInserts) -> None:
+        """23505 if the rows take a key that is live or staged in their transaction block
+        (a unit can still fail at COMMIT: a concurrent writer may take the key first)."""
+        if not table.keys:
+            return
+        if not self._has_keys(table.oid):
+            committer = self.instance.committer
+            assert committer is not None
+            async with committer.write_lock:  # no general writer commits while they load
+                if not self._has_keys(table.oid):
+                    await asyncio.to_thread(self._load_keys, [table.oid])
+        for key, values in _key_values(table, rows):
+            dup = _duplicate(
+                values,
+                self._keys.get((table.oid, key.name), set()),
+                staged.keys.get((table.oid, key.name), set()),
+            )
+            if dup is not None:
+                raise unique_violation(key, dup)
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         if self._cur is None:

@@ -69,6 +69,11 @@ from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError
 # CREATE and DROP (server/ddl.py); CREATE MATERIALIZED VIEW is a CreateTableAsStmt
 _DDL = A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.IndexStmt
 _DDL = _DDL | A.CreateSeqStmt | A.AlterSeqStmt  # server/sequence_ddl.py
+# statements that leave a block's staged INSERTs staged (writes.fast_insert): INSERT
+# stages its rows too or applies them first (_write); the others read no table (psycopg
+# sends DEALLOCATE ALL after ROLLBACK TO SAVEPOINT)
+_KEEPS_STAGED = A.InsertStmt | A.VariableSetStmt | A.VariableShowStmt | A.DeallocateStmt
+_KEEPS_STAGED = _KEEPS_STAGED | A.ListenStmt | A.UnlistenStmt | A.NotifyStmt
 
 
 log = logging.getLogger(__name__)
@@ -149,6 +154,8 @@ class Executor:
         params = [duckdb_param(p) for p in params] if params else params
         try:
             read_only.refuse_writes(s, stmt)  # 25006 in a read-only transaction
+            if s.staged and not isinstance(stmt, _KEEPS_STAGED):
+                await self._unstage()
             if isinstance(stmt, A.SelectStmt) and row_locks.has_locks(stmt):  # FOR UPDATE
                 result = await row_locks.select(self, stmt, params)
             else:
@@ -272,7 +279,14 @@ class Executor:
             fast = await writes.fast_insert(s, stmt, params)
             if fast is not None:
                 return fast
+        if s.staged:
+            await self._unstage()
         return await transactions.in_write(s, partial(writes.change, s), stmt, params)
+
+    async def _unstage(self) -> None:
+        """The block's staged INSERTs into its writing transaction, where the statement
+        about to run reads and writes."""
+        await transactions.in_write(self.s, partial(writes.apply_staged, self.s))
 
     async def select(
         self, stmt: A.SelectStmt, params: list[Any], as_of: AsOf | None = None
@@ -314,6 +328,8 @@ class Executor:
     async def copy_in(self, stmt: A.CopyStmt, cols: list[Column], data: pa.Table) -> Result:
         """COPY FROM STDIN: the strings in `data` become rows of the table."""
         try:
+            if self.s.staged:
+                await self._unstage()
             return await transactions.in_write(
                 self.s, partial(writes.copy_rows, self.s), stmt, cols, data
             )

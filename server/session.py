@@ -11,6 +11,7 @@ PENDING inside an explicit block until COMMIT picks the epoch.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from collections import defaultdict
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
+from headwater.server.batcher import StagedInserts
 from headwater.server.instance import Instance
 from headwater.server.settings import Settings
 
@@ -70,6 +72,9 @@ class Session:
         self.settings.values["headwater.retention"] = f"{instance.config.retention:g}s"
         self.status = "I"
         self.write: WriteTxn | None = None
+        # a block's fast-path INSERTs, until COMMIT or its first other statement
+        self.staged = StagedInserts()
+        self.xact_start = dt.datetime.now(dt.UTC)  # when the transaction block began
         self.last_write_epoch = 0  # freshness token of this session's newest commit
         self._read_cur: duckdb.DuckDBPyConnection | None = None
         self.prepared: dict[str, Any] = {}

@@ -10,6 +10,7 @@ backfilled).
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ import pglast.ast as A
 import pyarrow as pa
 from headwater.catalog.objects import MaterializedView, Table
 from headwater.server import cursors, ddl, read_only, temp_tables
+from headwater.server.batcher import StagedInserts
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import RETAINED_FROM, RID, WEIGHT
@@ -35,7 +37,7 @@ _SAVEPOINT_KINDS = (
     TransactionStmtKind.TRANS_STMT_RELEASE,
     TransactionStmtKind.TRANS_STMT_ROLLBACK_TO,
 )
-Savepoints = list[tuple[str, bool]]  # (name, had written), innermost last
+Savepoints = list[tuple[str, int]]  # (name, staged INSERTs then), innermost last
 
 
 async def transaction(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> Result:
@@ -47,6 +49,7 @@ async def transaction(s: Session, savepoints: Savepoints, stmt: A.TransactionStm
         s.settings.begin()
         read_only.begin(s, stmt)
         s.status = "T"
+        s.xact_start = dt.datetime.now(dt.UTC)
         return Result(tag)
     if kind in (TransactionStmtKind.TRANS_STMT_COMMIT, TransactionStmtKind.TRANS_STMT_ROLLBACK):
         read_only.end(s)
@@ -96,7 +99,7 @@ def _savepoint(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> R
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
-        savepoints.append((name, s.write is not None))
+        savepoints.append((name, len(s.staged.parts)))
         return Result("SAVEPOINT")
     names = [n for n, _ in savepoints]
     if name not in names:
@@ -113,6 +116,7 @@ def _savepoint(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> R
         raise FeatureNotSupported(
             "ROLLBACK TO SAVEPOINT after a write in the transaction is not supported"
         )
+    s.staged.truncate(savepoints[pos][1])  # fast-path INSERTs since then (staged) go
     del savepoints[pos + 1 :]
     s.status = "T"
     return Result("ROLLBACK")
@@ -175,9 +179,13 @@ def _new_write_cursor(s: Session) -> duckdb.DuckDBPyConnection:
 
 
 async def commit_write(s: Session) -> list[str]:
-    """Commit the writing transaction; returns NOTICEs (materialized view backfills)."""
+    """Commit the writing transaction, or the block's staged INSERTs; returns NOTICEs
+    (materialized view backfills)."""
     w = s.write
     if w is None:
+        if s.staged:  # all or none; a key taken meanwhile fails the COMMIT (23505)
+            parts, s.staged = s.staged.parts, StagedInserts()
+            s.last_write_epoch = await s.instance.batcher.insert(parts)
         return []
     instance = s.instance
     committer = instance.committer
@@ -295,6 +303,7 @@ def _finish_duckdb(w: WriteTxn, epoch: int) -> tuple[dict[int, pa.Table], dict[i
 
 
 async def rollback_write(s: Session) -> None:
+    s.staged = StagedInserts()
     w = s.write
     if w is None:
         return

@@ -26,7 +26,7 @@ from headwater.planner import dml, pg_compat
 from headwater.planner.params import epoch_parameter
 from headwater.server import constraints, foreign_keys, reads
 from headwater.server.auth import privilege_checks
-from headwater.server.batcher import fast_rows, row_ids
+from headwater.server.batcher import StagedInserts, fast_rows, row_ids, rows_table
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.duckdb_calls import fetch
 from headwater.server.results import Field, Result, arrow_fields, rows_of
@@ -39,36 +39,60 @@ from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError,
 
 
 async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None:
-    """An autocommitted INSERT of constants, through the batcher; None for any other
-    write (it runs in a writing transaction: `change`)."""
-    if s.status == "I" and s.write is None and isinstance(stmt, A.InsertStmt):
-        rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
-        if isinstance(rel, Table) and not rel.foreign_keys:  # FOREIGN KEYs: the general path
-            fmt = _format(s)
-            serials = {
-                c: s.instance.sequences.default_generator(s, c)
-                for c in rel.columns
-                if (c.default or "").startswith("nextval(")
-            }
-            if serials:
-                # nextval now and then makes its log ahead durable (server/sequences.py
-                # SEQ_RESERVE): a statement that would wait for that runs on a thread
-                rows = len(getattr(stmt.selectStmt, "valuesLists", None) or ())
-                if all(g is None or g.spare() >= rows for g in serials.values()):
-                    fast = fast_rows(stmt, rel, params, fmt, serials.get)
-                else:
-                    fast = await asyncio.to_thread(fast_rows, stmt, rel, params, fmt, serials.get)
-            else:
-                fast = fast_rows(stmt, rel, params, fmt)
-            if fast is not None:
-                try:
-                    s.last_write_epoch = await s.instance.batcher.insert(rel, fast.rows)
-                except SQLError as e:
-                    if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
-                        return None  # ALTERed meanwhile: the general path, on the new table
-                    raise
-                return _returned(rel, fast.rows, fast.returning, f"INSERT 0 {len(fast.rows)}")
-    return None
+    """An INSERT of constants through the batcher: autocommitted, it joins the next
+    epoch; in a transaction block that has not written otherwise, its rows are staged
+    until COMMIT (server/batcher.py StagedInserts). None for any other write (it runs
+    in a writing transaction: `change`)."""
+    if s.write is not None or s.status == "E" or not isinstance(stmt, A.InsertStmt):
+        return None
+    rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+    if not isinstance(rel, Table) or rel.foreign_keys:  # FOREIGN KEYs: the general path
+        return None
+    fmt = _format(s)
+    started = s.xact_start if s.status == "T" else None
+    serials = {
+        c: s.instance.sequences.default_generator(s, c)
+        for c in rel.columns
+        if (c.default or "").startswith("nextval(")
+    }
+    if serials:
+        # nextval now and then makes its log ahead durable (server/sequences.py
+        # SEQ_RESERVE): a statement that would wait for that runs on a thread
+        rows = len(getattr(stmt.selectStmt, "valuesLists", None) or ())
+        if all(g is None or g.spare() >= rows for g in serials.values()):
+            fast = fast_rows(stmt, rel, params, fmt, serials.get, started)
+        else:
+            fast = await asyncio.to_thread(fast_rows, stmt, rel, params, fmt, serials.get, started)
+    else:
+        fast = fast_rows(stmt, rel, params, fmt, started=started)
+    if fast is None:
+        return None
+    tag = f"INSERT 0 {len(fast.rows)}"
+    if s.status == "T":
+        await s.instance.batcher.check_keys(rel, fast.rows, s.staged)
+        s.staged.add(rel, fast.rows)
+        return _returned(rel, fast.rows, fast.returning, tag)
+    try:
+        s.last_write_epoch = await s.instance.batcher.insert([(rel, fast.rows)])
+    except SQLError as e:
+        if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
+            return None  # ALTERed meanwhile: the general path, on the new table
+        raise
+    return _returned(rel, fast.rows, fast.returning, tag)
+
+
+def apply_staged(s: Session, w: WriteTxn) -> Result:
+    """The block's staged INSERTs into its writing transaction (blocking), for a
+    statement that reads or writes otherwise: from here on the block writes there."""
+    parts, s.staged = s.staged.parts, StagedInserts()
+    for table, rows in parts:
+        current = w.catalog.by_oid(table.oid)
+        if current != table:
+            raise SQLError(
+                f'relation "{table.name}" changed during the transaction; retry', "40001"
+            )
+        apply(w, table, None, rows_table(table, rows, s.instance.allocate_rids(len(rows))))
+    return Result("")
 
 
 def _returned(

@@ -120,10 +120,15 @@ def test_clock_values_as_postgres(hw_server, pg_oracle, table_name: str, prepare
                 assert lo - slack <= a <= hi + slack, (side, i, a, lo, hi)
 
 
-RETURNING_COLUMNS = "id serial PRIMARY KEY, name text, amount numeric(7,2), v varchar(4), d date"
+RETURNING_COLUMNS = (
+    "id serial PRIMARY KEY, name text, amount numeric(7,2), v varchar(4), d date,"
+    " ts timestamptz, lt timestamp, ok boolean, f float8, big bigint, raw bytea"
+)
 RETURNING_STATEMENTS = [
     "INSERT INTO {t} (name, amount) VALUES ('a', 1.005) RETURNING id",
     "INSERT INTO {t} (name, amount, v, d) VALUES ('b', 2, 'xy', '2020-02-29') RETURNING *",
+    "INSERT INTO {t} (ts, lt, ok, f, big, raw) VALUES ('2020-02-29 12:00+03',"
+    " '2020-02-29 12:00', true, 1.5, 9007199254740993, '\\x00ff') RETURNING ts, lt, ok, f, big, raw",
     "INSERT INTO {t} (name) VALUES ('c'), ('d') RETURNING {t}.id, name AS n, amount",
     "INSERT INTO {t} AS x (name, v) VALUES ('e', 'ab  ') RETURNING x.id, x.v, id AS k",
     "INSERT INTO {t} (name) VALUES ('f') RETURNING id + 1 AS next, upper(name)",  # general
@@ -157,7 +162,9 @@ def _run(conn: psycopg.Connection, sql: str, prepared: bool) -> object:
         cur = conn.execute(sql, prepare=prepared)
     except psycopg.Error as e:
         return e.sqlstate
-    types = [(d.name, d.type_code, d.precision, d.scale) for d in cur.description or ()]
+    if cur.description is None:
+        return cur.statusmessage
+    types = [(d.name, d.type_code, d.precision, d.scale) for d in cur.description]
     return types, cur.fetchall()
 
 
@@ -199,3 +206,139 @@ def test_serial_keys_as_postgres(hw_server, pg_oracle, table_name: str) -> None:
             seq = c.execute(f"SELECT last_value, log_cnt, is_called FROM {table}_id_seq").fetchall()
             got[side] = [keys, seq, c.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()]
         assert got["hw"] == got["pg"]
+
+
+# -- INSERTs in a transaction block: staged until COMMIT (server/batcher.py StagedInserts)
+BLOCK_COLUMNS = "id serial PRIMARY KEY, k int UNIQUE, v text, at timestamptz DEFAULT now()"
+BLOCK_SCRIPT = [
+    "BEGIN",
+    "INSERT INTO {t} (k, v) VALUES (1, 'a') RETURNING id, k, v",
+    "INSERT INTO {t} (k, v) VALUES (2, 'b'), (3, 'c') RETURNING {t}.id, v AS w",
+    "SELECT id, k, v FROM {t} ORDER BY id",  # the block reads its own rows
+    "INSERT INTO {t} (k, v) VALUES (4, 'd') RETURNING id",  # then writes in a transaction
+    "COMMIT",
+    "BEGIN",
+    "INSERT INTO {t} (k, v) VALUES (5, 'e')",
+    "SAVEPOINT s1",
+    "INSERT INTO {t} (k, v) VALUES (6, 'f')",
+    "ROLLBACK TO SAVEPOINT s1",  # takes back what was staged since
+    "INSERT INTO {t} (k, v) VALUES (7, 'g'), (6, 'f2')",
+    "COMMIT",
+    "BEGIN",
+    "INSERT INTO {t} (k, v) VALUES (8, 'h')",
+    "INSERT INTO {t} (k, v) VALUES (1, 'dup')",  # a committed key: 23505 now
+    "INSERT INTO {t} (k, v) VALUES (9, 'i')",  # 25P02
+    "COMMIT",  # ROLLBACK
+    "BEGIN",
+    "INSERT INTO {t} (k, v) VALUES (10, 'j'), (10, 'k')",
+    "ROLLBACK",
+    "BEGIN",
+    "INSERT INTO {t} (k, v) VALUES (11, 'l')",
+    "INSERT INTO {t} (k, v) VALUES (11, 'm')",  # a key staged in the block
+    "ROLLBACK",
+    "BEGIN",
+    "INSERT INTO {t} (k, v) VALUES (12, 'n'), (NULL, 'null'), (NULL, 'null')",
+    "ROLLBACK",
+    "BEGIN",
+    "INSERT INTO {t} (k, v) VALUES (13, 'o')",
+    "SAVEPOINT s2",
+    "INSERT INTO {t} (k, v) VALUES (14, 'p')",
+    "INSERT INTO {t} (k, v) VALUES (13, 'dup')",
+    "ROLLBACK TO SAVEPOINT s2",  # out of the failed state; 14 goes, its key is free
+    "INSERT INTO {t} (k, v) VALUES (14, 'q'), (NULL, 'r'), (NULL, 's') RETURNING k, v",
+    "COMMIT",
+    "SELECT id, k, v FROM {t} ORDER BY id",
+    # one instant per block: now() is the transaction's start
+    "SELECT count(DISTINCT at) FROM {t} WHERE k IN (5, 6, 7)",
+    "SELECT count(DISTINCT at) FROM {t} WHERE k = 13 OR v IN ('q', 'r', 's')",
+    "SELECT last_value, is_called FROM {t}_id_seq",
+]
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_block_inserts_as_postgres(hw_server, pg_oracle, table_name: str, prepared: bool) -> None:  # type: ignore[no-untyped-def]
+    """A transaction block of INSERTs: RETURNING, reading its own rows, savepoints,
+    unique violations against committed and staged keys, ROLLBACK and the failed state
+    give what PostgreSQL gives, statement by statement, and the same rows are stored."""
+    table = f"{table_name}_b{int(prepared)}"
+    setup = [f"CREATE TABLE {table} ({BLOCK_COLUMNS})"]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), table, setup) as (hw, pg):
+        for sql in BLOCK_SCRIPT:
+            sql = sql.format(t=table)
+            got, want = (_run(c, sql, prepared and sql.startswith("INSERT")) for c in (hw, pg))
+            assert got == want, sql
+
+
+def test_block_clock_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """In a block, now() and its kin are the block's start, statement_timestamp() each
+    statement's time."""
+    table = f"{table_name}_c"
+    setup = [
+        f"CREATE TABLE {table} (n int, a timestamptz DEFAULT now(),"
+        " s timestamptz DEFAULT statement_timestamp(), d date DEFAULT CURRENT_DATE)"
+    ]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), table, setup) as conns:
+        for c in conns:
+            before = dt.datetime.now(dt.UTC)
+            c.execute("BEGIN")
+            began = dt.datetime.now(dt.UTC)
+            first = c.execute(f"INSERT INTO {table} (n) VALUES (1) RETURNING a, s").fetchone()
+            c.execute("SELECT pg_sleep(0.02)") if c is conns[1] else None
+            second = c.execute(
+                f"INSERT INTO {table} (n, a) VALUES (2, transaction_timestamp()),"
+                " (3, CURRENT_TIMESTAMP) RETURNING a, s"
+            ).fetchall()
+            c.execute("COMMIT")
+            assert first is not None and before <= first[0] <= began <= first[1]
+            assert all(a == first[0] and s > first[1] for a, s in second)
+
+
+def _staged_setup(conn: psycopg.Connection, table: str) -> None:
+    conn.execute(f"CREATE TABLE {table} (k int PRIMARY KEY, v text)")
+    conn.execute(f"CREATE TABLE {table}_2 (k int PRIMARY KEY, v text)")
+
+
+def test_staged_block_holds_no_lock_and_commits_as_one(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """A block of INSERTs holds no write lock while the client thinks (another session
+    writes meanwhile), is invisible until COMMIT, and commits all its tables together;
+    a key another session takes first fails the COMMIT as a whole (23505, as a
+    DEFERRABLE INITIALLY DEFERRED key does in PostgreSQL); ROLLBACK leaves nothing."""
+    table = f"{table_name}_s"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True) as a,
+        psycopg.connect(hw_server.dsn, autocommit=True) as b,
+    ):
+        _staged_setup(a, table)
+        a.execute("BEGIN")
+        a.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'a')")
+        a.execute(f"INSERT INTO {table}_2 VALUES (1, 'a')")
+        # a general writing transaction of another session runs now (before, it waited
+        # for the write lock until this block ended)
+        b.execute("SET statement_timeout = '20s'")
+        b.execute("BEGIN")
+        b.execute(f"INSERT INTO {table}_2 VALUES (7, 'b') ON CONFLICT DO NOTHING")
+        b.execute("COMMIT")
+        assert b.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,)
+        a.execute("COMMIT")
+        assert b.execute(f"SELECT k FROM {table} ORDER BY k").fetchall() == [(1,), (2,)]
+        assert b.execute(f"SELECT k FROM {table}_2 ORDER BY k").fetchall() == [(1,), (7,)]
+
+        a.execute("BEGIN")
+        a.execute(f"INSERT INTO {table} VALUES (3, 'a')")
+        a.execute(f"INSERT INTO {table}_2 VALUES (3, 'a')")
+        b.execute(f"INSERT INTO {table}_2 VALUES (3, 'b')")  # first to commit the key
+        with pytest.raises(psycopg.errors.UniqueViolation) as e:
+            a.execute("COMMIT")
+        assert e.value.diag.message_detail == "Key (k)=(3) already exists."
+        assert a.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert a.execute(f"SELECT k FROM {table} ORDER BY k").fetchall() == [(1,), (2,)]
+        assert a.execute(f"SELECT v FROM {table}_2 WHERE k = 3").fetchall() == [("b",)]
+
+        a.execute("BEGIN")
+        a.execute(f"INSERT INTO {table} VALUES (4, 'a')")
+        a.execute("ROLLBACK")
+        a.execute("BEGIN")
+        a.execute(f"INSERT INTO {table} VALUES (5, 'a')")
+        a.close()  # the session ends with its block open: nothing of it stays
+        assert b.execute(f"SELECT k FROM {table} ORDER BY k").fetchall() == [(1,), (2,)]
+        b.execute(f"INSERT INTO {table} VALUES (4, 'b'), (5, 'b')")  # the keys are free
