@@ -128,7 +128,8 @@ RETURNING_STATEMENTS = [
     "INSERT INTO {t} (name, amount) VALUES ('a', 1.005) RETURNING id",
     "INSERT INTO {t} (name, amount, v, d) VALUES ('b', 2, 'xy', '2020-02-29') RETURNING *",
     "INSERT INTO {t} (ts, lt, ok, f, big, raw) VALUES ('2020-02-29 12:00+03',"
-    " '2020-02-29 12:00', true, 1.5, 9007199254740993, '\\x00ff') RETURNING ts, lt, ok, f, big, raw",
+    " '2020-02-29 12:00', true, 1.5, 9007199254740993, '\\x00ff')"
+    " RETURNING ts, lt, ok, f, big, raw",
     "INSERT INTO {t} (name) VALUES ('c'), ('d') RETURNING {t}.id, name AS n, amount",
     "INSERT INTO {t} AS x (name, v) VALUES ('e', 'ab  ') RETURNING x.id, x.v, id AS k",
     "INSERT INTO {t} (name) VALUES ('f') RETURNING id + 1 AS next, upper(name)",  # general
