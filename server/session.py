@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
+from headwater.planner.functions.dates import XACT_START
 from headwater.server.batcher import StagedInserts
 from headwater.server.instance import Instance
 from headwater.server.settings import Settings
@@ -80,7 +81,8 @@ class Session:
         self.prepared: dict[str, Any] = {}
         self.portals: dict[str, Portal] = {}
         self.cursors: dict[str, Any] = {}  # DECLAREd cursors (SELECT or SUBSCRIBE)
-        self._zones: dict[int, str] = {}  # id(DuckDB connection) -> TimeZone set on it
+        # id(DuckDB connection) -> the TimeZone and the block's start set on it
+        self._zones: dict[int, tuple[str, dt.datetime | None]] = {}
         # temporary tables (server/temp_tables.py): the session's pg_temp_N schema, once
         # it made one, and each temporary table's ON COMMIT action by oid
         self.temp_schema: str | None = None
@@ -99,11 +101,20 @@ class Session:
     def in_session_zone(
         self, cur: duckdb.DuckDBPyConnection, *, fresh: bool = False
     ) -> duckdb.DuckDBPyConnection:
-        """DuckDB evaluates timestamptz casts and arithmetic in the session's TimeZone."""
+        """DuckDB evaluates timestamptz casts and arithmetic in the session's TimeZone,
+        and now() (hw_now: planner/functions/dates.py) as the transaction block's start
+        (outside a block, DuckDB's own: the statement's)."""
         tz = self.settings.values["TimeZone"]
-        if fresh or self._zones.get(id(cur)) != tz:
+        clock = self.xact_start if self.status != "I" else None
+        was = None if fresh else self._zones.get(id(cur))
+        if was is None or was[0] != tz:
             cur.execute("SET TimeZone = ?", [tz])
-            self._zones[id(cur)] = tz
+        if (was[1] if was is not None else None) != clock:
+            if clock is None:
+                cur.execute(f"RESET VARIABLE {XACT_START}")
+            else:
+                cur.execute(f"SET VARIABLE {XACT_START} = CAST(? AS TIMESTAMPTZ)", [clock])
+        self._zones[id(cur)] = (tz, clock)
         return cur
 
     @property

@@ -23,7 +23,7 @@ from headwater.server import cursors, ddl, read_only, temp_tables
 from headwater.server.batcher import StagedInserts
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
-from headwater.storage.changelog import RETAINED_FROM, RID, WEIGHT
+from headwater.storage.changelog import RETAINED_FROM, RID, WEIGHT, utc_timestamps
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import PENDING, Replica, quote
 from pglast.enums import TransactionStmtKind
@@ -335,7 +335,7 @@ def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Tab
     """Sum the weights of equal change rows and drop those that cancel out."""
     if len(parts) == 1:
         return parts[0]
-    t = pa.concat_tables(parts, promote_options="permissive")
+    t = pa.concat_tables([utc_timestamps(p) for p in parts], promote_options="permissive")
     cur.register("_hw_parts", t)
     try:
         cols = ", ".join(quote(c) for c in t.column_names if c != WEIGHT)

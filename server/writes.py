@@ -84,10 +84,13 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
 def apply_staged(s: Session, w: WriteTxn) -> Result:
     """The block's staged INSERTs into its writing transaction (blocking), for a
     statement that reads or writes otherwise: from here on the block writes there."""
-    parts, s.staged = s.staged.parts, StagedInserts()
-    for table, rows in parts:
+    by_table: dict[int, tuple[Table, list[tuple[Any, ...]]]] = {}
+    for table, rows in s.staged.parts:  # one DuckDB check and insert per table
+        by_table.setdefault(id(table), (table, []))[1].extend(rows)
+    s.staged = StagedInserts()
+    for table, rows in by_table.values():
         current = w.catalog.by_oid(table.oid)
-        if current != table:
+        if current is not table and current != table:  # ALTERed or dropped meanwhile
             raise SQLError(
                 f'relation "{table.name}" changed during the transaction; retry', "40001"
             )

@@ -86,7 +86,25 @@ def encode_arrow(table: pa.Table) -> list[bytes]:
 
 
 def decode_arrow(blob: bytes) -> pa.Table:
-    return ipc.open_stream(pa.py_buffer(blob)).read_all()
+    # (logs written before utc_timestamps carry a session's zone on some epochs)
+    return utc_timestamps(ipc.open_stream(pa.py_buffer(blob)).read_all())
+
+
+def utc_timestamps(t: pa.Table) -> pa.Table:
+    """`t` with its timestamptz columns labelled UTC. DuckDB labels them with the
+    writing session's TimeZone, the batcher with UTC; the instants are the same, but
+    Arrow refuses to concatenate columns whose labels differ (an epoch's, a
+    transaction's, a table's log at recovery)."""
+    fields = list(t.schema)
+    utc = [
+        f.with_type(pa.timestamp(f.type.unit, "UTC"))
+        if pa.types.is_timestamp(f.type) and f.type.tz not in (None, "UTC")
+        else f
+        for f in fields
+    ]
+    if utc == fields:
+        return t
+    return t.cast(pa.schema(utc, metadata=t.schema.metadata))
 
 
 @dataclass

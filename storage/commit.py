@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 from headwater.catalog.objects import CatalogObject
-from headwater.storage.changelog import ChangeLog, EpochRecord
+from headwater.storage.changelog import ChangeLog, EpochRecord, utc_timestamps
 from headwater.storage.slate import storage_error
 
 from headwater.errors import DiskFull, SQLError
@@ -146,10 +146,10 @@ class Committer:
             return None
         for oid, t in (rewrites or {}).items():
             ep.changes.pop(oid, None)
-            ep.rewrites[oid] = t
+            ep.rewrites[oid] = utc_timestamps(t)
         for oid, t in changes.items():
             if t.num_rows:
-                ep.changes[oid].append(t)
+                ep.changes[oid].append(utc_timestamps(t))
         if catalog:
             ep.catalog.update(catalog)
         if dropped_logs:

@@ -343,3 +343,44 @@ def test_staged_block_holds_no_lock_and_commits_as_one(hw_server, table_name: st
         a.close()  # the session ends with its block open: nothing of it stays
         assert b.execute(f"SELECT k FROM {table} ORDER BY k").fetchall() == [(1,), (2,)]
         b.execute(f"INSERT INTO {table} VALUES (4, 'b'), (5, 'b')")  # the keys are free
+
+
+BLOCK_CLOCK_CHECKS = (  # each true on PostgreSQL, inside a block, after the first read
+    "now() = %(n)s",
+    "statement_timestamp() > %(s)s",
+    "CURRENT_TIMESTAMP = now() AND transaction_timestamp() = now()",
+    "pg_catalog.now() = now()",
+    "LOCALTIMESTAMP = now() AT TIME ZONE current_setting('TimeZone')",
+    "CURRENT_DATE = (now() AT TIME ZONE current_setting('TimeZone'))::date",
+    "CURRENT_TIMESTAMP(0) <= now() + interval '1 second'",
+)
+
+
+def test_now_is_the_block_start_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """now() and its kin are one value for a whole transaction block, in reads, staged
+    INSERTs and general writes alike; statement_timestamp() moves on; outside a block
+    each statement has its own now()."""
+    table = f"{table_name}_n"
+    setup = [f"CREATE TABLE {table} (k int, a timestamptz DEFAULT now(), b timestamptz)"]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), table, setup) as conns:
+        results = []
+        for c in conns:
+            c.execute("SET TimeZone = 'Asia/Kathmandu'")
+            c.execute("BEGIN")
+            row = c.execute("SELECT now(), statement_timestamp()").fetchone()
+            assert row is not None
+            at = {"n": row[0], "s": row[1]}
+            c.execute("SELECT pg_sleep(0.01)")
+            checks = [c.execute(f"SELECT {q}", at).fetchone() for q in BLOCK_CLOCK_CHECKS]
+            c.execute(f"INSERT INTO {table} (k) VALUES (1)")  # staged (Headwater)
+            c.execute(f"INSERT INTO {table} (k, a) SELECT 2, now()")  # a writing transaction
+            c.execute(f"UPDATE {table} SET b = CURRENT_TIMESTAMP")
+            stored = c.execute(
+                f"SELECT bool_and(a = %(n)s AND b = %(n)s), count(*) FROM {table}", at
+            ).fetchone()
+            c.execute("COMMIT")
+            after = c.execute("SELECT now() > %(n)s, pg_sleep(0.01)", at).fetchone()
+            again = c.execute(f"SELECT bool_and(a = %(n)s) FROM {table}", at).fetchone()
+            results.append((checks, stored, after, again))
+        assert results[0] == results[1]
+        assert all(row == (True,) for row in results[0][0]), results[0][0]

@@ -30,6 +30,7 @@ def _err(sqlstate: str, message_sql: str) -> str:
     return f"error('[SQLSTATE {sqlstate}] ' || {message_sql})"
 
 
+XACT_START = "hw_xact_start"  # the DuckDB variable holding a transaction block's start
 MACROS = [
     "CREATE OR REPLACE MACRO hw_make_iv(m, d, t) AS"
     " to_months(CAST(m AS INTEGER)) + to_days(CAST(d AS INTEGER)) + to_microseconds(t)",
@@ -146,7 +147,11 @@ MACROS = [
     # CURRENT_TIMESTAMP(p) and friends: now() rounded to p fractional digits
     "CREATE OR REPLACE MACRO hw_us_rounded(us, q) AS"
     " make_timestamp(((us + q // 2) // q) * q) AT TIME ZONE 'UTC'",
-    "CREATE OR REPLACE MACRO hw_now_rounded(p) AS hw_us_rounded(epoch_us(now()),"
+    # now(): a transaction block's start (PostgreSQL's), which the server sets on the
+    # session's DuckDB connections for the block (server/session.py in_session_zone);
+    # outside one, DuckDB's now(): the statement's start
+    f"CREATE OR REPLACE MACRO hw_now() AS coalesce(getvariable('{XACT_START}'), now())",
+    "CREATE OR REPLACE MACRO hw_now_rounded(p) AS hw_us_rounded(epoch_us(hw_now()),"
     " CAST(power(10, 6 - least(greatest(p, 0), 6)) AS BIGINT))",
 ]
 
@@ -228,8 +233,13 @@ REWRITES = {
     "isfinite": _renamed("hw_isfinite", 1),
     "overlaps": _renamed("hw_overlaps", 4),
     "clock_timestamp": _renamed("hw_clock_timestamp", 0),
-    "statement_timestamp": _renamed("now", 0),
-    "mz_now": _renamed("now", 0),  # Materialize's (a view: the epoch's time, planner/temporal.py)
+    "now": _renamed("hw_now", 0),
+    "transaction_timestamp": _renamed("hw_now", 0),
+    # DuckDB's now() under another name (a `now` call becomes hw_now): the statement's
+    # start, or a DuckDB transaction's (a block's writes)
+    "statement_timestamp": _renamed("get_current_timestamp", 0),
+    # Materialize's (a view: the epoch's time, planner/temporal.py)
+    "mz_now": _renamed("get_current_timestamp", 0),
     "timeofday": _renamed("hw_timeofday", 0),
     "make_timestamptz": _renamed("hw_make_timestamptz", 7),
     "timezone": _renamed("hw_timezone", 2),  # AT TIME ZONE too
@@ -244,7 +254,7 @@ REWRITES = {
 def value_function(op: int, typmod: int) -> Any | None:
     if op > 8:
         return None
-    now = call("now") if op in (0, 1, 3, 5, 7) else call("hw_now_rounded", const(typmod))
+    now = call("hw_now") if op in (0, 1, 3, 5, 7) else call("hw_now_rounded", const(typmod))
     if op == 0:
         return cast(now, "date")
     if op in (1, 2):
