@@ -384,3 +384,25 @@ def test_now_is_the_block_start_as_postgres(hw_server, pg_oracle, table_name: st
             results.append((checks, stored, after, again))
         assert results[0] == results[1]
         assert all(row == (True,) for row in results[0][0]), results[0][0]
+
+
+def test_a_view_over_rows_written_in_a_zone(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """Change rows of a session outside UTC, from writing transactions and from the
+    batcher, in one engine batch: their timestamptz columns carry different Arrow zone
+    labels, which the engine could not concatenate (the view stalled)."""
+    table = f"{table_name}_z"
+    with psycopg.connect(hw_server.dsn, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {table} (k int, at timestamptz)")
+        c.execute(
+            f"CREATE MATERIALIZED VIEW {table}_v AS"
+            f" SELECT k, count(*) AS n, max(at) AS m FROM {table} GROUP BY k"
+        )
+        c.execute("SET TimeZone = 'Asia/Kathmandu'")
+        c.execute("SET headwater.freshness_timeout = '60s'")
+        for _ in range(10):
+            c.execute(f"INSERT INTO {table} SELECT 1, now()")
+            c.execute(f"INSERT INTO {table} VALUES (2, now())")
+        got = c.execute(f"SELECT k, n, m FROM {table}_v ORDER BY k").fetchall()
+        want = c.execute(f"SELECT k, count(*), max(at) FROM {table} GROUP BY k ORDER BY k")
+        assert got == want.fetchall()
+        c.execute(f"DROP MATERIALIZED VIEW {table}_v")
