@@ -34,6 +34,7 @@ class CopyOptions:
     header: bool = False
     quote: str = '"'
     escape: str = '"'
+    freeze: bool = False  # rows written frozen: PostgreSQL's hint, only checked here
 
 
 def copy_options(stmt: A.CopyStmt) -> CopyOptions:
@@ -62,6 +63,8 @@ def copy_options(stmt: A.CopyStmt) -> CopyOptions:
             opts.null, explicit_null = val or "", True
         elif name == "header":
             opts.header = val is None or val.lower() in ("true", "on", "1")
+        elif name == "freeze":
+            opts.freeze = val is None or val.lower() in ("true", "on", "1")
         elif name == "quote":
             opts.quote = val or '"'
         elif name == "escape":

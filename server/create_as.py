@@ -100,6 +100,7 @@ def execute(s: Session, w: WriteTxn, stmt: A.CreateTableAsStmt, params: list[Any
             raise FeatureNotSupported(f"type {c.type.sql()} is not supported yet") from None
     table = Table(cat.allocate_oid(), schema, rv.relname, cols)
     cat.add_relation(table)
+    w.fresh.add(table.oid)
     try:
         Replica.create_table(w.cur, table)
     except duckdb.Error as e:

@@ -84,6 +84,7 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
         foreign_keys.refuse_set_default(table)
         cat.add_relation(table)
         cat.allocate_oid()
+        w.fresh.add(table.oid)
         try:
             Replica.create_table(w.cur, table)
         except duckdb.Error as e:

@@ -46,6 +46,12 @@ class WriteTxn:
     # (server/alter.py), and the materialized views over them rebuilt (parents first)
     rewritten: set[int] = field(default_factory=set)
     rebuilt_matviews: list[int] = field(default_factory=list)
+    # tables created or truncated since the block's last SAVEPOINT: COPY ... (FREEZE)
+    # is allowed into them only, as in PostgreSQL
+    fresh: set[int] = field(default_factory=set)
+    # tables this transaction added versions to: only there can a version it retires
+    # have been born under its own stamp (Replica.retire_versions)
+    inserted: set[int] = field(default_factory=set)
 
 
 @dataclass

@@ -28,11 +28,12 @@ from headwater.server import constraints, foreign_keys, reads
 from headwater.server.auth import privilege_checks
 from headwater.server.batcher import StagedInserts, fast_rows, row_ids, rows_table
 from headwater.server.binders import read_binder, write_binder
+from headwater.server.copy import copy_options
 from headwater.server.duckdb_calls import fetch
 from headwater.server.results import Field, Result, arrow_fields, rows_of
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import ENCODE_OFF_LOOP_BYTES, RID, WEIGHT
-from headwater.storage.replica import Replica, quote
+from headwater.storage.replica import PENDING, Replica, quote
 from pglast.enums import OnConflictAction
 
 from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError, WrongObjectType
@@ -342,6 +343,7 @@ def _truncate(s: Session, w: WriteTxn, stmt: A.TruncateStmt) -> Result:
     # referencing tables: 0A000, or (CASCADE) truncated too
     extra = foreign_keys.truncate_check(w.catalog, tables, bool(stmt.behavior))
     for table in tables + extra:
+        w.fresh.add(table.oid)
         old, _ = fetch(w.cur, f"SELECT * FROM {Replica.scan_with_rid(table)} AS t")
         apply(w, table, old, None, actions=False)
         if stmt.restart_seqs:  # RESTART IDENTITY: the sequences the table's columns own
@@ -422,6 +424,12 @@ def copy_rows(
 ) -> Result:
     """COPY FROM STDIN (blocking): the strings in `data` become rows of the table."""
     table = target_table(s, w, stmt.relation)
+    if copy_options(stmt).freeze and table.oid not in w.fresh:
+        raise SQLError(
+            "cannot perform COPY FREEZE because the table was not created or truncated in the"
+            " current subtransaction",
+            "55000",
+        )
     binder = write_binder(s, w)
     given = {c.name for c in cols}
     name = "_hw_copy"
@@ -464,7 +472,8 @@ def apply(
     pass the checks (COPY: the change log encodes them meanwhile)."""
     cur = w.cur
     if old is not None and old.num_rows:
-        Replica.retire_versions(cur, table, old.column(RID), w.stamp)
+        born = w.stamp != PENDING or table.oid in w.inserted
+        Replica.retire_versions(cur, table, old.column(RID), w.stamp, born)
     added = None
     if new is not None and new.num_rows:
         new = constraints.check(table, new, cur, old)
@@ -472,6 +481,7 @@ def apply(
         if encode is not None:
             encode(added)
         Replica.insert_versions(cur, table, new, w.stamp)
+        w.inserted.add(table.oid)
         foreign_keys.check_rows(w.catalog, table, new, cur)
     if actions and old is not None and old.num_rows:
         foreign_keys.on_parent_change(w, table, old, new, apply)
