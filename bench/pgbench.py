@@ -10,7 +10,8 @@ select   -S: one SELECT of an account by its key
 
 Reported: transactions per second and the average latency pgbench prints, with the
 1-minute load average (client and servers share this machine's CPUs), and the
-initialization's time. pgbench comes with PostgreSQL (`--pg-bin`).
+initialization's time. pgbench comes with PostgreSQL (`--pg-bin`). Connections are
+not encrypted (PGSSLMODE=disable unless set: the PostgreSQL started here has no TLS).
 
     .venv/bin/python bench/pgbench.py
     .venv/bin/python bench/pgbench.py --clients 8 --seconds 20 --only tpcb,select
@@ -39,7 +40,9 @@ def pgbench(exe: str, dsn: str, *args: str, timeout: float = 600) -> str:
     """pgbench's output (stdout then stderr); raises with its error when it fails."""
     p = dsn_parts(dsn)
     cmd = [exe, "-h", p["host"], "-p", p["port"], "-U", p["user"], *args, p["dbname"]]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    # no TLS: the PostgreSQL started here has none, and libpq would use Headwater's
+    env = {**os.environ, "PGSSLMODE": os.environ.get("PGSSLMODE", "disable")}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"pgbench {' '.join(args)}: {out.stderr.strip()[-500:]}")
     return out.stdout + out.stderr

@@ -19,6 +19,7 @@ flight.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -274,13 +275,44 @@ def key_values(spec: PointRead, params: list[Any]) -> Any:
 async def _miss(
     s: Session, spec: PointRead, values: tuple[Any, ...], epoch: int
 ) -> list[tuple[Any, ...]]:
-    """Read the key's rows in DuckDB (where server/reads.py would run it) and remember them."""
+    """Read the key's rows in DuckDB (where server/reads.py would run it) and remember
+    them; now and then the whole table's (storage/key_index.py BULK_AFTER)."""
+    keys = s.instance.replica.keys
+    if keys.missed(spec.table, spec.key):
+        found = await asyncio.to_thread(_all_rows, s.cursor(), spec, epoch)
+        keys.fill_all(spec.table, spec.key, epoch, found)
+        if values in found:
+            return found[values][1]
     last = spec.seconds
     if last is not None and setting_ms(s.settings.values.get("statement_timeout", "0")):
         last = max(last, reads.INLINE)  # never on the event loop: the timer could not stop it
     rows, since, spec.seconds = await reads.run(last, _lookup, s.cursor(), spec, values, epoch)
-    s.instance.replica.keys.fill(spec.table, spec.key, values, epoch, since, rows)
+    keys.fill(spec.table, spec.key, values, epoch, since, rows)
     return rows
+
+
+def _all_rows(
+    cur: duckdb.DuckDBPyConnection, spec: PointRead, epoch: int
+) -> dict[tuple[Any, ...], tuple[int, list[tuple[Any, ...]]]]:
+    """Every key value's rows at `epoch`, with the epoch the newest of them began."""
+    try:
+        table = cur.execute(Replica.rows_at(spec.table), [epoch]).to_arrow_table()
+    except duckdb.Error as e:
+        raise translate(e) from None
+    names = [c.name for c in spec.table.columns]
+    idx = [names.index(c) for c in spec.key]
+    found: dict[tuple[Any, ...], tuple[int, list[tuple[Any, ...]]]] = {}
+    for since, *row in rows_of(table):
+        k = tuple(row[i] for i in idx)
+        if None in k:  # matches no key value
+            continue
+        had = found.get(k)
+        if had is None:
+            found[k] = (since, [tuple(row)])
+        else:
+            had[1].append(tuple(row))
+            found[k] = (max(had[0], since), had[1])
+    return found
 
 
 def _lookup(

@@ -171,6 +171,14 @@ class Replica:
         )
 
     @staticmethod
+    def rows_at(table: Table) -> str:
+        """Every row at epoch $1, each with the epoch its version began first (a bulk
+        read of the point-read cache: storage/key_index.py)."""
+        cols = column_list(table)
+        sep = ", " if cols else ""
+        return f"SELECT {FROM}{sep}{cols} FROM {physical(table.oid)} WHERE {visible_at('$1')}"
+
+    @staticmethod
     def scan_with_rid(table: Table) -> str:
         """The writer's current rows of a table, with their row ids."""
         cols = column_list(table)

@@ -289,3 +289,57 @@ def test_ddl_temp_tables_and_writing_transactions(hw_server, table_name: str) ->
         assert c.execute(tq, [1]).fetchall() == [(5,)]
         c.execute(f"UPDATE {name}_tmp SET v = 6")
         assert c.execute(tq, [1]).fetchall() == [(6,)]
+
+
+def test_a_table_read_at_once_serves_as_duckdb(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """After BULK_AFTER misses the table's rows are read at once (storage/key_index.py
+    `fill_all`): every read from them, and after writes, is the DuckDB path's bytes."""
+    from headwater.storage.key_index import BULK_AFTER
+
+    name = f"{table_name}_bulk"
+    with psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw:
+        _setup(hw, name)
+        hw.execute(
+            f"INSERT INTO {name} (k, g, n, x) SELECT g, 'r' || g, '2020-01-01 10:00+02',"
+            f" 'x' || g FROM generate_series(100, {100 + BULK_AFTER + 200}) AS g"
+        )
+        sql = f"SELECT * FROM {name} WHERE k = %s"
+        keys = [*KEYS, *range(100, 100 + BULK_AFTER + 200, 7)]
+        for k in range(100, 100 + BULK_AFTER + 50):  # misses, then the bulk read
+            hw.execute(sql, [k]).fetchall()
+        hw.execute(f"UPDATE {name} SET g = 'changed' WHERE k IN (1, 107, 114)")
+        hw.execute(f"DELETE FROM {name} WHERE k = 121")
+        hw.execute(f"INSERT INTO {name} (k, g) VALUES (99, 'new')")
+        for binary in (False, True):
+            for key in [*keys, 99]:
+                point = _raw(hw, sql, [key], binary)
+                assert point == _raw(hw, sql + " AND true", [key], binary), key
+
+
+def test_key_index_bulk_fill() -> None:
+    """`missed` asks for the bulk read once BULK_AFTER misses came; `fill_all` keeps the
+    rows until a change names their key, skips a read older than a change, and gives up
+    on a table too large for MAX_KEYS."""
+    import pyarrow as pa
+    from headwater.catalog.objects import Column, Table
+    from headwater.catalog.types import INT4, ColumnType
+    from headwater.storage import key_index
+    from headwater.storage.changelog import EpochRecord
+
+    table = Table(1, "public", "t", (Column("k", ColumnType(INT4)), Column("v", ColumnType(INT4))))
+    idx = key_index.KeyIndex()
+    asks = [idx.missed(table, ("k",)) for _ in range(key_index.BULK_AFTER)]
+    assert asks == [False] * (key_index.BULK_AFTER - 1) + [True]
+    idx.fill_all(table, ("k",), 5, {(1,): (3, [(1, 10)]), (2,): (4, [(2, 20)])})
+    assert idx.rows(table, ("k",), (1,), 5) == [(1, 10)]
+    assert idx.rows(table, ("k",), (2,), 3) is None  # before the version began
+    idx.observe(EpochRecord(6, {1: pa.table({"k": [2], "v": [21], "_hw_w": [1]})}))
+    assert idx.rows(table, ("k",), (2,), 6) is None and idx.rows(table, ("k",), (1,), 6)
+    idx.forget()
+    idx.observe(EpochRecord(7, {1: pa.table({"k": [3], "v": [30], "_hw_w": [1]})}))
+    idx.fill_all(table, ("k",), 6, {(1,): (3, [(1, 10)])})  # read before epoch 7
+    assert idx.rows(table, ("k",), (1,), 7) is None
+    big = {(i,): (1, [(i, i)]) for i in range(key_index.MAX_KEYS + 1)}
+    idx.fill_all(table, ("k",), 8, big)
+    assert idx.rows(table, ("k",), (5,), 8) is None
+    assert not any(idx.missed(table, ("k",)) for _ in range(10 * key_index.BULK_AFTER))
