@@ -71,9 +71,27 @@ _DDL = A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.IndexStmt
 _DDL = _DDL | A.CreateSeqStmt | A.AlterSeqStmt  # server/sequence_ddl.py
 # statements that leave a block's staged INSERTs staged (writes.fast_insert): INSERT
 # stages its rows too or applies them first (_write); the others read no table (psycopg
-# sends DEALLOCATE ALL after ROLLBACK TO SAVEPOINT)
+# sends DEALLOCATE ALL after ROLLBACK TO SAVEPOINT); so does a SELECT without one
 _KEEPS_STAGED = A.InsertStmt | A.VariableSetStmt | A.VariableShowStmt | A.DeallocateStmt
 _KEEPS_STAGED = _KEEPS_STAGED | A.ListenStmt | A.UnlistenStmt | A.NotifyStmt
+
+
+def _keeps_staged(stmt: Any) -> bool:
+    if isinstance(stmt, _KEEPS_STAGED):
+        return True
+    return isinstance(stmt, A.SelectStmt) and stmt.intoClause is None and not _reads(stmt)
+
+
+def _reads(node: Any) -> bool:
+    """Whether a SELECT names a relation or a subquery anywhere (`SELECT nextval('s')`,
+    an ORM's key fetch, and `SELECT 1` do not)."""
+    if isinstance(node, A.RangeVar | A.SubLink | A.RangeSubselect | A.WithClause):
+        return True
+    if isinstance(node, A.Node):
+        return any(_reads(getattr(node, name)) for name in node)
+    if isinstance(node, tuple | list):
+        return any(_reads(n) for n in node)
+    return False
 
 
 log = logging.getLogger(__name__)
@@ -154,7 +172,7 @@ class Executor:
         params = [duckdb_param(p) for p in params] if params else params
         try:
             read_only.refuse_writes(s, stmt)  # 25006 in a read-only transaction
-            if s.staged and not isinstance(stmt, _KEEPS_STAGED):
+            if s.staged and not _keeps_staged(stmt):
                 await self._unstage()
             if isinstance(stmt, A.SelectStmt) and row_locks.has_locks(stmt):  # FOR UPDATE
                 result = await row_locks.select(self, stmt, params)

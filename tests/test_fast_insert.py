@@ -214,6 +214,7 @@ BLOCK_COLUMNS = "id serial PRIMARY KEY, k int UNIQUE, v text, at timestamptz DEF
 BLOCK_SCRIPT = [
     "BEGIN",
     "INSERT INTO {t} (k, v) VALUES (1, 'a') RETURNING id, k, v",
+    "SELECT nextval('{t}_id_seq'), 1 AS one",  # reads no table: the rows stay staged
     "INSERT INTO {t} (k, v) VALUES (2, 'b'), (3, 'c') RETURNING {t}.id, v AS w",
     "SELECT id, k, v FROM {t} ORDER BY id",  # the block reads its own rows
     "INSERT INTO {t} (k, v) VALUES (4, 'd') RETURNING id",  # then writes in a transaction
@@ -313,6 +314,7 @@ def test_staged_block_holds_no_lock_and_commits_as_one(hw_server, table_name: st
         a.execute("BEGIN")
         a.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'a')")
         a.execute(f"INSERT INTO {table}_2 VALUES (1, 'a')")
+        a.execute("SELECT 1, now()")  # (reads no table: the block stays staged)
         # a general writing transaction of another session runs now (before, it waited
         # for the write lock until this block ended)
         b.execute("SET statement_timeout = '20s'")
