@@ -45,6 +45,7 @@ from headwater.server.auth.exchange import AUTH_TIMEOUT, authenticate
 from headwater.server.copy import CopyIn, CopyOptions, copy_options, format_copy_row, header_row
 from headwater.server.executor import Executor
 from headwater.server.instance import Instance
+from headwater.server.literal_reads import LiteralReads
 from headwater.server.pgwire import messages
 from headwater.server.pgwire.framing import Reader, buffered_message, read_message
 from headwater.server.pgwire.startup import (
@@ -132,6 +133,7 @@ class Connection:
         # (text, parameter types): the same tree each time keeps its read plan
         self._typed: OrderedDict[tuple[str, tuple[int, ...]], Any] = OrderedDict()
         self._idle = False  # ReadyForQuery sent, no message since: notifications go out now
+        self._literal_reads = LiteralReads()  # point reads sent as text, by shape
 
     # -- plumbing -------------------------------------------------------------------
     def parse(self, sql: str) -> list[tuple[Any, str]]:
@@ -420,9 +422,14 @@ class Connection:
     async def simple_query(self, sql: str) -> None:
         assert self.session is not None
         try:
-            stmts = self.parse(sql)
-            if not stmts:
+            known = self._literal_reads.lookup(self.session, sql)  # a point read's shape
+            stmts = [] if known is not None else self.parse(sql)
+            if known is not None:
+                await self.run_statement(known[0], sql, known[1], [], describe=True, max_rows=0)
+            elif not stmts:
                 self.send(messages.empty_query())
+            elif len(stmts) == 1:
+                self._literal_reads.learn(self.session, sql, stmts[0][0])
             for stmt, text in stmts:
                 await self.run_statement(stmt, text, [], [], describe=True, max_rows=0)
         except ProtocolViolation:

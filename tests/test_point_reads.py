@@ -343,3 +343,78 @@ def test_key_index_bulk_fill() -> None:
     idx.fill_all(table, ("k",), 8, big)
     assert idx.rows(table, ("k",), (5,), 8) is None
     assert not any(idx.missed(table, ("k",)) for _ in range(10 * key_index.BULK_AFTER))
+
+
+def test_point_reads_sent_as_text_by_shape(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """Simple-protocol point reads with their keys inlined (psycopg2, pgbench) run as the
+    remembered tree of their text's shape (server/literal_reads.py): each answer is the
+    DuckDB path's and PostgreSQL's, also for quoted strings, keys of the wrong kind,
+    after DDL, another search_path and inside a writing transaction."""
+    name = f"{table_name}_lit"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        for c in (hw, pg):
+            c.execute(f"DROP TABLE IF EXISTS {name}")
+            c.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, t text UNIQUE, v bigint)")
+            c.execute(
+                f"INSERT INTO {name} SELECT g, 'it''s ' || g, g * 10"
+                " FROM generate_series(1, 50) AS g"
+            )
+        texts = [
+            *(f"SELECT v, t FROM {name} WHERE k = {k}" for k in (1, 2, 3, 77, 2147483648)),
+            *(f"SELECT k FROM {name} WHERE t = 'it''s {k}'" for k in (4, 5, 99)),
+            f"SELECT k FROM {name} WHERE t = E'it\\'s 6'",  # not a plain string: parsed
+            f"SELECT v FROM {name} WHERE k = '7'",  # a string for an integer key
+            f"SELECT v FROM {name} WHERE k = -8",
+            f"SELECT v FROM {name} WHERE k = 8 AND v = 80",  # not a point read
+            f"SELECT v FROM {name} WHERE k = 9; SELECT v FROM {name} WHERE k = 10",
+        ]
+
+        def results(c: psycopg.Connection, sql: str) -> list:
+            out = []
+            with c.cursor() as cur:
+                cur.execute(sql.encode(), prepare=False)  # bytes: psycopg sends no params
+                while True:
+                    out.append((cur.statusmessage, cur.fetchall() if cur.description else None))
+                    if not cur.nextset():
+                        return out
+
+        for _ in range(2):  # the second time, shapes are known
+            for sql in texts:
+                assert results(hw, sql) == results(pg, sql), sql
+        duck = f"SELECT v, t FROM {name} WHERE k = 3 AND true"
+        assert results(hw, f"SELECT v, t FROM {name} WHERE k = 3") == results(hw, duck)
+        hw.execute("BEGIN")
+        hw.execute(f"UPDATE {name} SET v = -1 WHERE k = 11")
+        assert results(hw, f"SELECT v FROM {name} WHERE k = 11") == [("SELECT 1", [(-1,)])]
+        hw.execute("ROLLBACK")
+        hw.execute(f"ALTER TABLE {name} RENAME COLUMN v TO w")
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            results(hw, f"SELECT v FROM {name} WHERE k = 12")
+        hw.execute("CREATE SCHEMA IF NOT EXISTS lit_other")
+        hw.execute(f"CREATE TABLE IF NOT EXISTS lit_other.{name} (k int PRIMARY KEY, w int)")
+        hw.execute(f"INSERT INTO lit_other.{name} VALUES (13, 1313)")
+        hw.execute("SET search_path = lit_other, public")
+        assert results(hw, f"SELECT w FROM {name} WHERE k = 13") == [("SELECT 1", [(1313,)])]
+        hw.execute("RESET search_path")
+        assert results(hw, f"SELECT w FROM {name} WHERE k = 13") == [("SELECT 1", [(130,)])]
+        hw.execute("DROP SCHEMA lit_other CASCADE")
+
+
+def test_text_shapes() -> None:
+    """A text's shape: its plain integer and string literals as $n, with their kinds and
+    values; anything else (E'' strings, parameters, huge numbers) has none."""
+    from headwater.server.literal_reads import _shape
+
+    assert _shape("SELECT v FROM t WHERE k = 42 AND s = 'it''s'") == (
+        "SELECT v FROM t WHERE k = $1 AND s = $2",
+        ("i", "s"),
+        [42, "it's"],
+    )
+    assert _shape("SELECT v FROM t WHERE k = 1.5") is None
+    assert _shape("SELECT v FROM t WHERE s = E'a\\'b'") is None
+    assert _shape("SELECT v FROM t WHERE k = $1") is None
+    assert _shape("SELECT v FROM t WHERE k = 1234567890123456789012") is None
+    assert _shape("SELECT v FROM t") is None
