@@ -75,15 +75,9 @@ class KeyIndex:
         """Remember `rows`, what DuckDB holds for `values` at `epoch`, valid from epoch
         `since` (their newest version's `_hw_from`, or `epoch` if none). Skipped when an
         epoch after `epoch` changed the table meanwhile (the read ran off the loop)."""
-        if self._changed.get(table.oid, 0) > epoch:
-            return
-        t = self._tables.get(table.oid)
-        if t is None or t.table is not table:
-            t = self._tables[table.oid] = _TableEntries(table)
-        entries = t.keys.get(key)
-        if entries is None or len(entries) >= MAX_KEYS:
-            entries = t.keys[key] = {}
-        entries[values] = (since, rows)
+        entries = self._entries(table, key, epoch, 1)
+        if entries is not None:
+            entries[values] = (since, rows)
 
     def missed(self, table: Table, key: tuple[str, ...]) -> bool:
         """Count a miss; True when it is time to read the table's live rows at once
@@ -106,15 +100,24 @@ class KeyIndex:
         if len(found) > MAX_KEYS:
             self._misses[(table.oid, key)] = (0, 0)  # never reached again
             return
+        entries = self._entries(table, key, epoch, len(found))
+        if entries is not None:
+            entries.update(found)
+
+    def _entries(
+        self, table: Table, key: tuple[str, ...], epoch: int, adding: int
+    ) -> dict[Row, tuple[int, list[Row]]] | None:
+        """The key's entries, with room for `adding` more (else emptied first); None when
+        an epoch after `epoch` changed the table (what was read at `epoch` is stale)."""
         if self._changed.get(table.oid, 0) > epoch:
-            return
+            return None
         t = self._tables.get(table.oid)
         if t is None or t.table is not table:
             t = self._tables[table.oid] = _TableEntries(table)
         entries = t.keys.get(key)
-        if entries is None or len(entries) + len(found) > MAX_KEYS:
+        if entries is None or len(entries) + adding > MAX_KEYS:
             entries = t.keys[key] = {}
-        entries.update(found)
+        return entries
 
     def observe(self, rec: EpochRecord) -> None:
         """An epoch became visible (Committer.on_durable): forget what it changed."""

@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import os
 import random
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -29,7 +30,10 @@ async def _connect(port: int) -> asyncpg.Connection:
     )
 
 
-async def _single_writer(port: int, wid: int, acked: set[int], stop: asyncio.Event) -> None:
+async def _writer(
+    port: int, stop: asyncio.Event, one: Callable[[asyncpg.Connection, int], Awaitable[None]]
+) -> None:
+    """Run `one(conn, i)` for i = 0, 1, ... until `stop`, or until the server goes."""
     try:
         conn = await _connect(port)
     except OSError:
@@ -37,53 +41,48 @@ async def _single_writer(port: int, wid: int, acked: set[int], stop: asyncio.Eve
     i = 0
     try:
         while not stop.is_set():
-            key = wid * 1_000_000 + i
-            await conn.execute("INSERT INTO acked (id, w) VALUES ($1, $2)", key, wid)
-            acked.add(key)
+            await one(conn, i)
             i += 1
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
         pass
 
 
+async def _single_writer(port: int, wid: int, acked: set[int], stop: asyncio.Event) -> None:
+    async def one(conn: asyncpg.Connection, i: int) -> None:
+        key = wid * 1_000_000 + i
+        await conn.execute("INSERT INTO acked (id, w) VALUES ($1, $2)", key, wid)
+        acked.add(key)
+
+    await _writer(port, stop, one)
+
+
 async def _txn_writer(port: int, wid: int, acked_batches: set[int], stop: asyncio.Event) -> None:
     """Transactions of 5 rows: after a crash, a batch is all there or not at all."""
-    try:
-        conn = await _connect(port)
-    except OSError:
-        return
-    b = 0
-    try:
-        while not stop.is_set():
-            batch = wid * 1_000_000 + b
-            async with conn.transaction():
-                for j in range(5):
-                    await conn.execute("INSERT INTO batches VALUES ($1, $2)", batch, j)
-                await conn.execute("UPDATE counters SET n = n + 1 WHERE w = $1", wid)
-            acked_batches.add(batch)
-            b += 1
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-        pass
+
+    async def one(conn: asyncpg.Connection, b: int) -> None:
+        batch = wid * 1_000_000 + b
+        async with conn.transaction():
+            for j in range(5):
+                await conn.execute("INSERT INTO batches VALUES ($1, $2)", batch, j)
+            await conn.execute("UPDATE counters SET n = n + 1 WHERE w = $1", wid)
+        acked_batches.add(batch)
+
+    await _writer(port, stop, one)
 
 
 async def _staged_writer(port: int, wid: int, acked_batches: set[int], stop: asyncio.Event) -> None:
     """Blocks of INSERTs only (staged in the session until COMMIT, server/batcher.py
     StagedInserts), into two tables: after a crash, a block is all there or not at all."""
-    try:
-        conn = await _connect(port)
-    except OSError:
-        return
-    b = 0
-    try:
-        while not stop.is_set():
-            batch = wid * 1_000_000 + b
-            async with conn.transaction():
-                for j in range(3):
-                    await conn.execute("INSERT INTO staged VALUES ($1, $2)", batch, j)
-                await conn.execute("INSERT INTO staged_2 VALUES ($1), ($1)", batch)
-            acked_batches.add(batch)
-            b += 1
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-        pass
+
+    async def one(conn: asyncpg.Connection, b: int) -> None:
+        batch = wid * 1_000_000 + b
+        async with conn.transaction():
+            for j in range(3):
+                await conn.execute("INSERT INTO staged VALUES ($1, $2)", batch, j)
+            await conn.execute("INSERT INTO staged_2 VALUES ($1), ($1)", batch)
+        acked_batches.add(batch)
+
+    await _writer(port, stop, one)
 
 
 def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:

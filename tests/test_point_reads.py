@@ -12,6 +12,8 @@ import asyncpg
 import psycopg
 import pytest
 
+from tests.oracle_scripts import in_schema
+
 COLUMNS = (
     "k int PRIMARY KEY, a smallint, b bigint, c numeric(10,2), d numeric, e real, "
     "f double precision, g text, h varchar(5), i char(3), j boolean, l date, m timestamp, "
@@ -351,17 +353,11 @@ def test_point_reads_sent_as_text_by_shape(hw_server, pg_oracle, table_name: str
     DuckDB path's and PostgreSQL's, also for quoted strings, keys of the wrong kind,
     after DDL, another search_path and inside a writing transaction."""
     name = f"{table_name}_lit"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True, sslmode="disable") as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        for c in (hw, pg):
-            c.execute(f"DROP TABLE IF EXISTS {name}")
-            c.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, t text UNIQUE, v bigint)")
-            c.execute(
-                f"INSERT INTO {name} SELECT g, 'it''s ' || g, g * 10"
-                " FROM generate_series(1, 50) AS g"
-            )
+    setup = [
+        f"CREATE TABLE {name} (k int PRIMARY KEY, t text UNIQUE, v bigint)",
+        f"INSERT INTO {name} SELECT g, 'it''s ' || g, g * 10 FROM generate_series(1, 50) AS g",
+    ]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), name, setup) as (hw, pg):
         texts = [
             *(f"SELECT v, t FROM {name} WHERE k = {k}" for k in (1, 2, 3, 77, 2147483648)),
             *(f"SELECT k FROM {name} WHERE t = 'it''s {k}'" for k in (4, 5, 99)),
@@ -396,9 +392,9 @@ def test_point_reads_sent_as_text_by_shape(hw_server, pg_oracle, table_name: str
         hw.execute("CREATE SCHEMA IF NOT EXISTS lit_other")
         hw.execute(f"CREATE TABLE IF NOT EXISTS lit_other.{name} (k int PRIMARY KEY, w int)")
         hw.execute(f"INSERT INTO lit_other.{name} VALUES (13, 1313)")
-        hw.execute("SET search_path = lit_other, public")
+        hw.execute(f"SET search_path = lit_other, {name}")
         assert results(hw, f"SELECT w FROM {name} WHERE k = 13") == [("SELECT 1", [(1313,)])]
-        hw.execute("RESET search_path")
+        hw.execute(f"SET search_path = {name}")
         assert results(hw, f"SELECT w FROM {name} WHERE k = 13") == [("SELECT 1", [(130,)])]
         hw.execute("DROP SCHEMA lit_other CASCADE")
 
