@@ -6,7 +6,9 @@
 (b) Single-row INSERT transactions with C concurrent clients (autocommit, one row per
     statement, parameters bound; `--form orm`: a serial key returned and a created-at
     default, as ORMs insert; `--form orm-txn`: the same inside BEGIN ... COMMIT, as
-    SQLAlchemy sessions and ActiveRecord send it), for D seconds after a short warm-up; acknowledged
+    SQLAlchemy sessions and ActiveRecord send it; `--form update`: point UPDATEs by
+    primary key of a 10,000-row table instead, as ORMs save a changed object), for D
+    seconds after a short warm-up; acknowledged
     INSERTs per second, plus per-statement latency and the CPU time the server's whole
     process tree spent per INSERT (user + system from /proc, measured while the clients
     are connected: the figure that load on the machine disturbs least).
@@ -57,6 +59,18 @@ ORM_COLUMNS = (
     "id bigserial PRIMARY KEY, name text, amount numeric(12,2), ts timestamp DEFAULT now()"
 )
 ORM_INSERT = "INSERT INTO {t} (name, amount) VALUES ($1, $2) RETURNING id"
+# --form update: an ORM's save of a changed object plus a counter, by primary key, over
+# UPDATE_ROWS rows (server/point_writes.py); the counters' sum checks the acks
+UPDATE_COLUMNS = "id bigint PRIMARY KEY, name text, amount numeric(12,2), n bigint"
+UPDATE_SQL = "UPDATE {t} SET amount = $1, n = n + 1 WHERE id = $2"
+UPDATE_ROWS = 10_000
+
+
+def update_key(i: int) -> int:
+    """A key spread over the table for the i-th statement of a client."""
+    return 1 + (i * 2654435761) % UPDATE_ROWS
+
+
 TS_BASE = dt.datetime(2024, 1, 1)
 TLS = False  # --tls: the drivers' default (TLS when the server offers it)
 
@@ -204,10 +218,13 @@ async def _connect_asyncpg(
     conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
     orm_sql = ORM_INSERT.format(t=table)
+    update_sql = UPDATE_SQL.format(t=table)
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, i, name, amount, ts)
+        if form == "update":
+            return await conn.execute(update_sql, amount, update_key(i))
         async with _in_transaction(conn, form):
             return await conn.fetchval(orm_sql, name, amount)
 
@@ -222,10 +239,13 @@ async def _connect_psycopg(
     )
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES (%s, %s, %s, %s)"
     orm_sql = ORM_INSERT.format(t=table).replace("$1", "%s").replace("$2", "%s")
+    update_sql = UPDATE_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, (i, name, amount, ts))
+        if form == "update":
+            return await conn.execute(update_sql, (amount, update_key(i)))
         async with _in_transaction(conn, form):
             return await (await conn.execute(orm_sql, (name, amount))).fetchone()
 
@@ -300,13 +320,24 @@ def bench_insert(
 ) -> tuple[float, float, float, float]:
     """Returns (acknowledged INSERT tps, p50 ms, p99 ms, server CPU ms per INSERT)."""
     table = table_name("insert")
-    create_table(dsn, table, COLUMNS if form == "plain" else ORM_COLUMNS)
+    columns = {"plain": COLUMNS, "update": UPDATE_COLUMNS}.get(form, ORM_COLUMNS)
+    create_table(dsn, table, columns)
+    if form == "update":
+        with connect(dsn) as c:
+            c.execute(
+                f"INSERT INTO {table} SELECT g, 'row ' || g, 0, 0"
+                f" FROM generate_series(1, {UPDATE_ROWS}) AS g"
+            )
     try:
         in_window, total, lat, cpu = asyncio.run(
             _insert_run(dsn, table, clients, duration, warmup, driver, form)
         )
-        n = count_rows(dsn, table)
-        if n != total:
+        if form == "update":
+            with connect(dsn) as c:
+                row = c.execute(f"SELECT sum(n) FROM {table}").fetchone()
+            if row is None or row[0] != total:
+                raise AssertionError(f"{total} UPDATEs acknowledged but sum(n) = {row}")
+        elif (n := count_rows(dsn, table)) != total:
             raise AssertionError(f"{total} INSERTs acknowledged but count(*) = {n}")
         if not lat:
             raise AssertionError("no INSERT completed inside the measured window")
@@ -350,11 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--form",
-        choices=["plain", "orm", "orm-txn"],
+        choices=["plain", "orm", "orm-txn", "update"],
         default="plain",
         help="the INSERT: every column a parameter (plain), or an ORM's (a serial key"
         " returned, a created-at default: " + ORM_INSERT.format(t="t") + "), or that"
-        " inside BEGIN ... COMMIT (orm-txn)",
+        " inside BEGIN ... COMMIT (orm-txn); or, instead of INSERTs, point UPDATEs of a"
+        f" {UPDATE_ROWS:,}-row table by key (update: " + UPDATE_SQL.format(t="t") + ")",
     )
     p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
     p.add_argument(
@@ -386,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     report.notes.append("client and server share this machine's CPUs")
     m_copy = report.metric("COPY FROM STDIN", "rows/s")
     form = {"orm": " (ORM form)", "orm-txn": " (ORM form, in BEGIN ... COMMIT)"}.get(args.form, "")
+    if args.form == "update":
+        form = f" (point UPDATE by key instead: {UPDATE_SQL.format(t='t')})"
     m_tps = report.metric(f"INSERT x{args.clients} clients{form}", "tx/s")
     m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
     m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)

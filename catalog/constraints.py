@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,27 @@ from headwater.errors import NotNullViolation, UniqueViolation
 
 
 def _shown(values: Sequence[Any]) -> str:
-    return ", ".join("null" if v is None else str(v) for v in values)
+    return ", ".join(_text(v) for v in values)
+
+
+def _text(v: Any) -> str:
+    """A value as PostgreSQL's text output shows it (timestamptz in UTC: the row's
+    session zone is not known here)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "t" if v else "f"
+    if isinstance(v, bytes):
+        return "\\x" + v.hex()
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC)
+        text = v.replace(tzinfo=None).isoformat(sep=" ")
+        text = text.rstrip("0") if v.microsecond else text
+        return text + ("+00" if v.tzinfo is not None else "")
+    return str(v)
 
 
 def shown_row(values: Sequence[Any]) -> str:

@@ -22,7 +22,7 @@ import decimal
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -51,7 +51,7 @@ from headwater.catalog.types import (
 )
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
-from headwater.storage.replica import CURRENT, FROM, Replica, quote
+from headwater.storage.replica import CURRENT, FROM, LIVE, TO, Replica, physical, quote
 from pglast import enums
 
 from headwater.errors import (
@@ -80,34 +80,50 @@ GATHER_WAIT = 0.002
 # reader waiting for rows flushes at once anyway (hurry).
 MAX_UNAPPLIED_EPOCHS = 32
 
+# Live rows (server/point_writes.py) kept in Python for point UPDATE/DELETE, all tables
+# together; a table that would pass it takes the general path.
+MAX_LIVE_ROWS = 1_000_000
+# A general transaction's change rows of a table beyond which its live rows are read
+# again rather than kept in step row by row (a COPY, a TRUNCATE)
+OBSERVED_ROWS_MAX = 4096
+
 if TYPE_CHECKING:
     from headwater.server.instance import Instance
+    from headwater.server.point_writes import PointWrite
 
-_INT_RANGES = {
+INT_RANGES = {
     INT2: (-(2**15), 2**15 - 1),
     INT4: (-(2**31), 2**31 - 1),
     INT8: (-(2**63), 2**63 - 1),
 }
-_INT_NAMES = {INT2: "smallint", INT4: "integer", INT8: "bigint"}
-_INT_RANGES_BY_OID = {t.oid: r for t, r in _INT_RANGES.items()}
+INT_NAMES = {INT2: "smallint", INT4: "integer", INT8: "bigint"}
+_INT_RANGES_BY_OID = {t.oid: r for t, r in INT_RANGES.items()}
 
 
-class _NotFast(Exception):
+class NotFast(Exception):
     """The statement needs the general INSERT path."""
 
 
-def _coerce(value: Any, col: Column, fmt: SessionFormat) -> Any:
-    """A constant or parameter as a value of the column's type (assignment cast)."""
+def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any:
+    """A constant or parameter as a value of the column's type (assignment cast). An
+    input error of a string literal (`node`) points at it where the parse kept its
+    location, as PostgreSQL's does."""
     if value is None:
         return None
     pg = col.type.pg
     if isinstance(value, str):
-        value = text_decoder(col.type, session=fmt)(value)
+        try:
+            value = text_decoder(col.type, session=fmt)(value)
+        except SQLError as e:
+            loc = getattr(node, "location", None)  # (when the parse kept locations)
+            if e.position is None and isinstance(node, A.A_Const) and isinstance(loc, int):
+                e.position = loc + 1
+            raise
     # identity tests: `in` hashes or compares the PgType dataclasses field by field,
     # several µs per value (issue 16: ~7% of a single-row INSERT's CPU)
     if pg is INT4 or pg is INT8 or pg is INT2:
         if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
-            raise _NotFast
+            raise NotFast
         if not isinstance(value, int):
             value = int(
                 decimal.Decimal(value).to_integral_value(
@@ -116,14 +132,14 @@ def _coerce(value: Any, col: Column, fmt: SessionFormat) -> Any:
             )
         lo, hi = _INT_RANGES_BY_OID[pg.oid]
         if not lo <= value <= hi:
-            raise NumericOutOfRange(f"{_INT_NAMES[pg]} out of range")
+            raise NumericOutOfRange(f"{INT_NAMES[pg]} out of range")
         return value
     if pg is NUMERIC:
         if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
-            raise _NotFast
+            raise NotFast
         d = decimal.Decimal(value) if not isinstance(value, float) else decimal.Decimal(repr(value))
         if not d.is_finite():
-            raise _NotFast
+            raise NotFast
         p, s = col.type.precision_scale or (38, 16)
         q = d.quantize(decimal.Decimal(1).scaleb(-s), rounding=decimal.ROUND_HALF_UP)
         if q.adjusted() >= p - s:
@@ -135,35 +151,35 @@ def _coerce(value: Any, col: Column, fmt: SessionFormat) -> Any:
         return q
     if pg is FLOAT8 or pg is FLOAT4:
         if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
-            raise _NotFast
+            raise NotFast
         return float(value)
     if pg is BOOL:
         if not isinstance(value, bool):
-            raise _NotFast
+            raise NotFast
         return value
     # BC and infinite dates and timestamps come from the decoders as raw Arrow integers.
     if pg is DATE:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
-            raise _NotFast
+            raise NotFast
         return value
     if pg is TIMESTAMP or pg is TIMESTAMPTZ:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if not isinstance(value, dt.datetime) or (value.tzinfo is None) != (pg is TIMESTAMP):
-            raise _NotFast
+            raise NotFast
         return value
     if pg is BYTEA:
         if not isinstance(value, bytes):
-            raise _NotFast
+            raise NotFast
         return value
     if isinstance(value, int | float | decimal.Decimal | bool):
         if pg.category == "S":
             return str(value).lower() if isinstance(value, bool) else str(value)
-        raise _NotFast
+        raise NotFast
     if not isinstance(value, str):
-        raise _NotFast
+        raise NotFast
     n = col.type.typmod - 4 if pg is VARCHAR or pg is BPCHAR else -1  # ColumnType.length
     if n >= 0 and len(value) > n:
         stripped = value.rstrip(" ")
@@ -173,7 +189,7 @@ def _coerce(value: Any, col: Column, fmt: SessionFormat) -> Any:
     return value
 
 
-class _Clock:
+class Clock:
     """now() and its kin: the transaction's start (an autocommitted INSERT is a
     transaction of its own: the time the statement is taken), one value for all of a
     statement's rows; statement_timestamp() the statement's. `kind` is the type the
@@ -188,14 +204,14 @@ class _Clock:
 
 # (a zero-argument call's name, pg_catalog's) -> what it returns
 _CLOCK_CALLS = {
-    "now": _Clock("timestamptz"),
-    "transaction_timestamp": _Clock("timestamptz"),
-    "statement_timestamp": _Clock("timestamptz", statement=True),
+    "now": Clock("timestamptz"),
+    "transaction_timestamp": Clock("timestamptz"),
+    "statement_timestamp": Clock("timestamptz", statement=True),
 }
 _CLOCK_KEYWORDS = {
-    enums.SQLValueFunctionOp.SVFOP_CURRENT_TIMESTAMP: _Clock("timestamptz"),
-    enums.SQLValueFunctionOp.SVFOP_LOCALTIMESTAMP: _Clock("timestamp"),
-    enums.SQLValueFunctionOp.SVFOP_CURRENT_DATE: _Clock("date"),
+    enums.SQLValueFunctionOp.SVFOP_CURRENT_TIMESTAMP: Clock("timestamptz"),
+    enums.SQLValueFunctionOp.SVFOP_LOCALTIMESTAMP: Clock("timestamp"),
+    enums.SQLValueFunctionOp.SVFOP_CURRENT_DATE: Clock("date"),
 }
 # column defaults (as pg_get_expr prints them) that read the clock
 _CLOCK_DEFAULTS = {
@@ -208,8 +224,8 @@ _CLOCK_DEFAULTS = {
 }
 
 
-def _clock_value(
-    clock: _Clock, col: Column, started: dt.datetime, now: dt.datetime, fmt: SessionFormat
+def clock_value(
+    clock: Clock, col: Column, started: dt.datetime, now: dt.datetime, fmt: SessionFormat
 ) -> Any:
     """The clock (the transaction's start, or the statement's `now`, both UTC) assigned
     to the column: a timestamptz keeps the instant; timestamp and date are its wall
@@ -224,10 +240,10 @@ def _clock_value(
         return local.date()
     if pg is TIMESTAMP:
         return local if clock.kind != "date" else dt.datetime.combine(local.date(), dt.time())
-    raise _NotFast
+    raise NotFast
 
 
-def _constant(node: Any, params: list[Any]) -> Any:
+def constant(node: Any, params: list[Any]) -> Any:
     if isinstance(node, A.ParamRef):
         return params[node.number - 1]
     if isinstance(node, A.A_Const):
@@ -244,7 +260,7 @@ def _constant(node: Any, params: list[Any]) -> Any:
             return v.boolval
     if isinstance(node, A.A_Expr) and node.kind == 0 and node.lexpr is None:
         if node.name[0].sval == "-":
-            inner = _constant(node.rexpr, params)
+            inner = constant(node.rexpr, params)
             if isinstance(inner, int | decimal.Decimal) and not isinstance(inner, bool):
                 return -inner
     if isinstance(node, A.SQLValueFunction) and node.op in _CLOCK_KEYWORDS:
@@ -261,7 +277,7 @@ def _constant(node: Any, params: list[Any]) -> Any:
         and node.funcname[-1].sval in _CLOCK_CALLS
     ):
         return _CLOCK_CALLS[node.funcname[-1].sval]
-    raise _NotFast
+    raise NotFast
 
 
 @dataclass(frozen=True)
@@ -407,7 +423,7 @@ def fast_rows(
         for i, c in tpl.defaulted:
             clock = _CLOCK_DEFAULTS.get(c.default or "")
             if clock is not None:
-                clocked[i] = _clock_value(clock, c, started, now, fmt)
+                clocked[i] = clock_value(clock, c, started, now, fmt)
                 continue
             gen = defaults(c) if defaults is not None else None
             if gen is None:
@@ -418,17 +434,17 @@ def fast_rows(
             for i, v in clocked.items():
                 row[i] = v
             for i, col, node in slots:
-                v = _constant(node, params)
+                v = constant(node, params)
                 row[i] = (
-                    _clock_value(v, col, started, now, fmt)
-                    if isinstance(v, _Clock)
-                    else _coerce(v, col, fmt)
+                    clock_value(v, col, started, now, fmt)
+                    if isinstance(v, Clock)
+                    else coerce(v, col, fmt, node)
                 )
             for i, name in tpl.not_null:
                 if row[i] is None and i not in generated:
                     raise not_null_violation(table, name, row)
             rows.append(row)
-    except (_NotFast, IndexError):
+    except (NotFast, IndexError):
         return None
     for row in rows:  # once every row is known to take the fast path
         for i, gen in generated.items():
@@ -445,23 +461,54 @@ def row_ids(first: int, n: int) -> pa.Array:
 Rows = list[tuple[Any, ...]]
 
 
-def rows_table(table: Table, rows: Rows, first_rid: int) -> pa.Table:
-    """Coerced rows as the table's Arrow rows, with row ids from `first_rid`."""
-    arrays = [row_ids(first_rid, len(rows))]
+def rows_table(table: Table, rows: Rows, first_rid: int | list[int]) -> pa.Table:
+    """Coerced rows as the table's Arrow rows, with row ids from `first_rid` (or these)."""
+    rids = (
+        pa.array(first_rid, pa.int64())
+        if isinstance(first_rid, list)
+        else row_ids(first_rid, len(rows))
+    )
+    arrays = [rids]
     for i, col in enumerate(table.columns):
         arrays.append(pa.array([r[i] for r in rows], arrow_type(col.type)))
     return pa.table(arrays, names=[RID] + [c.name for c in table.columns])
 
 
 class _Pending:
-    """One unit's rows (a statement's, or a transaction block's: per table, committed
-    together or not at all) and the future of its epoch (a plain class: one per INSERT)."""
+    """One unit: INSERTs' rows (a statement's, or a transaction block's: per table,
+    committed together or not at all) or a point write, and the future of its epoch
+    (a plain class: one per statement). `count`: the rows a point write changed."""
 
-    __slots__ = ("parts", "done")
+    __slots__ = ("parts", "done", "write", "count")
 
-    def __init__(self, parts: list[tuple[Table, Rows]], done: asyncio.Future[int]):
+    def __init__(
+        self,
+        parts: list[tuple[Table, Rows]],
+        done: asyncio.Future[int],
+        write: PointWrite | None = None,
+    ):
         self.parts = parts
         self.done = done
+        self.write = write
+        self.count = 0
+
+
+class _LiveRows:
+    """A table's live rows by primary key, each with its row id, for point writes:
+    exact while the write lock is held (every staged batch and `observe` keep it)."""
+
+    __slots__ = ("table", "key", "rows")
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        names = [c.name for c in table.columns]
+        pk = table.primary_key
+        assert pk is not None
+        self.key = tuple(names.index(c) for c in pk.columns)
+        self.rows: dict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = {}
+
+    def key_of(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(row[i] for i in self.key)
 
 
 def _key_values(table: Table, rows: Rows) -> list[tuple[Key, list[tuple[Any, ...]]]]:
@@ -531,7 +578,8 @@ class InsertBatcher:
         self._last_batch = 0
         self._task: asyncio.Task[None] | None = None
         self._cur: duckdb.DuckDBPyConnection | None = None
-        self._unapplied: list[tuple[int, Table, pa.Table]] = []  # (epoch, table, rows)
+        # (epoch, table, versions to add, row ids whose live versions end at epoch)
+        self._unapplied: list[tuple[int, Table, pa.Table, list[int] | None]] = []
         self._staged_lock = threading.Lock()  # guards _unapplied only (held for microseconds)
         self._apply_lock = threading.Lock()  # one DuckDB apply at a time, in staging order
         # epoch -> staged batches not yet in DuckDB (guarded by _staged_lock). An open
@@ -540,6 +588,9 @@ class InsertBatcher:
         self._unapplied_epochs: Counter[int] = Counter()
         # (table oid, key name) -> live key values; built on first use from DuckDB
         self._keys: dict[tuple[int, str], set[tuple[Any, ...]]] = {}
+        # table oid -> its live rows, for point writes; loaded on first use
+        self._live: dict[int, _LiveRows] = {}
+        self._too_big: dict[int, Table] = {}  # tables beyond MAX_LIVE_ROWS when loaded
         # Staged rows reach DuckDB lazily: at most every FLUSH_INTERVAL, or at once
         # when a reader waits for them (read-your-writes) or a general writer starts.
         self._staged_epoch = 0  # newest epoch with staged rows
@@ -552,9 +603,22 @@ class InsertBatcher:
     async def insert(self, parts: list[tuple[Table, Rows]]) -> int:
         """Insert each part's rows into its table, all or none (a unique key taken by
         then fails the whole: 23505); returns the epoch once it is durable."""
+        return await self._submit(_Pending(parts, asyncio.get_running_loop().create_future()))
+
+    async def point(self, write: PointWrite) -> tuple[int, int]:
+        """A point UPDATE or DELETE (server/point_writes.py) at the batcher's turn;
+        returns the rows it changed (0 or 1) and its epoch once durable (0: none)."""
+        p = _Pending([], asyncio.get_running_loop().create_future(), write)
+        epoch = await self._submit(p)
+        return p.count, epoch
+
+    def point_writable(self, table: Table) -> bool:
+        """False for a table whose live rows were too many to keep (until it changes)."""
+        return self._too_big.get(table.oid) is not table
+
+    async def _submit(self, p: _Pending) -> int:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="insert-batcher")
-        p = _Pending(parts, asyncio.get_running_loop().create_future())
         self._queue.append(p)
         self._wake.set()
         g = self._gathering
@@ -578,9 +642,14 @@ class InsertBatcher:
                 batch, self._queue = self._queue, []
                 tables = {t.oid for p in batch for t, _ in p.parts if t.keys}
                 missing = [oid for oid in tables if not self._has_keys(oid)]
+                unread = {
+                    p.write.table.oid
+                    for p in batch
+                    if p.write is not None and self._live_rows(p.write.table.oid) is None
+                }
                 try:
-                    if missing:
-                        await asyncio.to_thread(self._load_keys, missing)
+                    if missing or unread:
+                        await asyncio.to_thread(self._load_keys, missing, list(unread))
                 except Exception as e:
                     self._undurable.release()
                     err = translate(e)
@@ -588,9 +657,9 @@ class InsertBatcher:
                         p.done.set_exception(err)
                     continue
                 epoch = committer.begin_stamp()
-                changes, failures = self._stage(batch, epoch)
+                changes, failures, merge = self._stage(batch, epoch)
                 durable = (
-                    committer.end_stamp(epoch, changes)
+                    committer.end_stamp(epoch, changes, merge=merge)
                     if changes
                     else committer.end_stamp(epoch, None)
                 )
@@ -598,8 +667,10 @@ class InsertBatcher:
                 if id(p) in failures:
                     p.done.set_exception(failures[id(p)])
             ok = [p for p in batch if id(p) not in failures]
-            if durable is None:
+            if durable is None:  # nothing changed (point writes that found no row)
                 self._undurable.release()
+                for p in ok:
+                    p.done.set_result(0)
             else:
                 asyncio.get_running_loop().create_task(self._acknowledge(ok, durable, epoch))
 
@@ -635,9 +706,15 @@ class InsertBatcher:
         table = self.instance.table(oid)
         return table is not None and all((oid, k.name) in self._keys for k in table.keys)
 
-    def _load_keys(self, oids: list[int]) -> None:
+    def _load_keys(self, oids: list[int], live: Sequence[int] = ()) -> None:
+        """Read the key sets of `oids` and the live rows of `live` (blocking; under the
+        write lock, after staged rows reach DuckDB: nothing changes meanwhile)."""
         self.flush()
         cur = self._cursor()
+        for oid in live:
+            table = self.instance.table(oid)
+            if table is not None:
+                self._load_rows(cur, table)
         for oid in oids:
             table = self.instance.table(oid)
             if table is None:
@@ -649,12 +726,39 @@ class InsertBatcher:
                 ).fetchall()
                 self._keys[(oid, key.name)] = {tuple(r) for r in rows if None not in r}
 
+    def _load_rows(self, cur: duckdb.DuckDBPyConnection, table: Table) -> None:
+        t = physical(table.oid)
+        row = cur.execute(f"SELECT count(*) FROM {t} WHERE {CURRENT}").fetchone()
+        held = sum(len(lr.rows) for lr in self._live.values())
+        if row is None or row[0] + held > MAX_LIVE_ROWS:
+            self._too_big[table.oid] = table
+            return
+        rows = cur.execute(f"SELECT * FROM {Replica.scan_with_rid(table)} AS t").to_arrow_table()
+        live = _LiveRows(table)
+        for r in zip(*(c.to_pylist() for c in rows.columns), strict=True):
+            live.rows[live.key_of(r[1:])] = (r[0], r[1:])
+        self._live[table.oid] = live
+
+    def _live_rows(self, oid: int) -> _LiveRows | None:
+        """The table's live rows, if read and its definition is unchanged since."""
+        live = self._live.get(oid)
+        if live is not None and live.table is not self.instance.table(oid):
+            del self._live[oid]
+            return None
+        return live
+
     def observe(self, changes: dict[int, pa.Table]) -> None:
-        """Keep key sets in step with a general transaction's committed changes."""
+        """Keep key sets and live rows in step with a general transaction's committed
+        changes."""
         for oid, rows in changes.items():
             table = self.instance.table(oid)
             if table is None:
                 continue
+            live = self._live_rows(oid)
+            if live is not None and rows.num_rows > OBSERVED_ROWS_MAX:
+                del self._live[oid]  # read again at the next point write
+            elif live is not None:
+                _observe_rows(live, rows)
             for key in table.keys:
                 keys = self._keys.get((oid, key.name))
                 if keys is None:
@@ -674,64 +778,142 @@ class InsertBatcher:
         """Drop key sets (of dropped tables, or all after a storage failure)."""
         if oids is None:
             self._keys.clear()
+            self._live.clear()
+            self._too_big.clear()
             return
         for k in [k for k in self._keys if k[0] in oids]:
             del self._keys[k]
+        for oid in oids:
+            self._live.pop(oid, None)
+            self._too_big.pop(oid, None)
 
     # -- staging and applying -------------------------------------------------------------
     def _stage(
         self, batch: list[_Pending], epoch: int
-    ) -> tuple[dict[int, pa.Table], dict[int, SQLError]]:
+    ) -> tuple[dict[int, pa.Table], dict[int, SQLError], set[int]]:
+        """Take the batch's units in order (a point write sees the rows of the units
+        before it); returns the change rows per table, the units that failed, and the
+        tables whose change rows must be consolidated with the epoch's others (a row
+        changed by point writes of two batches that share the epoch)."""
         failures: dict[int, SQLError] = {}
+        inserts: dict[int, tuple[Table, Rows]] = {}  # tables without live rows
+        # tables with live rows: key -> (row id, row) before the batch (None: no row)
+        touched: dict[int, dict[tuple[Any, ...], tuple[int, tuple[Any, ...]] | None]] = {}
         for p in batch:
-            for table, _ in p.parts:
-                current = self.instance.table(table.oid)
-                # (a catalog copy shares the Table objects it did not change: `is` first,
-                # the field-by-field comparison only after DDL)
-                if current is None or (current is not table and current != table):
-                    # dropped or altered since the statement was planned
-                    failures[id(p)] = SQLError(
-                        f'relation "{table.name}" changed during the statement; retry', "40001"
-                    )
-                    break
-        kept = self._check_keys([p for p in batch if id(p) not in failures], failures)
-        by_table: dict[int, tuple[Table, Rows]] = {}
-        for p in kept:
+            err = self._changed(p)
+            if err is None:
+                err = self._point(p, touched) if p.write is not None else self._claim(p)
+            if err is not None:
+                failures[id(p)] = err
+                continue
             for table, rows in p.parts:
-                by_table.setdefault(table.oid, (table, []))[1].extend(rows)
+                live = self._live_rows(table.oid)
+                if live is None:
+                    inserts.setdefault(table.oid, (table, []))[1].extend(rows)
+                    continue
+                first = self.instance.allocate_rids(len(rows))
+                before = touched.setdefault(table.oid, {})
+                for i, row in enumerate(rows):
+                    key = live.key_of(row)
+                    before.setdefault(key, None)  # else deleted earlier in the batch
+                    live.rows[key] = (first + i, row)
         changes: dict[int, pa.Table] = {}
-        for oid, (table, rows) in by_table.items():
+        for oid, (table, rows) in inserts.items():
             if not rows:
                 continue
             new = rows_table(table, rows, self.instance.allocate_rids(len(rows)))
-            with self._staged_lock:
-                self._unapplied.append((epoch, table, new))
-                self._staged_epoch = max(self._staged_epoch, epoch)
-                self._unapplied_epochs[epoch] += 1
+            self._unapply(epoch, table, new, None)
             changes[oid] = new.append_column(WEIGHT, pa.array([1] * len(rows), pa.int64()))
-        return changes, failures
+        for oid, before in touched.items():
+            live = self._live[oid]
+            old: list[tuple[int, tuple[Any, ...]]] = []
+            added: list[tuple[int, tuple[Any, ...]]] = []
+            for key, was in before.items():
+                now = live.rows.get(key)
+                if was != now:
+                    old += [was] if was is not None else []
+                    added += [now] if now is not None else []
+            if not old and not added:
+                continue
+            table = live.table
+            gone = rows_table(table, [r for _, r in old], [rid for rid, _ in old])
+            new = rows_table(table, [r for _, r in added], [rid for rid, _ in added])
+            self._unapply(epoch, table, new, [rid for rid, _ in old])
+            changes[oid] = pa.concat_tables(
+                [
+                    gone.append_column(WEIGHT, pa.array([-1] * len(old), pa.int64())),
+                    new.append_column(WEIGHT, pa.array([1] * len(added), pa.int64())),
+                ]
+            )
+        return changes, failures, set(touched)
 
-    def _check_keys(self, batch: list[_Pending], failures: dict[int, SQLError]) -> list[_Pending]:
-        """Keep the units whose keys collide neither with the tables nor each other."""
-        kept = []
-        for p in batch:
-            claimed: list[tuple[set[tuple[Any, ...]], tuple[Any, ...]]] = []
-            for table, rows in p.parts:
-                for key, values in _key_values(table, rows):
-                    live = self._keys[(table.oid, key.name)]
-                    dup = _duplicate(values, live)
-                    if dup is not None:
-                        failures[id(p)] = unique_violation(key, dup)
-                        for s_, k in claimed:  # undo what the unit's other keys claimed
-                            s_.discard(k)
-                        break
-                    live.update(values)
-                    claimed.extend((live, k) for k in values)
-                if id(p) in failures:
-                    break
-            else:
-                kept.append(p)
-        return kept
+    def _unapply(self, epoch: int, table: Table, rows: pa.Table, retired: list[int] | None) -> None:
+        with self._staged_lock:
+            self._unapplied.append((epoch, table, rows, retired))
+            self._staged_epoch = max(self._staged_epoch, epoch)
+            self._unapplied_epochs[epoch] += 1
+
+    def _changed(self, p: _Pending) -> SQLError | None:
+        tables = [p.write.table] if p.write is not None else [t for t, _ in p.parts]
+        for table in tables:
+            current = self.instance.table(table.oid)
+            # (a catalog copy shares the Table objects it did not change: `is` first,
+            # the field-by-field comparison only after DDL)
+            if current is None or (current is not table and current != table):
+                # dropped or altered since the statement was planned
+                return SQLError(
+                    f'relation "{table.name}" changed during the statement; retry', "40001"
+                )
+        return None
+
+    def _claim(self, p: _Pending) -> SQLError | None:
+        """Claim the unit's key values, unless one collides with the tables or another
+        unit's (then nothing of it is claimed)."""
+        claimed: list[tuple[set[tuple[Any, ...]], tuple[Any, ...]]] = []
+        for table, rows in p.parts:
+            for key, values in _key_values(table, rows):
+                live = self._keys[(table.oid, key.name)]
+                dup = _duplicate(values, live)
+                if dup is not None:
+                    for s_, k in claimed:  # undo what the unit's other keys claimed
+                        s_.discard(k)
+                    return unique_violation(key, dup)
+                live.update(values)
+                claimed.extend((live, k) for k in values)
+        return None
+
+    def _point(
+        self,
+        p: _Pending,
+        touched: dict[int, dict[tuple[Any, ...], tuple[int, tuple[Any, ...]] | None]],
+    ) -> SQLError | None:
+        """Apply a point write to the table's live rows (and its DELETE to key sets)."""
+        w = p.write
+        assert w is not None
+        live = self._live_rows(w.table.oid)
+        if live is None:  # too many rows to keep: the general path (server/writes.py)
+            return SQLError(f'relation "{w.table.name}" is read whole; retry', "40001")
+        entry = live.rows.get(w.key)
+        if entry is None:
+            return None
+        rid, row = entry
+        try:
+            new = None if w.delete else w.new_row(row)
+        except SQLError as e:
+            return e
+        touched.setdefault(w.table.oid, {}).setdefault(w.key, entry)
+        if new is None:
+            del live.rows[w.key]
+            names = [c.name for c in live.table.columns]
+            for key in live.table.keys:
+                values = self._keys.get((w.table.oid, key.name))
+                k = tuple(row[names.index(c)] for c in key.columns)
+                if values is not None and None not in k:
+                    values.discard(k)
+        else:
+            live.rows[w.key] = (rid, new)
+        p.count = 1
+        return None
 
     async def check_keys(self, table: Table, rows: Rows, staged: StagedInserts) -> None:
         """23505 if the rows take a key that is live or staged in their transaction block
@@ -821,30 +1003,21 @@ class InsertBatcher:
                 return upto
             cur = self._cursor()
             # one INSERT per table, whatever the number of epochs (each row keeps its own)
-            grouped: dict[tuple[int, tuple[str, ...]], list[tuple[int, pa.Table]]] = {}
+            grouped: dict[tuple[int, tuple[str, ...]], list[_Staged]] = {}
             tables: dict[tuple[int, tuple[str, ...]], Table] = {}
-            for epoch, table, rows in work:
+            for epoch, table, rows, retired in work:
                 key = (table.oid, tuple(rows.column_names))
-                grouped.setdefault(key, []).append((epoch, rows))
+                grouped.setdefault(key, []).append((epoch, rows, retired))
                 tables[key] = table
-            several = len(grouped) > 1  # else one INSERT, atomic by itself
+            retiring = any(retired for _, _, _, retired in work)
+            several = len(grouped) > 1 or retiring  # else one INSERT, atomic by itself
             if several:
                 cur.execute("BEGIN TRANSACTION")
             try:
                 for key, parts in grouped.items():
                     if self.instance.table(key[0]) is None:
                         continue  # dropped meanwhile
-                    if all(e == parts[0][0] for e, _ in parts):
-                        rows = pa.concat_tables([t for _, t in parts])
-                        Replica.insert_versions(cur, tables[key], rows, parts[0][0])
-                    else:
-                        rows = pa.concat_tables(
-                            [
-                                t.append_column(FROM, pa.array([e] * len(t), pa.int64()))
-                                for e, t in parts
-                            ]
-                        )
-                        Replica.insert_versions(cur, tables[key], rows, None)
+                    _apply_versions(cur, tables[key], parts)
                 if several:
                     cur.execute("COMMIT")
             except BaseException:
@@ -854,7 +1027,7 @@ class InsertBatcher:
                     self._unapplied = work + self._unapplied
                 raise
             with self._staged_lock:
-                self._unapplied_epochs.subtract(e for e, _, _ in work)
+                self._unapplied_epochs.subtract(e for e, _, _, _ in work)
                 self._unapplied_epochs += Counter()  # drops the epochs now at zero
             return upto
 
@@ -862,3 +1035,60 @@ class InsertBatcher:
         with self._staged_lock:
             self._unapplied = []
             self._unapplied_epochs.clear()
+
+
+_Staged = tuple[int, pa.Table, "list[int] | None"]  # (epoch, versions added, row ids retired)
+
+
+def _apply_versions(cur: duckdb.DuckDBPyConnection, table: Table, parts: list[_Staged]) -> None:
+    """A table's staged changes, in staging order, into DuckDB: one INSERT of every new
+    version (each with its epoch) and, for point writes, one UPDATE per epoch of the
+    live versions they retired. A version added and retired within the parts gets its
+    end here (and is left out if it ends in the epoch it began: no epoch sees it)."""
+    if not any(retired for _, _, retired in parts):
+        if all(e == parts[0][0] for e, _, _ in parts):
+            Replica.insert_versions(
+                cur, table, pa.concat_tables([t for _, t, _ in parts]), parts[0][0]
+            )
+            return
+    versions: list[list[int]] = []  # [from, to, part, row]
+    open_at: dict[int, int] = {}  # row id -> its version added here and still open
+    in_duckdb: dict[int, list[int]] = {}  # epoch -> row ids whose DuckDB version ends then
+    for i, (epoch, rows, retired) in enumerate(parts):
+        for rid in retired or ():
+            v = open_at.pop(rid, None)
+            if v is None:
+                in_duckdb.setdefault(epoch, []).append(rid)
+            else:
+                versions[v][1] = epoch
+        for j, rid in enumerate(rows.column(RID).to_pylist()):
+            open_at[rid] = len(versions)
+            versions.append([epoch, LIVE, i, j])
+    for epoch, rids in in_duckdb.items():
+        Replica.retire_versions(cur, table, pa.array(rids, pa.int64()), epoch)
+    kept = [v for v in versions if v[0] != v[1]]
+    if not kept:
+        return
+    offsets = [0]
+    for _, rows, _ in parts:
+        offsets.append(offsets[-1] + rows.num_rows)
+    every = pa.concat_tables([t for _, t, _ in parts])
+    rows = every.take(pa.array([offsets[p] + j for _, _, p, j in kept], pa.int64()))
+    rows = rows.append_column(FROM, pa.array([f for f, _, _, _ in kept], pa.int64()))
+    rows = rows.append_column(TO, pa.array([t for _, t, _, _ in kept], pa.int64()))
+    Replica.insert_versions(cur, table, rows, None)
+
+
+def _observe_rows(live: _LiveRows, changes: pa.Table) -> None:
+    """A general transaction's committed change rows into a table's live rows."""
+    rids = changes.column(RID).to_pylist()
+    weights = changes.column(WEIGHT).to_pylist()
+    columns = [changes.column(c.name).to_pylist() for c in live.table.columns]
+    rows = list(zip(*columns, strict=True)) if columns else [()] * len(rids)
+    for rid, w, row in zip(rids, weights, rows, strict=True):  # retractions first
+        key = live.key_of(row)
+        if w < 0 and key in live.rows and live.rows[key][0] == rid:
+            del live.rows[key]
+    for rid, w, row in zip(rids, weights, rows, strict=True):
+        if w > 0:
+            live.rows[live.key_of(row)] = (rid, row)

@@ -295,6 +295,8 @@ class Executor:
         s = self.s
         if not temp_tables.targets_temp(s, stmt):
             fast = await writes.fast_insert(s, stmt, params)
+            if fast is None:
+                fast = await writes.fast_point(s, stmt, params)
             if fast is not None:
                 return fast
         if s.staged:

@@ -18,13 +18,18 @@ from typing import Any
 import duckdb
 import pglast.ast as A
 import pyarrow as pa
-import pyarrow.compute as pc
 from headwater.catalog.objects import MaterializedView, Table
 from headwater.server import cursors, ddl, read_only, temp_tables
 from headwater.server.batcher import StagedInserts
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
-from headwater.storage.changelog import RETAINED_FROM, RID, WEIGHT, utc_timestamps
+from headwater.storage.changelog import (
+    RETAINED_FROM,
+    RID,
+    WEIGHT,
+    consolidate_rows,
+    utc_timestamps,
+)
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import PENDING, Replica, quote
 from pglast.enums import TransactionStmtKind
@@ -341,15 +346,10 @@ def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Tab
     if len(parts) == 1:
         return parts[0]
     t = pa.concat_tables([utc_timestamps(p) for p in parts], promote_options="permissive")
-    keys = [c for c in t.column_names if c != WEIGHT]
     try:
-        summed = t.group_by(keys, use_threads=False).aggregate([(WEIGHT, "sum")])
+        return consolidate_rows(t)
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return _consolidate_in_duckdb(cur, t)
-    names = [WEIGHT if n == f"{WEIGHT}_sum" else n for n in summed.column_names]
-    summed = summed.rename_columns(names).select(t.column_names)
-    kept = summed.filter(pc.not_equal(summed.column(WEIGHT), 0))
-    return kept.take(pc.sort_indices(kept.column(RID)))
 
 
 def _consolidate_in_duckdb(cur: duckdb.DuckDBPyConnection, t: pa.Table) -> pa.Table:

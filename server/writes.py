@@ -24,7 +24,7 @@ from headwater.catalog.pgtypes import SessionFormat
 from headwater.catalog.types import arrow_type, duckdb_type
 from headwater.planner import dml, pg_compat
 from headwater.planner.params import epoch_parameter
-from headwater.server import constraints, foreign_keys, reads
+from headwater.server import constraints, foreign_keys, point_writes, reads
 from headwater.server.auth import privilege_checks
 from headwater.server.batcher import StagedInserts, fast_rows, row_ids, rows_table
 from headwater.server.binders import read_binder, write_binder
@@ -80,6 +80,33 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
             return None  # ALTERed meanwhile: the general path, on the new table
         raise
     return _returned(rel, fast.rows, fast.returning, tag)
+
+
+async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
+    """An autocommitted UPDATE or DELETE of one row by its primary key through the
+    batcher (server/point_writes.py); None for any other write (`change`)."""
+    if s.status != "I" or s.write is not None:
+        return None
+    if not isinstance(stmt, A.UpdateStmt | A.DeleteStmt):
+        return None
+    rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
+    batcher = s.instance.batcher
+    if not isinstance(rel, Table) or not batcher.point_writable(rel):
+        return None
+    if not point_writes.eligible(rel, point_writes.referenced(s.catalog)):
+        return None
+    write = point_writes.point_write(stmt, rel, params, _format(s))
+    if write is None:
+        return None
+    try:
+        count, epoch = await batcher.point(write)
+    except SQLError as e:
+        if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
+            return None  # ALTERed meanwhile, or too large to keep: the general path
+        raise
+    if epoch:
+        s.last_write_epoch = epoch
+    return Result(f"{'DELETE' if write.delete else 'UPDATE'} {count}")
 
 
 def apply_staged(s: Session, w: WriteTxn) -> Result:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 from headwater.catalog.objects import CatalogObject, from_json, to_json
 from headwater.storage.slate import SlateStore
@@ -105,6 +106,17 @@ def utc_timestamps(t: pa.Table) -> pa.Table:
     if utc == fields:
         return t
     return t.cast(pa.schema(utc, metadata=t.schema.metadata))
+
+
+def consolidate_rows(t: pa.Table) -> pa.Table:
+    """Change rows with equal columns summed into one, those that cancel out dropped,
+    in row-id order (Arrow's group_by: raises for types it cannot group)."""
+    keys = [c for c in t.column_names if c != WEIGHT]
+    summed = t.group_by(keys, use_threads=False).aggregate([(WEIGHT, "sum")])
+    names = [WEIGHT if n == f"{WEIGHT}_sum" else n for n in summed.column_names]
+    summed = summed.rename_columns(names).select(t.column_names)
+    kept = summed.filter(pc.not_equal(summed.column(WEIGHT), 0))
+    return kept.take(pc.sort_indices(kept.column(RID)))
 
 
 @dataclass

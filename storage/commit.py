@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 from headwater.catalog.objects import CatalogObject
-from headwater.storage.changelog import ChangeLog, EpochRecord, utc_timestamps
+from headwater.storage.changelog import ChangeLog, EpochRecord, consolidate_rows, utc_timestamps
 from headwater.storage.slate import storage_error
 
 from headwater.errors import DiskFull, SQLError
@@ -51,6 +51,7 @@ class _OpenEpoch:
     catalog: dict[int, CatalogObject | None] = field(default_factory=dict)
     dropped_logs: list[bytes] = field(default_factory=list)
     rewrites: dict[int, pa.Table] = field(default_factory=dict)  # tables ALTER rewrote
+    merge: set[int] = field(default_factory=set)  # tables whose parts are consolidated
     writers: int = 0  # transactions currently stamping rows with this epoch
     committed: int = 0  # transactions that joined it
     durable: asyncio.Future[None] | None = None
@@ -130,11 +131,15 @@ class Committer:
         catalog: dict[int, CatalogObject | None] | None = None,
         dropped_logs: list[bytes] | None = None,
         rewrites: dict[int, pa.Table] | None = None,
+        merge: set[int] | None = None,
     ) -> asyncio.Future[None] | None:
         """Join `epoch` with these changes (None: the transaction aborted).
 
         `rewrites`: tables whose whole history the transaction rewrote (ALTER TABLE);
         each supersedes the changes of that table that joined the epoch before it.
+        `merge`: tables whose change rows may retract rows another writer added in the
+        same epoch (point writes): the epoch's rows of each are consolidated, since a
+        replay pairs a row id's retraction only with a version of an earlier epoch.
         Returns the future that resolves once the epoch is durable.
         """
         ep = self._open if self._open.epoch == epoch else self._sealing
@@ -150,6 +155,8 @@ class Committer:
         for oid, t in changes.items():
             if t.num_rows:
                 ep.changes[oid].append(utc_timestamps(t))
+        if merge:
+            ep.merge.update(merge)
         if catalog:
             ep.catalog.update(catalog)
         if dropped_logs:
@@ -204,10 +211,7 @@ class Committer:
     def _record(self, ep: _OpenEpoch) -> EpochRecord:
         return EpochRecord(
             epoch=ep.epoch,
-            changes={
-                oid: pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-                for oid, parts in ep.changes.items()
-            },
+            changes={oid: _combined(parts, oid in ep.merge) for oid, parts in ep.changes.items()},
             catalog=ep.catalog,
             dropped_logs=ep.dropped_logs,
             meta=self._meta() if ep.catalog else None,
@@ -410,3 +414,10 @@ class Committer:
             return True
         except TimeoutError:
             return False
+
+
+def _combined(parts: list[pa.Table], merge: bool) -> pa.Table:
+    if len(parts) == 1:
+        return parts[0]
+    t = pa.concat_tables(parts)
+    return consolidate_rows(t) if merge else t

@@ -191,7 +191,8 @@ class Replica:
         cur: duckdb.DuckDBPyConnection, table: Table, rows: pa.Table, stamp: int | None
     ) -> None:
         """Add `rows` (_hw_rid + user columns) as versions starting at `stamp` (None: at
-        each row's own `_hw_from`, a column of `rows`)."""
+        each row's own `_hw_from`, a column of `rows`, and ending at its `_hw_to` if
+        `rows` has one)."""
         if rows.num_rows == 0:
             return
         # DuckDB reads the local variable by its name (a replacement scan): registering
@@ -199,9 +200,10 @@ class Replica:
         _hw_new_versions = rows  # noqa: F841
         cols = column_list(table)
         sep = ", " if cols else ""
+        until = TO if stamp is None and TO in rows.column_names else LIVE
         cur.execute(
             f"INSERT INTO {physical(table.oid)} ({RID}, {FROM}, {TO}{sep}{cols}) "
-            f"SELECT {RID}, {FROM if stamp is None else stamp}, {LIVE}{sep}{cols} "
+            f"SELECT {RID}, {FROM if stamp is None else stamp}, {until}{sep}{cols} "
             "FROM _hw_new_versions"
         )
 

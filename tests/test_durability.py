@@ -1,9 +1,10 @@
 """Invariant 3: no acknowledged write is lost when the server is killed (SIGKILL).
 
 Concurrent writers insert under load (fast-path single-row INSERTs, multi-row
-transactions and UPDATEs); the server is killed at random moments and restarted on
-the same data directory; every acknowledged row must be there, every UPDATE whose
-commit was acknowledged must show, and nothing unacknowledged may be half-applied.
+transactions and UPDATEs, blocks of INSERTs, point UPDATEs through the batcher); the
+server is killed at random moments and restarted on the same data directory; every
+acknowledged row must be there, every UPDATE whose commit was acknowledged must show,
+and nothing unacknowledged may be half-applied.
 """
 
 from __future__ import annotations
@@ -85,6 +86,18 @@ async def _staged_writer(port: int, wid: int, acked_batches: set[int], stop: asy
     await _writer(port, stop, one)
 
 
+async def _point_writer(port: int, row: int, acked: list[int], stop: asyncio.Event) -> None:
+    """Autocommitted point UPDATEs (server/point_writes.py), several writers on one row:
+    after a crash the row holds every acknowledged increment, and at most the ones in
+    flight besides."""
+
+    async def one(conn: asyncpg.Connection, i: int) -> None:
+        await conn.execute("UPDATE hot SET n = n + 1 WHERE id = $1", row)
+        acked[row] += 1
+
+    await _writer(port, stop, one)
+
+
 def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
     async def run() -> None:
         server = HeadwaterServer(tmp_path / "data", port=free_port()).start()
@@ -94,6 +107,8 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         await conn.execute("CREATE TABLE counters (w int PRIMARY KEY, n int)")
         await conn.execute("CREATE TABLE staged (batch bigint, j int, PRIMARY KEY (batch, j))")
         await conn.execute("CREATE TABLE staged_2 (batch bigint)")
+        await conn.execute("CREATE TABLE hot (id int PRIMARY KEY, n bigint)")
+        await conn.execute(f"INSERT INTO hot SELECT g, 0 FROM generate_series(0, {KILLS}) g")
         # timestamptz rows written in a session's zone by a writing transaction and by the
         # batcher: Arrow labels them differently, and the log replayed at restart must
         # still concatenate (it did not: the server could not start again)
@@ -109,6 +124,7 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         acked: set[int] = set()
         batches: set[int] = set()
         blocks: set[int] = set()
+        increments = [0] * (KILLS + 1)  # acknowledged point UPDATEs per row of `hot`
         rng = random.Random(int(os.environ.get("HW_SEED", "7")))
         try:
             for cycle in range(KILLS):
@@ -127,6 +143,10 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                         for w in range(2)
                     ]
                     + [asyncio.create_task(_staged_writer(server.port, cycle, blocks, stop))]
+                    + [
+                        asyncio.create_task(_point_writer(server.port, cycle, increments, stop))
+                        for _ in range(3)
+                    ]
                 )
                 await asyncio.sleep(rng.uniform(0.2, 1.2))
                 server.kill()
@@ -157,6 +177,10 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                     f"cycle {cycle}: a block of INSERTs was half-applied"
                 )
                 assert blocks <= set(staged), f"cycle {cycle}: acknowledged blocks lost"
+                hot = await conn.fetchval("SELECT n FROM hot WHERE id = $1", cycle)
+                assert increments[cycle] <= hot <= increments[cycle] + 3, (
+                    f"cycle {cycle}: {hot} point UPDATEs kept, {increments[cycle]} acknowledged"
+                )
                 counts = {r[0]: r[1] for r in await conn.fetch("SELECT w, n FROM counters")}
                 per_writer: dict[int, int] = {}
                 for batch in sizes:
@@ -170,7 +194,8 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
             server.stop()
         print(
             f"durability: {KILLS} SIGKILL cycles survived, {len(acked)} acknowledged rows and "
-            f"{len(batches)} transactions and {len(blocks)} blocks of INSERTs, 0 lost, "
+            f"{len(batches)} transactions and {len(blocks)} blocks of INSERTs and "
+            f"{sum(increments)} point UPDATEs, 0 lost, "
             "0 half-applied"
         )
         assert len(acked) > KILLS, "the writers made no progress"
