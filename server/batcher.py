@@ -479,17 +479,21 @@ class _Pending:
     committed together or not at all) or a point write, and the future of its epoch
     (a plain class: one per statement). `count`: the rows a point write changed."""
 
-    __slots__ = ("parts", "done", "write", "count")
+    __slots__ = ("parts", "done", "write", "rows", "staged", "count")
 
     def __init__(
         self,
         parts: list[tuple[Table, Rows]],
         done: asyncio.Future[int],
         write: PointWrite | None = None,
+        rows: list[BlockRow] | None = None,
+        staged: Callable[[], None] | None = None,
     ):
         self.parts = parts
         self.done = done
         self.write = write
+        self.rows = rows or []  # a block's point writes
+        self.staged = staged  # called once the unit's batch is staged (or failed)
         self.count = 0
 
 
@@ -533,27 +537,62 @@ def _duplicate(
     return dup
 
 
-class StagedInserts:
-    """A transaction block's fast-path INSERTs (server/writes.py fast_insert), kept in
-    the session until COMMIT hands them to the batcher as one unit, or until another
+Row = tuple[Any, ...]
+# a block's point write: (table, primary key, row id, the committed row it read, the
+# block's row: None when deleted)
+BlockRow = tuple[Table, Row, int, Row, Row | None]
+
+
+class StagedWrites:
+    """A transaction block's fast-path INSERTs (server/writes.py fast_insert) and point
+    writes (`fast_point`: each row's new version, under its row lock), kept in the
+    session until COMMIT hands them to the batcher as one unit, or until another
     statement of the block needs them in its writing transaction (writes.apply_staged).
-    A block of only such INSERTs (what ORMs send for each new object) then costs the
-    write lock nothing while the client is between statements."""
+    A block of only such statements (what ORMs send to save an object; pgbench's
+    TPC-B) then costs the write lock nothing while the client is between statements."""
 
     def __init__(self) -> None:
         self.parts: list[tuple[Table, Rows]] = []
-        self.keys: dict[tuple[int, str], set[tuple[Any, ...]]] = {}  # the parts' key values
+        self.keys: dict[tuple[int, str], set[Row]] = {}  # the parts' key values
+        self.rows: dict[tuple[int, Row], BlockRow] = {}  # (table oid, key) -> point write
 
     def __bool__(self) -> bool:
-        return bool(self.parts)
+        return bool(self.parts or self.rows)
 
     def add(self, table: Table, rows: Rows) -> None:
         self.parts.append((table, rows))
         for key, values in _key_values(table, rows):
             self.keys.setdefault((table.oid, key.name), set()).update(values)
 
-    def truncate(self, n: int) -> None:
-        """Keep the first `n` parts (ROLLBACK TO SAVEPOINT)."""
+    def inserted(self, oid: int) -> bool:
+        return any(t.oid == oid for t, _ in self.parts)
+
+    def written(self, oid: int) -> bool:
+        return any(k[0] == oid for k in self.rows)
+
+    def overlay(self, table: Table, rows: list[Row]) -> list[Row]:
+        """`rows` of `table` (read at the block's epoch) as the block's point writes
+        left them: they change no key column, so no other row starts to match."""
+        pk = table.primary_key
+        if pk is None or not self.written(table.oid):
+            return rows
+        names = [c.name for c in table.columns]
+        idx = [names.index(c) for c in pk.columns]
+        out = []
+        for r in rows:
+            staged = self.rows.get((table.oid, tuple(r[i] for i in idx)))
+            if staged is None:
+                out.append(r)
+            elif staged[4] is not None:
+                out.append(staged[4])
+        return out
+
+    def mark(self) -> tuple[int, dict[tuple[int, Row], BlockRow]]:
+        return len(self.parts), dict(self.rows)
+
+    def truncate(self, mark: tuple[int, dict[tuple[int, Row], BlockRow]]) -> None:
+        """Back to what `mark` saw (ROLLBACK TO SAVEPOINT; row locks stay held)."""
+        n, self.rows = mark[0], dict(mark[1])
         kept, self.parts, self.keys = self.parts[:n], [], {}
         for table, rows in kept:
             self.add(table, rows)
@@ -600,17 +639,43 @@ class InsertBatcher:
         self._applied = asyncio.Condition()
         self._flusher: asyncio.Task[None] | None = None
 
-    async def insert(self, parts: list[tuple[Table, Rows]]) -> int:
-        """Insert each part's rows into its table, all or none (a unique key taken by
-        then fails the whole: 23505); returns the epoch once it is durable."""
-        return await self._submit(_Pending(parts, asyncio.get_running_loop().create_future()))
+    async def insert(
+        self,
+        parts: list[tuple[Table, Rows]],
+        rows: list[BlockRow] | None = None,
+        staged: Callable[[], None] | None = None,
+    ) -> int:
+        """Insert each part's rows into its table and set a block's point-written
+        `rows`, all or none (a unique key taken by then fails the whole: 23505; a row
+        changed since the block read it, 40001); returns the epoch once it is durable.
+        `staged()` is called once the unit is staged or failed."""
+        loop = asyncio.get_running_loop()
+        return await self._submit(_Pending(parts, loop.create_future(), None, rows, staged))
 
-    async def point(self, write: PointWrite) -> tuple[int, int]:
+    async def point(
+        self, write: PointWrite, staged: Callable[[], None] | None = None
+    ) -> tuple[int, int]:
         """A point UPDATE or DELETE (server/point_writes.py) at the batcher's turn;
         returns the rows it changed (0 or 1) and its epoch once durable (0: none)."""
-        p = _Pending([], asyncio.get_running_loop().create_future(), write)
+        p = _Pending([], asyncio.get_running_loop().create_future(), write, None, staged)
         epoch = await self._submit(p)
         return p.count, epoch
+
+    async def ensure_live(self, table: Table) -> bool:
+        """Read the table's live rows if they are not (under the write lock); False when
+        they are too many to keep."""
+        if self._live_rows(table.oid) is None and self.point_writable(table):
+            committer = self.instance.committer
+            assert committer is not None
+            async with committer.write_lock:
+                if self._live_rows(table.oid) is None:
+                    await asyncio.to_thread(self._load_keys, [], [table.oid])
+        return self._live_rows(table.oid) is not None
+
+    def live_row(self, table: Table, key: Row) -> tuple[int, Row] | None:
+        """The table's live row of `key` with its row id (after `ensure_live`)."""
+        live = self._live_rows(table.oid)
+        return None if live is None else live.rows.get(key)
 
     def point_writable(self, table: Table) -> bool:
         """False for a table whose live rows were too many to keep (until it changes)."""
@@ -635,7 +700,9 @@ class InsertBatcher:
             if not self._queue:
                 continue
             await self._undurable.acquire()
-            if self._last_batch >= 2 and len(self._queue) < self._last_batch:
+            # (not while a unit holds row locks: the next writer of its rows waits)
+            locking = any(p.staged is not None for p in self._queue)
+            if self._last_batch >= 2 and len(self._queue) < self._last_batch and not locking:
                 await self._gather(self._last_batch)
             self._last_batch = len(self._queue)
             async with committer.write_lock:
@@ -655,9 +722,13 @@ class InsertBatcher:
                     err = translate(e)
                     for p in batch:
                         p.done.set_exception(err)
+                    _staged(batch)
                     continue
                 epoch = committer.begin_stamp()
-                changes, failures, merge = self._stage(batch, epoch)
+                try:
+                    changes, failures, merge = self._stage(batch, epoch)
+                finally:
+                    _staged(batch)  # row locks go: the next writer reads these rows
                 durable = (
                     committer.end_stamp(epoch, changes, merge=merge)
                     if changes
@@ -801,11 +872,15 @@ class InsertBatcher:
         touched: dict[int, dict[tuple[Any, ...], tuple[int, tuple[Any, ...]] | None]] = {}
         for p in batch:
             err = self._changed(p)
-            if err is None:
-                err = self._point(p, touched) if p.write is not None else self._claim(p)
+            if err is None and p.write is not None:
+                err = self._point(p, touched)
+            elif err is None:
+                err = self._verify(p) or self._claim(p)
             if err is not None:
                 failures[id(p)] = err
                 continue
+            for table, key, rid, before, new in p.rows:  # (tables the parts do not insert into)
+                self._set_row(self._live[table.oid], key, (rid, before), new, touched)
             for table, rows in p.parts:
                 live = self._live_rows(table.oid)
                 if live is None:
@@ -855,6 +930,7 @@ class InsertBatcher:
 
     def _changed(self, p: _Pending) -> SQLError | None:
         tables = [p.write.table] if p.write is not None else [t for t, _ in p.parts]
+        tables += [r[0] for r in p.rows]
         for table in tables:
             current = self.instance.table(table.oid)
             # (a catalog copy shares the Table objects it did not change: `is` first,
@@ -885,9 +961,9 @@ class InsertBatcher:
     def _point(
         self,
         p: _Pending,
-        touched: dict[int, dict[tuple[Any, ...], tuple[int, tuple[Any, ...]] | None]],
+        touched: dict[int, dict[Row, tuple[int, Row] | None]],
     ) -> SQLError | None:
-        """Apply a point write to the table's live rows (and its DELETE to key sets)."""
+        """Apply a point write to the table's live rows."""
         w = p.write
         assert w is not None
         live = self._live_rows(w.table.oid)
@@ -896,26 +972,48 @@ class InsertBatcher:
         entry = live.rows.get(w.key)
         if entry is None:
             return None
-        rid, row = entry
         try:
-            new = None if w.delete else w.new_row(row)
+            new = None if w.delete else w.new_row(entry[1])
         except SQLError as e:
             return e
-        touched.setdefault(w.table.oid, {}).setdefault(w.key, entry)
-        if new is None:
-            del live.rows[w.key]
-            names = [c.name for c in live.table.columns]
-            for key in live.table.keys:
-                values = self._keys.get((w.table.oid, key.name))
-                k = tuple(row[names.index(c)] for c in key.columns)
-                if values is not None and None not in k:
-                    values.discard(k)
-        else:
-            live.rows[w.key] = (rid, new)
+        self._set_row(live, w.key, entry, new, touched)
         p.count = 1
         return None
 
-    async def check_keys(self, table: Table, rows: Rows, staged: StagedInserts) -> None:
+    def _verify(self, p: _Pending) -> SQLError | None:
+        """A block's point-written rows are still the rows it read (their row locks
+        guarantee it; a general writer that raced them would be caught here)."""
+        for table, key, rid, before, _ in p.rows:
+            live = self._live_rows(table.oid)
+            if live is None or live.rows.get(key) != (rid, before):
+                return SQLError("could not serialize access due to concurrent update", "40001")
+        return None
+
+    def _set_row(
+        self,
+        live: _LiveRows,
+        key: Row,
+        entry: tuple[int, Row],
+        new: Row | None,
+        touched: dict[int, dict[Row, tuple[int, Row] | None]],
+    ) -> None:
+        """The live row `entry` of `key` becomes `new` (None: deleted, its unique key
+        values free again)."""
+        oid = live.table.oid
+        touched.setdefault(oid, {}).setdefault(key, entry)
+        rid, row = entry
+        if new is not None:
+            live.rows[key] = (rid, new)
+            return
+        del live.rows[key]
+        names = [c.name for c in live.table.columns]
+        for k in live.table.keys:
+            values = self._keys.get((oid, k.name))
+            v = tuple(row[names.index(c)] for c in k.columns)
+            if values is not None and None not in v:
+                values.discard(v)
+
+    async def check_keys(self, table: Table, rows: Rows, staged: StagedWrites) -> None:
         """23505 if the rows take a key that is live or staged in their transaction block
         (a unit can still fail at COMMIT: a concurrent writer may take the key first)."""
         if not table.keys:
@@ -982,8 +1080,13 @@ class InsertBatcher:
                 pass
             self._urgent.clear()
             with self._staged_lock:
-                if not self._unapplied_epochs:
-                    continue
+                idle, upto = not self._unapplied_epochs, self._staged_epoch
+            if idle:  # a flush elsewhere (before keys or live rows are read) may have
+                if self._waiting:  # applied what the committer waits for
+                    async with self._applied:
+                        self.applied_epoch = max(self.applied_epoch, upto)
+                        self._applied.notify_all()
+                continue
             try:
                 upto = await asyncio.to_thread(self.flush)
             except Exception:
@@ -1077,6 +1180,12 @@ def _apply_versions(cur: duckdb.DuckDBPyConnection, table: Table, parts: list[_S
     rows = rows.append_column(FROM, pa.array([f for f, _, _, _ in kept], pa.int64()))
     rows = rows.append_column(TO, pa.array([t for _, t, _, _ in kept], pa.int64()))
     Replica.insert_versions(cur, table, rows, None)
+
+
+def _staged(batch: list[_Pending]) -> None:
+    for p in batch:
+        if p.staged is not None:
+            p.staged()
 
 
 def _observe_rows(live: _LiveRows, changes: pa.Table) -> None:

@@ -45,6 +45,7 @@ from headwater.server import (
     explain,
     maintenance,
     notify,
+    point_reads,
     prepared,
     queries,
     read_only,
@@ -69,10 +70,12 @@ from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError
 # CREATE and DROP (server/ddl.py); CREATE MATERIALIZED VIEW is a CreateTableAsStmt
 _DDL = A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.IndexStmt
 _DDL = _DDL | A.CreateSeqStmt | A.AlterSeqStmt  # server/sequence_ddl.py
-# statements that leave a block's staged INSERTs staged (writes.fast_insert): INSERT
-# stages its rows too or applies them first (_write); the others read no table (psycopg
-# sends DEALLOCATE ALL after ROLLBACK TO SAVEPOINT); so does a SELECT without one
-_KEEPS_STAGED = A.InsertStmt | A.VariableSetStmt | A.VariableShowStmt | A.DeallocateStmt
+# statements that leave a block's staged writes staged (writes.fast_insert, fast_point):
+# INSERT, UPDATE and DELETE stage theirs too or apply them first (_write); the others
+# read no table (psycopg sends DEALLOCATE ALL after ROLLBACK TO SAVEPOINT); so does a
+# SELECT without one, and a point read of a table without staged INSERTs
+_KEEPS_STAGED = A.InsertStmt | A.UpdateStmt | A.DeleteStmt | A.DeallocateStmt
+_KEEPS_STAGED = _KEEPS_STAGED | A.VariableSetStmt | A.VariableShowStmt
 _KEEPS_STAGED = _KEEPS_STAGED | A.ListenStmt | A.UnlistenStmt | A.NotifyStmt
 
 
@@ -173,7 +176,8 @@ class Executor:
         try:
             read_only.refuse_writes(s, stmt)  # 25006 in a read-only transaction
             if s.staged and not _keeps_staged(stmt):
-                await self._unstage()
+                if not point_reads.over_staged(s, stmt, params):
+                    await self._unstage()
             if isinstance(stmt, A.SelectStmt) and row_locks.has_locks(stmt):  # FOR UPDATE
                 result = await row_locks.select(self, stmt, params)
             else:

@@ -21,6 +21,7 @@ from headwater.server import clock_tick
 from headwater.server.batcher import InsertBatcher
 from headwater.server.channels import Notifications
 from headwater.server.engine_snapshots import EngineSnapshots
+from headwater.server.key_locks import KeyLocks
 from headwater.server.matviews import MaterializedViews
 from headwater.server.progress import Board
 from headwater.server.sequences import Sequences
@@ -120,6 +121,7 @@ class Instance:
         await asyncio.to_thread(self._recover)
         last = self._last_epoch
         self.batcher = InsertBatcher(self)
+        self.key_locks = KeyLocks()  # row locks of point writes (server/key_locks.py)
         self.committer = Committer(
             self.changelog,
             last,

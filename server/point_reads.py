@@ -99,8 +99,42 @@ async def serve(s: Session, waits: Waits, stmt: Any, params: list[Any]) -> Resul
         epoch = await epoch_choice.read_epoch(s, waits, _NO_VIEWS)
         found = s.instance.replica.keys.rows(spec.table, spec.key, values, epoch)
         rows = found if found is not None else await _miss(s, spec, values, epoch)
+        if s.staged:  # the block's own point writes (over_staged)
+            rows = s.staged.overlay(spec.table, rows)
     out = spec.project(rows)
     return Result(f"SELECT {len(out)}", spec.fields, out)
+
+
+def own_row(s: Session, stmt: Any, params: list[Any]) -> Result | None:
+    """A point read by primary key of a row the block's point writes staged: its
+    staged version (or none), without waiting for the committed state."""
+    if not s.staged.rows or s.write is not None:
+        return None
+    spec = point_read(s, stmt)
+    if spec is None:
+        return None
+    pk = spec.table.primary_key
+    values = key_values(spec, params)
+    if pk is None or pk.columns != spec.key or values is None or values is _NOT_SERVED:
+        return None
+    staged = s.staged.rows.get((spec.table.oid, values))
+    if staged is None:
+        return None
+    out = spec.project([staged[4]] if staged[4] is not None else [])
+    return Result(f"SELECT {len(out)}", spec.fields, out)
+
+
+def over_staged(s: Session, stmt: Any, params: list[Any]) -> bool:
+    """Whether `serve` answers `stmt` in a block with staged writes, which it shows
+    (a point read of a table the block staged no INSERT into)."""
+    if s.write is not None or s.instance.reshaping:
+        return False
+    spec = point_read(s, stmt)
+    return (
+        spec is not None
+        and not s.staged.inserted(spec.table.oid)
+        and key_values(spec, params) is not _NOT_SERVED
+    )
 
 
 def point_read(s: Session, stmt: Any) -> PointRead | None:

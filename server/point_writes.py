@@ -232,8 +232,10 @@ def point_write(
     table: Table,
     params: list[Any],
     fmt: SessionFormat,
+    started: dt.datetime | None = None,
 ) -> PointWrite | None:
-    """The statement as a point write of `table` (eligible), or None: the general path."""
+    """The statement as a point write of `table` (eligible), or None: the general path.
+    `started`: when its transaction block began (now()'s value; None: autocommitted)."""
     hit = _SHAPES.get(id(stmt))
     if hit is not None and hit[0] is stmt and hit[1] is table:
         shape = hit[2]
@@ -254,7 +256,7 @@ def point_write(
             if isinstance(v, Clock):
                 if item.source is not None:
                     return None
-                sets.append((item, clock_value(v, item.column, now, now, fmt)))
+                sets.append((item, clock_value(v, item.column, started or now, now, fmt)))
                 continue
             if item.source is not None and not isinstance(v, str):
                 if isinstance(v, bool) or not isinstance(v, int | None):

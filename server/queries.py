@@ -57,6 +57,9 @@ async def _select(
     as_of: AsOf | None,
 ) -> Result:
     if as_of is None:
+        point = point_reads.own_row(s, stmt, params)  # a row the block wrote: no wait
+        if point is not None:
+            return point
         await epoch_choice.await_own_writes(s, waits)
         point = await point_reads.serve(s, waits, stmt, params)  # a key's rows, no DuckDB
         if point is not None:

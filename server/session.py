@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.planner.functions.dates import XACT_START
-from headwater.server.batcher import StagedInserts
+from headwater.server.batcher import StagedWrites
 from headwater.server.instance import Instance
 from headwater.server.settings import Settings
 
@@ -80,7 +80,7 @@ class Session:
         self.status = "I"
         self.write: WriteTxn | None = None
         # a block's fast-path INSERTs, until COMMIT or its first other statement
-        self.staged = StagedInserts()
+        self.staged = StagedWrites()
         self.xact_start = dt.datetime.now(dt.UTC)  # when the transaction block began
         self.last_write_epoch = 0  # freshness token of this session's newest commit
         self._read_cur: duckdb.DuckDBPyConnection | None = None

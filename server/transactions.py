@@ -20,7 +20,7 @@ import pglast.ast as A
 import pyarrow as pa
 from headwater.catalog.objects import MaterializedView, Table
 from headwater.server import cursors, ddl, read_only, temp_tables
-from headwater.server.batcher import StagedInserts
+from headwater.server.batcher import StagedWrites
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import (
@@ -43,7 +43,7 @@ _SAVEPOINT_KINDS = (
     TransactionStmtKind.TRANS_STMT_RELEASE,
     TransactionStmtKind.TRANS_STMT_ROLLBACK_TO,
 )
-Savepoints = list[tuple[str, int]]  # (name, staged INSERTs then), innermost last
+Savepoints = list[tuple[str, Any]]  # (name, StagedWrites.mark() then), innermost last
 
 
 async def transaction(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> Result:
@@ -105,7 +105,7 @@ def _savepoint(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> R
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
-        savepoints.append((name, len(s.staged.parts)))
+        savepoints.append((name, s.staged.mark()))
         if s.write is not None:  # COPY FREEZE: tables fresh in this subtransaction only
             s.write.fresh.clear()
         return Result("SAVEPOINT")
@@ -124,7 +124,7 @@ def _savepoint(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> R
         raise FeatureNotSupported(
             "ROLLBACK TO SAVEPOINT after a write in the transaction is not supported"
         )
-    s.staged.truncate(savepoints[pos][1])  # fast-path INSERTs since then (staged) go
+    s.staged.truncate(savepoints[pos][1])  # fast-path writes since then (staged) go
     del savepoints[pos + 1 :]
     s.status = "T"
     return Result("ROLLBACK")
@@ -150,9 +150,12 @@ async def begin_write(s: Session) -> WriteTxn:
     instance = s.instance
     committer = instance.committer
     assert committer is not None
+    # no other session's point write holds a row this transaction could change
+    await instance.key_locks.drain(id(s), instance.config.write_lock_timeout)
     try:
         await asyncio.wait_for(committer.write_lock.acquire(), instance.config.write_lock_timeout)
     except TimeoutError:
+        instance.key_locks.end_general()
         raise LockNotAvailable(
             "could not obtain the write lock: another transaction has been writing for "
             f"{instance.config.write_lock_timeout:.0f}s",
@@ -168,6 +171,7 @@ async def begin_write(s: Session) -> WriteTxn:
         if epoch is not None:
             committer.end_stamp(epoch, None)
         committer.write_lock.release()
+        instance.key_locks.end_general()
         raise
     s.write = WriteTxn(
         cur=cur,
@@ -191,9 +195,7 @@ async def commit_write(s: Session) -> list[str]:
     (materialized view backfills)."""
     w = s.write
     if w is None:
-        if s.staged:  # all or none; a key taken meanwhile fails the COMMIT (23505)
-            parts, s.staged = s.staged.parts, StagedInserts()
-            s.last_write_epoch = await s.instance.batcher.insert(parts)
+        await _commit_staged(s)
         return []
     instance = s.instance
     committer = instance.committer
@@ -239,6 +241,7 @@ async def commit_write(s: Session) -> list[str]:
         instance.batcher.observe(changes)
     s.write = None
     committer.write_lock.release()
+    _end_locks(s)
     await asyncio.to_thread(w.cur.close)
     if fut is None:
         return []
@@ -249,6 +252,29 @@ async def commit_write(s: Session) -> list[str]:
         raise
     s.last_write_epoch = epoch
     return await _after_commit(s, w, epoch)
+
+
+async def _commit_staged(s: Session) -> None:
+    """The block's staged writes to the batcher as one unit: all or none (a key taken
+    meanwhile fails the COMMIT: 23505); its row locks go once the unit is staged."""
+    staged, s.staged = s.staged, StagedWrites()
+    rows = [r for r in staged.rows.values() if r[4] != r[3]]
+    locks, owner = s.instance.key_locks, id(s)
+    if not staged.parts and not rows:
+        locks.release(owner)
+        return
+    try:
+        s.last_write_epoch = await s.instance.batcher.insert(
+            staged.parts, rows, staged=lambda: locks.release(owner)
+        )
+    finally:
+        locks.release(owner)
+
+
+def _end_locks(s: Session) -> None:
+    """A general writing transaction ended: its row locks and its turn go."""
+    s.instance.key_locks.release(id(s))
+    s.instance.key_locks.end_general()
 
 
 async def _after_commit(s: Session, w: WriteTxn, epoch: int) -> list[str]:
@@ -311,9 +337,10 @@ def _finish_duckdb(w: WriteTxn, epoch: int) -> tuple[dict[int, pa.Table], dict[i
 
 
 async def rollback_write(s: Session) -> None:
-    s.staged = StagedInserts()
+    s.staged = StagedWrites()
     w = s.write
     if w is None:
+        s.instance.key_locks.release(id(s))
         return
     committer = s.instance.committer
     assert committer is not None
@@ -337,6 +364,7 @@ async def _release(s: Session, w: WriteTxn) -> None:
     await asyncio.to_thread(_close)
     if committer.write_lock.locked():
         committer.write_lock.release()
+    _end_locks(s)
 
 
 def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Table:

@@ -26,7 +26,7 @@ from headwater.planner import dml, pg_compat
 from headwater.planner.params import epoch_parameter
 from headwater.server import constraints, foreign_keys, point_writes, reads
 from headwater.server.auth import privilege_checks
-from headwater.server.batcher import StagedInserts, fast_rows, row_ids, rows_table
+from headwater.server.batcher import StagedWrites, fast_rows, row_ids, rows_table
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
 from headwater.server.duckdb_calls import fetch
@@ -42,7 +42,7 @@ from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError,
 async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     """An INSERT of constants through the batcher: autocommitted, it joins the next
     epoch; in a transaction block that has not written otherwise, its rows are staged
-    until COMMIT (server/batcher.py StagedInserts). None for any other write (it runs
+    until COMMIT (server/batcher.py StagedWrites). None for any other write (it runs
     in a writing transaction: `change`)."""
     if s.write is not None or s.status == "E" or not isinstance(stmt, A.InsertStmt):
         return None
@@ -70,6 +70,8 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         return None
     tag = f"INSERT 0 {len(fast.rows)}"
     if s.status == "T":
+        if s.staged.written(rel.oid):  # a key its point writes deleted is not free yet
+            return None
         await s.instance.batcher.check_keys(rel, fast.rows, s.staged)
         s.staged.add(rel, fast.rows)
         return _returned(rel, fast.rows, fast.returning, tag)
@@ -83,9 +85,11 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
 
 
 async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
-    """An autocommitted UPDATE or DELETE of one row by its primary key through the
-    batcher (server/point_writes.py); None for any other write (`change`)."""
-    if s.status != "I" or s.write is not None:
+    """An UPDATE or DELETE of one row by its primary key (server/point_writes.py):
+    autocommitted, through the batcher; in a transaction block that has not written
+    otherwise, computed now under the row's lock and staged until COMMIT. None for any
+    other write (`change`)."""
+    if s.write is not None or s.status == "E":
         return None
     if not isinstance(stmt, A.UpdateStmt | A.DeleteStmt):
         return None
@@ -95,34 +99,78 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
         return None
     if not point_writes.eligible(rel, point_writes.referenced(s.catalog)):
         return None
-    write = point_writes.point_write(stmt, rel, params, _format(s))
-    if write is None:
+    block = s.status == "T"
+    if block and s.staged.inserted(rel.oid):  # its staged rows are not live rows yet
         return None
+    write = point_writes.point_write(stmt, rel, params, _format(s), s.xact_start if block else None)
+    if write is None or not await batcher.ensure_live(rel):
+        return None
+    verb = "DELETE" if write.delete else "UPDATE"
+    locks, owner = s.instance.key_locks, id(s)
+    await locks.acquire(owner, (rel.oid, write.key), s.instance.config.write_lock_timeout)
+    if not await batcher.ensure_live(rel):  # dropped while it waited (a large change)
+        if not block:
+            locks.release(owner)
+        return None
+    if block:
+        return Result(f"{verb} {_stage_point(s, write)}")
     try:
-        count, epoch = await batcher.point(write)
+        count, epoch = await batcher.point(write, staged=lambda: locks.release(owner))
     except SQLError as e:
+        locks.release(owner)
         if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
             return None  # ALTERed meanwhile, or too large to keep: the general path
         raise
     if epoch:
         s.last_write_epoch = epoch
-    return Result(f"{'DELETE' if write.delete else 'UPDATE'} {count}")
+    return Result(f"{verb} {count}")
+
+
+def _stage_point(s: Session, write: point_writes.PointWrite) -> int:
+    """A block's point write, against its own earlier one of the row or the live row
+    (which its lock keeps as it is until the block ends); returns the rows changed."""
+    table, key = write.table, write.key
+    staged = s.staged.rows.get((table.oid, key))
+    if staged is not None:
+        _, _, rid, read, current = staged
+    else:
+        entry = s.instance.batcher.live_row(table, key)
+        if entry is None:
+            return 0
+        rid, read = entry
+        current = read
+    if current is None:  # deleted earlier in the block
+        return 0
+    new = None if write.delete else write.new_row(current)
+    s.staged.rows[(table.oid, key)] = (table, key, rid, read, new)
+    return 1
 
 
 def apply_staged(s: Session, w: WriteTxn) -> Result:
-    """The block's staged INSERTs into its writing transaction (blocking), for a
-    statement that reads or writes otherwise: from here on the block writes there."""
+    """The block's staged INSERTs and point writes into its writing transaction
+    (blocking), for a statement that reads or writes otherwise: from here on the block
+    writes there (its row locks are held until it ends)."""
     by_table: dict[int, tuple[Table, list[tuple[Any, ...]]]] = {}
     for table, rows in s.staged.parts:  # one DuckDB check and insert per table
         by_table.setdefault(id(table), (table, []))[1].extend(rows)
-    s.staged = StagedInserts()
-    for table, rows in by_table.values():
+    written: dict[int, tuple[Table, list[Any]]] = {}
+    for table, _, rid, read, new in s.staged.rows.values():
+        if new != read:
+            written.setdefault(id(table), (table, []))[1].append((rid, read, new))
+    s.staged = StagedWrites()
+    for table, _ in [*by_table.values(), *written.values()]:
         current = w.catalog.by_oid(table.oid)
         if current is not table and current != table:  # ALTERed or dropped meanwhile
             raise SQLError(
                 f'relation "{table.name}" changed during the transaction; retry', "40001"
             )
+    for table, rows in by_table.values():
         apply(w, table, None, rows_table(table, rows, s.instance.allocate_rids(len(rows))))
+    for table, changed in written.values():
+        old = rows_table(table, [r for _, r, _ in changed], [rid for rid, _, _ in changed])
+        kept = [(rid, n) for rid, _, n in changed if n is not None]
+        new = rows_table(table, [n for _, n in kept], [rid for rid, _ in kept]) if kept else None
+        apply(w, table, old, new)
     return Result("")
 
 

@@ -73,7 +73,7 @@ async def _txn_writer(port: int, wid: int, acked_batches: set[int], stop: asynci
 
 async def _staged_writer(port: int, wid: int, acked_batches: set[int], stop: asyncio.Event) -> None:
     """Blocks of INSERTs only (staged in the session until COMMIT, server/batcher.py
-    StagedInserts), into two tables: after a crash, a block is all there or not at all."""
+    StagedWrites), into two tables: after a crash, a block is all there or not at all."""
 
     async def one(conn: asyncpg.Connection, b: int) -> None:
         batch = wid * 1_000_000 + b
@@ -98,6 +98,19 @@ async def _point_writer(port: int, row: int, acked: list[int], stop: asyncio.Eve
     await _writer(port, stop, one)
 
 
+async def _point_block_writer(port: int, row: int, acked: list[int], stop: asyncio.Event) -> None:
+    """Blocks of point UPDATEs of two tables (staged under row locks, committed by the
+    batcher): after a crash both rows hold the same count, at least the acknowledged."""
+
+    async def one(conn: asyncpg.Connection, i: int) -> None:
+        async with conn.transaction():
+            await conn.execute("UPDATE hot SET m = m + 1 WHERE id = $1", row)
+            await conn.execute("UPDATE hot_2 SET m = m + 1 WHERE id = $1", row)
+        acked[row] += 1
+
+    await _writer(port, stop, one)
+
+
 def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
     async def run() -> None:
         server = HeadwaterServer(tmp_path / "data", port=free_port()).start()
@@ -107,8 +120,10 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         await conn.execute("CREATE TABLE counters (w int PRIMARY KEY, n int)")
         await conn.execute("CREATE TABLE staged (batch bigint, j int, PRIMARY KEY (batch, j))")
         await conn.execute("CREATE TABLE staged_2 (batch bigint)")
-        await conn.execute("CREATE TABLE hot (id int PRIMARY KEY, n bigint)")
-        await conn.execute(f"INSERT INTO hot SELECT g, 0 FROM generate_series(0, {KILLS}) g")
+        await conn.execute("CREATE TABLE hot (id int PRIMARY KEY, n bigint, m bigint)")
+        await conn.execute("CREATE TABLE hot_2 (id int PRIMARY KEY, m bigint)")
+        await conn.execute(f"INSERT INTO hot SELECT g, 0, 0 FROM generate_series(0, {KILLS}) g")
+        await conn.execute(f"INSERT INTO hot_2 SELECT g, 0 FROM generate_series(0, {KILLS}) g")
         # timestamptz rows written in a session's zone by a writing transaction and by the
         # batcher: Arrow labels them differently, and the log replayed at restart must
         # still concatenate (it did not: the server could not start again)
@@ -125,6 +140,7 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         batches: set[int] = set()
         blocks: set[int] = set()
         increments = [0] * (KILLS + 1)  # acknowledged point UPDATEs per row of `hot`
+        block_increments = [0] * (KILLS + 1)  # acknowledged blocks per row of both
         rng = random.Random(int(os.environ.get("HW_SEED", "7")))
         try:
             for cycle in range(KILLS):
@@ -146,6 +162,12 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                     + [
                         asyncio.create_task(_point_writer(server.port, cycle, increments, stop))
                         for _ in range(3)
+                    ]
+                    + [
+                        asyncio.create_task(
+                            _point_block_writer(server.port, cycle, block_increments, stop)
+                        )
+                        for _ in range(2)
                     ]
                 )
                 await asyncio.sleep(rng.uniform(0.2, 1.2))
@@ -177,9 +199,14 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                     f"cycle {cycle}: a block of INSERTs was half-applied"
                 )
                 assert blocks <= set(staged), f"cycle {cycle}: acknowledged blocks lost"
-                hot = await conn.fetchval("SELECT n FROM hot WHERE id = $1", cycle)
+                hot, m = await conn.fetchrow("SELECT n, m FROM hot WHERE id = $1", cycle)
                 assert increments[cycle] <= hot <= increments[cycle] + 3, (
                     f"cycle {cycle}: {hot} point UPDATEs kept, {increments[cycle]} acknowledged"
+                )
+                m2 = await conn.fetchval("SELECT m FROM hot_2 WHERE id = $1", cycle)
+                assert m == m2, f"cycle {cycle}: a block of point UPDATEs was half-applied"
+                assert block_increments[cycle] <= m <= block_increments[cycle] + 2, (
+                    f"cycle {cycle}: {m} blocks kept, {block_increments[cycle]} acknowledged"
                 )
                 counts = {r[0]: r[1] for r in await conn.fetch("SELECT w, n FROM counters")}
                 per_writer: dict[int, int] = {}
@@ -195,7 +222,7 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         print(
             f"durability: {KILLS} SIGKILL cycles survived, {len(acked)} acknowledged rows and "
             f"{len(batches)} transactions and {len(blocks)} blocks of INSERTs and "
-            f"{sum(increments)} point UPDATEs, 0 lost, "
+            f"{sum(increments)} point UPDATEs and {sum(block_increments)} blocks of them, 0 lost, "
             "0 half-applied"
         )
         assert len(acked) > KILLS, "the writers made no progress"

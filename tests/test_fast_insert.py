@@ -209,7 +209,7 @@ def test_serial_keys_as_postgres(hw_server, pg_oracle, table_name: str) -> None:
         assert got["hw"] == got["pg"]
 
 
-# -- INSERTs in a transaction block: staged until COMMIT (server/batcher.py StagedInserts)
+# -- INSERTs in a transaction block: staged until COMMIT (server/batcher.py StagedWrites)
 BLOCK_COLUMNS = "id serial PRIMARY KEY, k int UNIQUE, v text, at timestamptz DEFAULT now()"
 BLOCK_SCRIPT = [
     "BEGIN",

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from tests.hwserver import HeadwaterServer, free_port
-from tests.oracle_scripts import assert_same_as_postgres
+from tests.oracle_scripts import assert_same_as_postgres, in_schema
 
 SETUP = [
     "!CREATE TABLE public.acc (id int PRIMARY KEY, name text NOT NULL, bal int,"
@@ -124,51 +124,41 @@ def _url(server: HeadwaterServer) -> str:
 
 
 def test_concurrent_point_writes_share_an_epoch(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
-    """UPDATEs queued behind a writing transaction commit in one epoch when it ends
-    (each was a writing transaction, and an epoch, of its own); the sum, a view over
-    the table and the point-read cache all see every change."""
+    """Concurrent UPDATEs of different rows share epochs (each was a writing
+    transaction, and an epoch, of its own: 2 change rows per epoch); the sum, a view
+    over the table and the point-read cache see every change."""
     t = table_name
 
     async def run() -> None:
         url = _url(hw_server)
         admin = await asyncpg.connect(url, ssl=False)
         await admin.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, n int, s text)")
-        await admin.execute(f"CREATE TABLE {t}_other (x int)")
-        await admin.execute(f"INSERT INTO {t} SELECT g, 0, 'x' FROM generate_series(1, 5) g")
+        await admin.execute(f"INSERT INTO {t} SELECT g, 0, 'x' FROM generate_series(1, 20) g")
         await admin.execute(
             f"CREATE MATERIALIZED VIEW {t}_sum AS SELECT sum(n) AS total, count(*) AS c FROM {t}"
         )
         reader = await asyncpg.connect(url, ssl=False)
         read = await reader.prepare(f"SELECT n FROM {t} WHERE id = $1")
         assert await read.fetchval(1) == 0  # cached by the point-read path
-        before = await admin.fetchval("SELECT max(epoch) FROM headwater_catalog.epochs")
         clients = [await asyncpg.connect(url, ssl=False) for _ in range(20)]
-        blocker = await asyncpg.connect(url, ssl=False)
-        block = blocker.transaction()
-        await block.start()
-        await blocker.execute(f"INSERT INTO {t}_other SELECT 1")  # holds the write lock
-        updates = [
-            asyncio.create_task(
-                c.execute(f"UPDATE {t} SET n = n + $1, s = $2 WHERE id = $3", 1, f"c{i}", 1 + i % 5)
+        sql = f"UPDATE {t} SET n = n + $1, s = $2 WHERE id = $3"
+        for _ in range(3):
+            done = await asyncio.gather(
+                *(c.execute(sql, 1, f"c{i}", 1 + i) for i, c in enumerate(clients))
             )
-            for i, c in enumerate(clients)
-        ]
-        await asyncio.sleep(1.0)  # all queued behind the transaction
-        await block.commit()
-        assert await asyncio.gather(*updates) == ["UPDATE 1"] * 20
-        epochs = await admin.fetchval(
-            "SELECT count(DISTINCT epoch) FROM headwater_catalog.epochs"
-            f" WHERE epoch > {int(before)} AND table_name = '{t}'"
+            assert done == ["UPDATE 1"] * 20
+        most = await admin.fetchval(
+            f"SELECT max(rows_changed) FROM headwater_catalog.epochs WHERE table_name = '{t}'"
         )
-        assert epochs <= 3, f"{epochs} epochs for 20 point UPDATEs queued together"
-        assert await admin.fetchval(f"SELECT sum(n) FROM {t}") == 20
-        assert await read.fetchval(1) == 4
-        assert await admin.fetchrow(f"SELECT total, c FROM {t}_sum") == (20, 5)
+        assert most >= 4, "no two point UPDATEs shared an epoch"
+        assert await admin.fetchval(f"SELECT sum(n) FROM {t}") == 60
+        assert await read.fetchval(1) == 3
+        assert await admin.fetchrow(f"SELECT total, c FROM {t}_sum") == (60, 20)
         assert await clients[0].execute(f"DELETE FROM {t} WHERE id = $1", 2) == "DELETE 1"
         assert await read.fetchval(2) is None
-        assert await admin.fetchrow(f"SELECT total, c FROM {t}_sum") == (16, 4)
+        assert await admin.fetchrow(f"SELECT total, c FROM {t}_sum") == (57, 19)
         await admin.execute(f"DROP MATERIALIZED VIEW {t}_sum")
-        for c in [admin, reader, blocker, *clients]:
+        for c in [admin, reader, *clients]:
             await c.close()
 
     asyncio.run(run())
@@ -215,5 +205,128 @@ def test_point_writes_survive_a_restart(tmp_path, kill: bool) -> None:  # type: 
             await c.close()
         finally:
             server.stop()
+
+    asyncio.run(run())
+
+
+BLOCK_SETUP = [
+    "CREATE TABLE {t} (id int PRIMARY KEY, n int NOT NULL, s text, u int UNIQUE, at timestamptz)",
+    "CREATE TABLE {t}_h (id int, d int)",
+    "INSERT INTO {t} VALUES (1, 10, 'a', 100, NULL), (2, 20, 'b', 200, NULL),"
+    " (3, 30, 'c', 300, NULL)",
+]
+BLOCK_SCRIPT = [  # each statement's outcome is compared, then the tables
+    "BEGIN",
+    "UPDATE {t} SET n = n + 1 WHERE id = 1",
+    "SELECT n, s FROM {t} WHERE id = 1",  # its own write, by primary key
+    "SELECT id, n FROM {t} WHERE u = 100",  # by another key
+    "UPDATE {t} SET n = n + 1, s = 'x' WHERE id = 1",
+    "UPDATE {t} SET n = n * 1 WHERE id = 2",  # not a point write's SET: the general path
+    "SELECT id, n, s FROM {t} WHERE id = 1",
+    "COMMIT",
+    "BEGIN",
+    "DELETE FROM {t} WHERE id = 3",
+    "UPDATE {t} SET n = 5 WHERE id = 3",  # deleted in the block: nothing
+    "SELECT * FROM {t} WHERE id = 3",
+    "INSERT INTO {t}_h VALUES (3, 1)",  # another table's staged INSERT
+    "SAVEPOINT a",
+    "UPDATE {t} SET n = n - 100 WHERE id = 2",
+    "SELECT n FROM {t} WHERE id = 2",
+    "ROLLBACK TO SAVEPOINT a",
+    "SELECT n FROM {t} WHERE id = 2",
+    "UPDATE {t} SET s = 'y', at = now() WHERE id = 2",
+    "SELECT s, at = now() FROM {t} WHERE id = 2",  # now(): the block's start
+    "INSERT INTO {t} VALUES (3, 33, 'c2', 300, NULL)",  # its keys: deleted in the block
+    "SELECT count(*) FROM {t}",  # reads the table: what the block staged applies first
+    "UPDATE {t} SET n = n + 1 WHERE id = 3",
+    "COMMIT",
+    "BEGIN",
+    "UPDATE {t} SET n = NULL WHERE id = 1",  # 23502: the block fails
+    "UPDATE {t} SET n = 0 WHERE id = 2",  # 25P02
+    "ROLLBACK",
+    "BEGIN",
+    "UPDATE {t} SET n = n + 2147483647 WHERE id = 1",  # 22003
+    "ROLLBACK",
+    "BEGIN",
+    "UPDATE {t} SET n = 77 WHERE id = 1",
+    "ROLLBACK",
+    "SELECT id, n, s, u, at IS NULL FROM {t} ORDER BY id",
+    "SELECT * FROM {t}_h ORDER BY id",
+]
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_block_point_writes_as_postgres(
+    hw_server, pg_oracle, table_name: str, prepared: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """Point writes in BEGIN ... COMMIT (staged under row locks, committed by the
+    batcher): reads of the block's own rows, savepoints, DELETE then re-INSERT of its
+    keys, a statement that needs the general path midway, errors, ROLLBACK."""
+    t = f"{table_name}_k{int(prepared)}"
+    setup = [sql.format(t=t) for sql in BLOCK_SETUP]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
+        for sql in BLOCK_SCRIPT:
+            sql = sql.format(t=t)
+            got, want = (_result(c, sql, prepared) for c in (hw, pg))
+            assert got == want, sql
+
+
+def _result(conn: psycopg.Connection, sql: str, prepared: bool) -> object:
+    try:
+        cur = conn.execute(sql, prepare=prepared and not sql.startswith(("BEGIN", "COMMIT")))
+    except psycopg.Error as e:
+        return e.sqlstate, e.diag.message_primary
+    return cur.statusmessage, cur.fetchall() if cur.description else None
+
+
+def test_row_locks_as_postgres(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """A second writer of a row a block has point-written waits for the block to end,
+    then works on its result (read committed), as in PostgreSQL: an autocommitted
+    UPDATE, another block, a general UPDATE of every row. Two blocks that wait for each
+    other's rows: one fails with 40P01 and the other goes on."""
+    t = table_name
+
+    async def run() -> None:
+        url = _url(hw_server)
+        a, b, c, d = [await asyncpg.connect(url, ssl=False) for _ in range(4)]
+        await a.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, n int)")
+        await a.execute(f"INSERT INTO {t} VALUES (1, 0), (2, 0)")
+        upd = f"UPDATE {t} SET n = n + $1 WHERE id = $2"
+
+        async def pending(task: asyncio.Task[Any]) -> bool:
+            await asyncio.sleep(0.3)
+            return not task.done()
+
+        block = a.transaction()
+        await block.start()
+        await a.execute(upd, 1, 1)
+        auto = asyncio.create_task(b.execute(upd, 10, 1))
+        every = asyncio.create_task(c.execute(f"UPDATE {t} SET n = n * 2"))
+        assert await pending(auto) and await pending(every)
+        assert await d.fetchval(f"SELECT n FROM {t} WHERE id = 1") == 0  # not committed
+        await block.commit()
+        assert await auto == "UPDATE 1" and await every == "UPDATE 2"
+        rows = dict(await a.fetch(f"SELECT id, n FROM {t}"))
+        assert rows in ({1: 22, 2: 0}, {1: 12, 2: 0}), rows  # (2 * 11, or 2 * 1 + 10)
+
+        ta, tb = a.transaction(), b.transaction()
+        await ta.start()
+        await tb.start()
+        await a.execute(upd, 1, 1)
+        await b.execute(upd, 1, 2)
+        first = asyncio.create_task(a.execute(upd, 1, 2))  # waits for b
+        assert await pending(first)
+        try:
+            await b.execute(upd, 1, 1)  # waits for a: a cycle
+            raise AssertionError("no deadlock reported")
+        except asyncpg.PostgresError as e:
+            assert e.sqlstate == "40P01"
+        await tb.rollback()
+        assert await first == "UPDATE 1"
+        await ta.commit()
+        after = dict(await c.fetch(f"SELECT id, n FROM {t}"))
+        assert after == {1: rows[1] + 1, 2: 1}
+        for conn in (a, b, c, d):
+            await conn.close()
 
     asyncio.run(run())
