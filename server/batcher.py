@@ -630,6 +630,10 @@ class InsertBatcher:
         # table oid -> its live rows, for point writes; loaded on first use
         self._live: dict[int, _LiveRows] = {}
         self._too_big: dict[int, Table] = {}  # tables beyond MAX_LIVE_ROWS when loaded
+        # table oid -> an epoch no version in DuckDB began after (a flush's or a general
+        # commit's; none known after a restart or an ALTER): a version retired at a later
+        # epoch was not born at it, so the flush need not look
+        self._born_upto: dict[int, int] = {}
         # Staged rows reach DuckDB lazily: at most every FLUSH_INTERVAL, or at once
         # when a reader waits for them (read-your-writes) or a general writer starts.
         self._staged_epoch = 0  # newest epoch with staged rows
@@ -818,10 +822,12 @@ class InsertBatcher:
             return None
         return live
 
-    def observe(self, changes: dict[int, pa.Table]) -> None:
+    def observe(self, changes: dict[int, pa.Table], epoch: int) -> None:
         """Keep key sets and live rows in step with a general transaction's committed
-        changes."""
+        changes (of `epoch`)."""
         for oid, rows in changes.items():
+            if oid in self._born_upto:
+                self._born_upto[oid] = max(self._born_upto[oid], epoch)
             table = self.instance.table(oid)
             if table is None:
                 continue
@@ -851,12 +857,14 @@ class InsertBatcher:
             self._keys.clear()
             self._live.clear()
             self._too_big.clear()
+            self._born_upto.clear()
             return
         for k in [k for k in self._keys if k[0] in oids]:
             del self._keys[k]
         for oid in oids:
             self._live.pop(oid, None)
             self._too_big.pop(oid, None)
+            self._born_upto.pop(oid, None)
 
     # -- staging and applying -------------------------------------------------------------
     def _stage(
@@ -1120,7 +1128,10 @@ class InsertBatcher:
                 for key, parts in grouped.items():
                     if self.instance.table(key[0]) is None:
                         continue  # dropped meanwhile
-                    _apply_versions(cur, tables[key], parts)
+                    born = self._born_upto.get(key[0], LIVE)  # (unknown: any epoch)
+                    newest = _apply_versions(cur, tables[key], parts, born)
+                    if newest:
+                        self._born_upto[key[0]] = newest
                 if several:
                     cur.execute("COMMIT")
             except BaseException:
@@ -1143,17 +1154,23 @@ class InsertBatcher:
 _Staged = tuple[int, pa.Table, "list[int] | None"]  # (epoch, versions added, row ids retired)
 
 
-def _apply_versions(cur: duckdb.DuckDBPyConnection, table: Table, parts: list[_Staged]) -> None:
+def _apply_versions(
+    cur: duckdb.DuckDBPyConnection, table: Table, parts: list[_Staged], born: int
+) -> int:
     """A table's staged changes, in staging order, into DuckDB: one INSERT of every new
-    version (each with its epoch) and, for point writes, one UPDATE per epoch of the
-    live versions they retired. A version added and retired within the parts gets its
-    end here (and is left out if it ends in the epoch it began: no epoch sees it)."""
+    version (each with its epoch) and, for point writes, an UPDATE of the live versions
+    they retired. A version added and retired within the parts gets its end here (and
+    is left out if it ends in the epoch it began: no epoch sees it). `born`: an epoch no
+    version in DuckDB began after (LIVE: unknown); only a version retired at an epoch up
+    to it is looked for among those born then. Returns that epoch after this (0:
+    still unknown)."""
+    newest = max([0 if born == LIVE else born] + [e for e, t, _ in parts if t.num_rows])
     if not any(retired for _, _, retired in parts):
         if all(e == parts[0][0] for e, _, _ in parts):
             Replica.insert_versions(
                 cur, table, pa.concat_tables([t for _, t, _ in parts]), parts[0][0]
             )
-            return
+            return newest
     versions: list[list[int]] = []  # [from, to, part, row]
     open_at: dict[int, int] = {}  # row id -> its version added here and still open
     in_duckdb: dict[int, list[int]] = {}  # epoch -> row ids whose DuckDB version ends then
@@ -1167,11 +1184,13 @@ def _apply_versions(cur: duckdb.DuckDBPyConnection, table: Table, parts: list[_S
         for j, rid in enumerate(rows.column(RID).to_pylist()):
             open_at[rid] = len(versions)
             versions.append([epoch, LIVE, i, j])
-    for epoch, rids in in_duckdb.items():
-        Replica.retire_versions(cur, table, pa.array(rids, pa.int64()), epoch)
+    for epoch in [e for e in in_duckdb if e <= born]:  # it may have begun then
+        Replica.retire_versions(cur, table, pa.array(in_duckdb.pop(epoch), pa.int64()), epoch)
+    if in_duckdb:
+        Replica.retire_at(cur, table, in_duckdb)
     kept = [v for v in versions if v[0] != v[1]]
     if not kept:
-        return
+        return newest
     offsets = [0]
     for _, rows, _ in parts:
         offsets.append(offsets[-1] + rows.num_rows)
@@ -1180,6 +1199,7 @@ def _apply_versions(cur: duckdb.DuckDBPyConnection, table: Table, parts: list[_S
     rows = rows.append_column(FROM, pa.array([f for f, _, _, _ in kept], pa.int64()))
     rows = rows.append_column(TO, pa.array([t for _, t, _, _ in kept], pa.int64()))
     Replica.insert_versions(cur, table, rows, None)
+    return newest
 
 
 def _staged(batch: list[_Pending]) -> None:

@@ -238,7 +238,7 @@ async def commit_write(s: Session) -> list[str]:
         instance.batcher.forget(dropped | set(rewrites))
     instance.reshaping -= reshaping
     if changes:
-        instance.batcher.observe(changes)
+        instance.batcher.observe(changes, epoch)
     s.write = None
     committer.write_lock.release()
     _end_locks(s)

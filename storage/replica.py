@@ -235,6 +235,23 @@ class Replica:
         cur.execute(f"UPDATE {t} SET {TO} = {stamp} WHERE {match}")
 
     @staticmethod
+    def retire_at(cur: duckdb.DuckDBPyConnection, table: Table, ends: dict[int, list[int]]) -> None:
+        """End the live versions of each epoch's row ids at that epoch, none of them
+        born at it (the batcher knows): one statement for up to INLINE_RIDS rows."""
+        rids = [r for rs in ends.values() for r in rs]
+        if len(ends) == 1 or len(rids) > INLINE_RIDS:
+            for epoch, some in ends.items():
+                Replica.retire_versions(cur, table, pa.array(some, pa.int64()), epoch, False)
+            return
+        cases = " ".join(
+            f"WHEN {RID} IN ({', '.join(map(str, rs))}) THEN {epoch}" for epoch, rs in ends.items()
+        )
+        cur.execute(
+            f"UPDATE {physical(table.oid)} SET {TO} = CASE {cases} END "
+            f"WHERE {CURRENT} AND {RID} IN ({', '.join(map(str, rids))})"
+        )
+
+    @staticmethod
     def restamp(cur: duckdb.DuckDBPyConnection, oids: Iterable[int], epoch: int) -> None:
         """At COMMIT: a transaction's PENDING versions take its epoch (one statement a
         table: each costs ~1 ms whatever it changes)."""
