@@ -703,10 +703,12 @@ class InsertBatcher:
             self._wake.clear()
             if not self._queue:
                 continue
-            await self._undurable.acquire()
-            # (not while a unit holds row locks: the next writer of its rows waits)
-            locking = any(p.staged is not None for p in self._queue)
-            if self._last_batch >= 2 and len(self._queue) < self._last_batch and not locking:
+            # A unit that holds row locks goes at once, without waiting for a durability
+            # slot or for more statements: the next writer of its rows waits for it
+            slot = not any(p.staged is not None for p in self._queue)
+            if slot:
+                await self._undurable.acquire()
+            if self._last_batch >= 2 and len(self._queue) < self._last_batch and slot:
                 await self._gather(self._last_batch)
             self._last_batch = len(self._queue)
             async with committer.write_lock:
@@ -722,7 +724,8 @@ class InsertBatcher:
                     if missing or unread:
                         await asyncio.to_thread(self._load_keys, missing, list(unread))
                 except Exception as e:
-                    self._undurable.release()
+                    if slot:
+                        self._undurable.release()
                     err = translate(e)
                     for p in batch:
                         p.done.set_exception(err)
@@ -743,11 +746,13 @@ class InsertBatcher:
                     p.done.set_exception(failures[id(p)])
             ok = [p for p in batch if id(p) not in failures]
             if durable is None:  # nothing changed (point writes that found no row)
-                self._undurable.release()
+                if slot:
+                    self._undurable.release()
                 for p in ok:
                     p.done.set_result(0)
             else:
-                asyncio.get_running_loop().create_task(self._acknowledge(ok, durable, epoch))
+                ack = self._acknowledge(ok, durable, epoch, slot)
+                asyncio.get_running_loop().create_task(ack)
 
     async def _gather(self, expected: int) -> None:
         """Wait up to GATHER_WAIT for `expected` statements to be queued (one future and
@@ -763,7 +768,7 @@ class InsertBatcher:
             timer.cancel()
 
     async def _acknowledge(
-        self, batch: list[_Pending], durable: asyncio.Future[None], epoch: int
+        self, batch: list[_Pending], durable: asyncio.Future[None], epoch: int, slot: bool
     ) -> None:
         try:
             await durable
@@ -772,7 +777,8 @@ class InsertBatcher:
                 p.done.set_exception(e)
             return
         finally:
-            self._undurable.release()
+            if slot:
+                self._undurable.release()
         for p in batch:
             p.done.set_result(epoch)
 
