@@ -703,9 +703,12 @@ class InsertBatcher:
             self._wake.clear()
             if not self._queue:
                 continue
-            # A unit that holds row locks goes at once, without waiting for a durability
-            # slot or for more statements: the next writer of its rows waits for it
-            slot = not any(p.staged is not None for p in self._queue)
+            # A unit that holds row locks goes at once when a writer waits for one, without
+            # waiting for a durability slot or for more statements
+            slot = not (
+                self.instance.key_locks.contended
+                and any(p.staged is not None for p in self._queue)
+            )
             if slot:
                 await self._undurable.acquire()
             if self._last_batch >= 2 and len(self._queue) < self._last_batch and slot:

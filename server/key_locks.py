@@ -33,6 +33,11 @@ class KeyLocks:
         self._changed = asyncio.Condition()
         self.general = 0  # general writers waiting for rows or running
 
+    @property
+    def contended(self) -> bool:
+        """Whether a session waits for a row lock or to drain them."""
+        return self._waiting > 0
+
     def holds(self, owner: int) -> bool:
         return bool(self._held.get(owner))
 
