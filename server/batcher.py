@@ -706,8 +706,7 @@ class InsertBatcher:
             # A unit that holds row locks goes at once when a writer waits for one, without
             # waiting for a durability slot or for more statements
             slot = not (
-                self.instance.key_locks.contended
-                and any(p.staged is not None for p in self._queue)
+                self.instance.key_locks.contended and any(p.staged is not None for p in self._queue)
             )
             if slot:
                 await self._undurable.acquire()

@@ -12,11 +12,12 @@ batch; it retires and adds the DuckDB versions with them (server/batcher.py).
 Taken here: SET of constants, parameters, the clock, and `c + k` / `c - k` (integer
 columns and integer `k`, as pgbench's `abalance = abalance + :delta`); the WHERE clause
 names each primary-key column once with `=`. Not taken (the general path runs them):
-RETURNING, FROM/USING, WITH, a SET of a key column, tables with FOREIGN KEYs on either
-side or CHECK constraints, and columns of types other than SIMPLE_TYPES. A constant
-that does not fit its column fails the statement whether a row matches or not, as in
-PostgreSQL (its planner folds the assignment cast of a constant); a NOT NULL column
-set to NULL, or a sum out of range, fails only when the row exists.
+RETURNING, FROM/USING, WITH, a SET of a key column or of a column a FOREIGN KEY holds
+or references, a DELETE from a table a FOREIGN KEY references, tables with CHECK
+constraints, and columns of types other than SIMPLE_TYPES. A constant that does not
+fit its column fails the statement whether a row matches or not, as in PostgreSQL
+(its planner folds the assignment cast of a constant); a NOT NULL column set to NULL,
+or a sum out of range, fails only when the row exists.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
-class _Set:
+class SetItem:
     """One SET item: the column at `target` takes `node`'s value, or (`source` not None)
     the column at `source` plus `sign` times it."""
 
@@ -85,7 +86,7 @@ class _Set:
 @dataclass(frozen=True)
 class _Shape:
     key: tuple[tuple[Column, Any], ...]  # per primary-key column: (column, value node)
-    sets: tuple[_Set, ...]  # () for a DELETE
+    sets: tuple[SetItem, ...]  # () for a DELETE
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class PointWrite:
 
     table: Table
     key: Row  # the primary key's values
-    sets: tuple[tuple[_Set, Any], ...]  # (item, its coerced value); () for a DELETE
+    sets: tuple[tuple[SetItem, Any], ...]  # (item, its coerced value); () for a DELETE
     delete: bool
 
     def new_row(self, row: Row) -> Row:
@@ -120,29 +121,31 @@ class PointWrite:
         return tuple(out)
 
 
-def eligible(table: Table, referenced: frozenset[int]) -> bool:
+def eligible(table: Table) -> bool:
     """Can the table's rows be changed in Python (see the module's docstring)?"""
     pk = table.primary_key
     return (
         pk is not None
-        and not table.foreign_keys
         and not table.checks
-        and table.oid not in referenced
         and all(c.type.pg in SIMPLE_TYPES for c in table.columns)
         and all(table.column(c).type.pg in _KEY_TYPES for c in pk.columns)  # type: ignore[union-attr]
     )
 
 
-_REFERENCED: dict[int, tuple[Any, frozenset[int]]] = {}
+_REFERENCED: dict[int, tuple[Any, dict[int, set[str]]]] = {}
 
 
-def referenced(catalog: Any) -> frozenset[int]:
-    """The tables some FOREIGN KEY references (their deletes and key updates have
-    actions), worked out once per catalog version."""
+def referenced(catalog: Any) -> dict[int, set[str]]:
+    """Table oid -> its columns some FOREIGN KEY references (a DELETE from the table,
+    or a change of those columns, has the referencing rows' actions), worked out once
+    per catalog version."""
     hit = _REFERENCED.get(id(catalog))
     if hit is not None and hit[0] is catalog:
         return hit[1]
-    out = frozenset(fk.ref_table for t in catalog.tables() for fk in t.foreign_keys)
+    out: dict[int, set[str]] = {}
+    for t in catalog.tables():
+        for fk in t.foreign_keys:
+            out.setdefault(fk.ref_table, set()).update(fk.ref_columns)
     if len(_REFERENCED) >= 64:
         _REFERENCED.clear()
     _REFERENCED[id(catalog)] = (catalog, out)
@@ -195,8 +198,10 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
     key = tuple((table.column(c), found[c]) for c in pk.columns)
     if isinstance(stmt, A.DeleteStmt):
         return _Shape(key, ())  # type: ignore[arg-type]
+    # a key column, or a column of the table's FOREIGN KEYs (they would be checked)
     keyed = {c for k in table.keys for c in k.columns}
-    sets: list[_Set] = []
+    keyed |= {c for fk in table.foreign_keys for c in fk.columns}
+    sets: list[SetItem] = []
     for rt in stmt.targetList:
         if rt.indirection or isinstance(rt.val, A.MultiAssignRef) or rt.name not in position:
             return None
@@ -217,7 +222,7 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
             if table.columns[position[left]].type.pg is not col.type.pg:
                 return None  # PostgreSQL's arithmetic would run in the other type
             source, sign, node = position[left], (1 if op == "+" else -1), node_k
-        sets.append(_Set(position[rt.name], col, node, source, sign))
+        sets.append(SetItem(position[rt.name], col, node, source, sign))
     return _Shape(key, tuple(sets))  # type: ignore[arg-type]
 
 

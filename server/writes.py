@@ -97,13 +97,13 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     batcher = s.instance.batcher
     if not isinstance(rel, Table) or not batcher.point_writable(rel):
         return None
-    if not point_writes.eligible(rel, point_writes.referenced(s.catalog)):
+    if not point_writes.eligible(rel):
         return None
     block = s.status == "T"
     if block and s.staged.inserted(rel.oid):  # its staged rows are not live rows yet
         return None
     write = point_writes.point_write(stmt, rel, params, _format(s), s.xact_start if block else None)
-    if write is None or not await batcher.ensure_live(rel):
+    if write is None or _references_change(s, write) or not await batcher.ensure_live(rel):
         return None
     verb = "DELETE" if write.delete else "UPDATE"
     locks, owner = s.instance.key_locks, id(s)
@@ -124,6 +124,13 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     if epoch:
         s.last_write_epoch = epoch
     return Result(f"{verb} {count}")
+
+
+def _references_change(s: Session, write: point_writes.PointWrite) -> bool:
+    """Does the write delete or change what a FOREIGN KEY references (its referencing
+    rows' actions: the general path)?"""
+    refs = point_writes.referenced(s.catalog).get(write.table.oid)
+    return refs is not None and (write.delete or any(i.column.name in refs for i, _ in write.sets))
 
 
 def _stage_point(s: Session, write: point_writes.PointWrite) -> int:

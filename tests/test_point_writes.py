@@ -29,9 +29,9 @@ SETUP = [
     "!INSERT INTO public.two VALUES (1, 1, 'x'), (1, 2, 'y')",
     "!CREATE TABLE public.parent (id int PRIMARY KEY, v int)",
     "!CREATE TABLE public.child (id int PRIMARY KEY,"
-    " p int REFERENCES public.parent ON DELETE CASCADE)",
-    "!INSERT INTO public.parent VALUES (1, 0), (2, 0)",
-    "!INSERT INTO public.child VALUES (10, 1)",
+    " p int REFERENCES public.parent ON DELETE CASCADE, note text)",
+    "!INSERT INTO public.parent VALUES (1, 0), (2, 0), (3, 0)",
+    "!INSERT INTO public.child VALUES (10, 1, NULL), (11, 2, NULL), (12, 3, NULL)",
 ]
 SCRIPT = [
     "UPDATE acc SET bal = bal + 5 WHERE id = 1",
@@ -72,9 +72,15 @@ SCRIPT = [
     "UPDATE two SET v = 'q' WHERE a = 1",  # not the whole key
     "DELETE FROM two WHERE a = 1 AND b = 1",
     "SELECT * FROM two ORDER BY a, b",
-    "UPDATE parent SET v = v + 1 WHERE id = 1",  # referenced: the general path
-    "DELETE FROM parent WHERE id = 1",
-    "SELECT * FROM child",
+    "UPDATE parent SET v = v + 1 WHERE id = 1",  # referenced, not its key: a point write
+    "UPDATE child SET note = 'n' WHERE id = 10",  # not its FOREIGN KEY's column
+    "UPDATE child SET p = 99 WHERE id = 10",  # 23503 from the general path
+    "UPDATE child SET p = 3 WHERE id = 10",
+    "DELETE FROM child WHERE id = 11",  # a referencing row: no action
+    "DELETE FROM parent WHERE id = 1",  # referenced: the general path (nothing refers)
+    "DELETE FROM parent WHERE id = 3",  # CASCADE
+    "SELECT * FROM parent ORDER BY id",
+    "SELECT * FROM child ORDER BY id",
 ]
 PREPARED = [  # (statement, parameters): the extended protocol's values
     ("UPDATE acc SET bal = bal + $1 WHERE id = $2", [5, 1]),
