@@ -332,7 +332,7 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
         return None  # a value for an identity column: 428C9 or not (planner/sequences.py)
     if table.checks:
         return None  # CHECK expressions are evaluated by the general path
-    returning = _returning(stmt, table)
+    returning = returning_columns(stmt, table)
     if returning is None:
         return None
     position = {c.name: i for i, c in enumerate(table.columns)}
@@ -357,7 +357,7 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
     )
 
 
-def _returning(stmt: A.InsertStmt, table: Table) -> tuple[tuple[str, int], ...] | None:
+def returning_columns(stmt: Any, table: Table) -> tuple[tuple[str, int], ...] | None:
     """A RETURNING list of the table's columns (`*`, `c`, `t.c`, `c AS x`: what ORMs
     send for a new row's key) as (output name, column position); None for any other
     expression (the general path evaluates it, or raises PostgreSQL's error)."""
@@ -477,9 +477,9 @@ def rows_table(table: Table, rows: Rows, first_rid: int | list[int]) -> pa.Table
 class _Pending:
     """One unit: INSERTs' rows (a statement's, or a transaction block's: per table,
     committed together or not at all) or a point write, and the future of its epoch
-    (a plain class: one per statement). `count`: the rows a point write changed."""
+    (a plain class: one per statement)."""
 
-    __slots__ = ("parts", "done", "write", "rows", "staged", "count")
+    __slots__ = ("parts", "done", "write", "rows", "staged", "row")
 
     def __init__(
         self,
@@ -494,7 +494,7 @@ class _Pending:
         self.write = write
         self.rows = rows or []  # a block's point writes
         self.staged = staged  # called once the unit's batch is staged (or failed)
-        self.count = 0
+        self.row: Row | None = None  # a point write's new row (a DELETE's old one)
 
 
 class _LiveRows:
@@ -658,12 +658,13 @@ class InsertBatcher:
 
     async def point(
         self, write: PointWrite, staged: Callable[[], None] | None = None
-    ) -> tuple[int, int]:
+    ) -> tuple[Row | None, int]:
         """A point UPDATE or DELETE (server/point_writes.py) at the batcher's turn;
-        returns the rows it changed (0 or 1) and its epoch once durable (0: none)."""
+        returns the row it changed (its new version; a DELETE's old one), None when it
+        found none, and its epoch once durable (0: none)."""
         p = _Pending([], asyncio.get_running_loop().create_future(), write, None, staged)
         epoch = await self._submit(p)
-        return p.count, epoch
+        return p.row, epoch
 
     async def ensure_live(self, table: Table) -> bool:
         """Read the table's live rows if they are not (under the write lock); False when
@@ -993,7 +994,7 @@ class InsertBatcher:
         except SQLError as e:
             return e
         self._set_row(live, w.key, entry, new, touched)
-        p.count = 1
+        p.row = entry[1] if new is None else new
         return None
 
     def _verify(self, p: _Pending) -> SQLError | None:

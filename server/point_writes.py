@@ -1,23 +1,26 @@
-"""Point UPDATE and DELETE by primary key, autocommitted, through the batcher.
+"""Point UPDATE and DELETE by primary key, outside DuckDB.
 
 `UPDATE t SET c = $1, n = n + 1 WHERE id = $2` and `DELETE FROM t WHERE id = $1` are
 what ORMs and OLTP applications send most after INSERT. In a writing transaction each
 costs ~7 DuckDB statements under the instance's write lock: ~140 per second whatever
 the number of clients (PostgreSQL: ~18,000). Here a statement of that shape is taken
-apart once (a template per prepared statement), its constants are coerced at once, and
-the batcher changes the row in Python at its turn, against an exact copy of the table's
-live rows by primary key (`LiveRows`), in the epoch it shares with the INSERTs of its
-batch; it retires and adds the DuckDB versions with them (server/batcher.py).
+apart once (a template per prepared statement) and its constants are coerced at once;
+the new row is computed in Python against an exact copy of the table's live rows by
+primary key (server/batcher.py `_LiveRows`), under the row's lock
+(server/key_locks.py): autocommitted, at the batcher's turn, in the epoch it shares
+with the INSERTs of its batch; in a transaction block, at once, staged in the session
+until COMMIT hands it to the batcher (server/writes.py `fast_point`).
 
 Taken here: SET of constants, parameters, the clock, and `c + k` / `c - k` (integer
 columns and integer `k`, as pgbench's `abalance = abalance + :delta`); the WHERE clause
-names each primary-key column once with `=`. Not taken (the general path runs them):
-RETURNING, FROM/USING, WITH, a SET of a key column or of a column a FOREIGN KEY holds
-or references, a DELETE from a table a FOREIGN KEY references, tables with CHECK
-constraints, and columns of types other than SIMPLE_TYPES. A constant that does not
-fit its column fails the statement whether a row matches or not, as in PostgreSQL
-(its planner folds the assignment cast of a constant); a NOT NULL column set to NULL,
-or a sum out of range, fails only when the row exists.
+names each primary-key column once with `=`; RETURNING of columns. Not taken (the
+general path runs them): RETURNING of expressions, FROM/USING, WITH, a SET of a key
+column or of a column a FOREIGN KEY holds or references, a DELETE from a table a
+FOREIGN KEY references, tables with CHECK constraints, and columns of types other
+than SIMPLE_TYPES. A constant that does not fit its column fails the statement whether
+a row matches or not, as in PostgreSQL (its planner folds the assignment cast of a
+constant); a NOT NULL column set to NULL, or a sum out of range, fails only when the
+row exists.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from headwater.server.batcher import (
     clock_value,
     coerce,
     constant,
+    returning_columns,
 )
 from pglast import enums
 
@@ -87,6 +91,7 @@ class SetItem:
 class _Shape:
     key: tuple[tuple[Column, Any], ...]  # per primary-key column: (column, value node)
     sets: tuple[SetItem, ...]  # () for a DELETE
+    returning: tuple[tuple[str, int], ...]  # RETURNING: (output name, column position)
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,7 @@ class PointWrite:
     key: Row  # the primary key's values
     sets: tuple[tuple[SetItem, Any], ...]  # (item, its coerced value); () for a DELETE
     delete: bool
+    returning: tuple[tuple[str, int], ...] = ()  # (output name, column position)
 
     def new_row(self, row: Row) -> Row:
         """The row after the SET list (each item reads the old row, as in PostgreSQL);
@@ -159,7 +165,8 @@ _SHAPES_MAX = 1024
 
 
 def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
-    if stmt.withClause is not None or stmt.returningClause is not None:
+    returning = returning_columns(stmt, table)
+    if stmt.withClause is not None or returning is None:
         return None
     if isinstance(stmt, A.UpdateStmt) and stmt.fromClause:
         return None
@@ -197,7 +204,7 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
         return None
     key = tuple((table.column(c), found[c]) for c in pk.columns)
     if isinstance(stmt, A.DeleteStmt):
-        return _Shape(key, ())  # type: ignore[arg-type]
+        return _Shape(key, (), returning)  # type: ignore[arg-type]
     # a key column, or a column of the table's FOREIGN KEYs (they would be checked)
     keyed = {c for k in table.keys for c in k.columns}
     keyed |= {c for fk in table.foreign_keys for c in fk.columns}
@@ -223,7 +230,7 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
                 return None  # PostgreSQL's arithmetic would run in the other type
             source, sign, node = position[left], (1 if op == "+" else -1), node_k
         sets.append(SetItem(position[rt.name], col, node, source, sign))
-    return _Shape(key, tuple(sets))  # type: ignore[arg-type]
+    return _Shape(key, tuple(sets), returning)  # type: ignore[arg-type]
 
 
 def _conjuncts(node: Any) -> list[Any]:
@@ -273,7 +280,8 @@ def point_write(
         return None
     if any(v is None for v in key):
         return None
-    return PointWrite(table, key, tuple(sets), isinstance(stmt, A.DeleteStmt))
+    delete = isinstance(stmt, A.DeleteStmt)
+    return PointWrite(table, key, tuple(sets), delete, shape.returning)
 
 
 def _key_value(v: Any, col: Column, fmt: SessionFormat, node: Any) -> Any:

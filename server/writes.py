@@ -113,9 +113,10 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
             locks.release(owner)
         return None
     if block:
-        return Result(f"{verb} {_stage_point(s, write)}")
+        row = _stage_point(s, write)
+        return _returned(rel, [row] if row else [], write.returning, f"{verb} {int(bool(row))}")
     try:
-        count, epoch = await batcher.point(write, staged=lambda: locks.release(owner))
+        row, epoch = await batcher.point(write, staged=lambda: locks.release(owner))
     except SQLError as e:
         locks.release(owner)
         if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
@@ -123,7 +124,7 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
         raise
     if epoch:
         s.last_write_epoch = epoch
-    return Result(f"{verb} {count}")
+    return _returned(rel, [row] if row else [], write.returning, f"{verb} {int(bool(row))}")
 
 
 def _references_change(s: Session, write: point_writes.PointWrite) -> bool:
@@ -133,9 +134,10 @@ def _references_change(s: Session, write: point_writes.PointWrite) -> bool:
     return refs is not None and (write.delete or any(i.column.name in refs for i, _ in write.sets))
 
 
-def _stage_point(s: Session, write: point_writes.PointWrite) -> int:
+def _stage_point(s: Session, write: point_writes.PointWrite) -> tuple[Any, ...] | None:
     """A block's point write, against its own earlier one of the row or the live row
-    (which its lock keeps as it is until the block ends); returns the rows changed."""
+    (which its lock keeps as it is until the block ends); returns the row it changed
+    (its new version; a DELETE's old one), None when it found none."""
     table, key = write.table, write.key
     staged = s.staged.rows.get((table.oid, key))
     if staged is not None:
@@ -143,14 +145,14 @@ def _stage_point(s: Session, write: point_writes.PointWrite) -> int:
     else:
         entry = s.instance.batcher.live_row(table, key)
         if entry is None:
-            return 0
+            return None
         rid, read = entry
         current = read
     if current is None:  # deleted earlier in the block
-        return 0
+        return None
     new = None if write.delete else write.new_row(current)
     s.staged.rows[(table.oid, key)] = (table, key, rid, read, new)
-    return 1
+    return current if new is None else new
 
 
 def apply_staged(s: Session, w: WriteTxn) -> Result:
@@ -184,7 +186,7 @@ def apply_staged(s: Session, w: WriteTxn) -> Result:
 def _returned(
     table: Table, rows: list[tuple[Any, ...]], returning: tuple[tuple[str, int], ...], tag: str
 ) -> Result:
-    """A fast INSERT's RETURNING columns, typed as the general path types them (the
+    """A fast write's RETURNING columns, typed as the general path types them (the
     DuckDB column's type)."""
     if not returning:
         return Result(tag)
