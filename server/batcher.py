@@ -20,6 +20,7 @@ import asyncio
 import datetime as dt
 import decimal
 import logging
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -82,7 +83,7 @@ MAX_UNAPPLIED_EPOCHS = 32
 
 # Live rows (server/point_writes.py) kept in Python for point UPDATE/DELETE, all tables
 # together; a table that would pass it takes the general path.
-MAX_LIVE_ROWS = 1_000_000
+MAX_LIVE_ROWS = int(os.environ.get("HW_MAX_LIVE_ROWS", "1000000"))
 # A general transaction's change rows of a table beyond which its live rows are read
 # again rather than kept in step row by row (a COPY, a TRUNCATE)
 OBSERVED_ROWS_MAX = 4096
@@ -937,6 +938,9 @@ class InsertBatcher:
                     new.append_column(WEIGHT, pa.array([1] * len(added), pa.int64())),
                 ]
             )
+        for oid in touched:  # grown past the limit by INSERTs: the general path from now
+            if len(self._live[oid].rows) > MAX_LIVE_ROWS:
+                self._too_big[oid] = self._live.pop(oid).table
         return changes, failures, set(touched)
 
     def _unapply(self, epoch: int, table: Table, rows: pa.Table, retired: list[int] | None) -> None:

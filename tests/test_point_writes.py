@@ -347,3 +347,37 @@ def test_row_locks_as_postgres(hw_server, table_name: str) -> None:  # type: ign
             await conn.close()
 
     asyncio.run(run())
+
+
+def test_tables_beyond_the_live_row_limit(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A table with more rows than the batcher keeps (HW_MAX_LIVE_ROWS), read whole or
+    grown past it by INSERTs, takes the general path: same results."""
+    monkeypatch.setenv("HW_MAX_LIVE_ROWS", "5")
+
+    async def run() -> None:
+        server = HeadwaterServer(tmp_path / "data", port=free_port()).start()
+        try:
+            c = await asyncpg.connect(_url(server), ssl=False)
+            await c.execute("CREATE TABLE big (id int PRIMARY KEY, n int)")
+            await c.execute("CREATE TABLE small (id int PRIMARY KEY, n int)")
+            await c.execute("INSERT INTO big SELECT g, 0 FROM generate_series(1, 10) g")
+            await c.execute("INSERT INTO small VALUES (1, 0), (2, 0)")
+            for i in range(1, 11):
+                assert await c.execute("UPDATE big SET n = n + 1 WHERE id = $1", i) == "UPDATE 1"
+                assert await c.execute("UPDATE small SET n = n + 1 WHERE id = 1") == "UPDATE 1"
+                await c.execute("INSERT INTO small VALUES ($1, 0)", i + 2)  # grows past 5
+            async with c.transaction():
+                assert await c.execute("UPDATE small SET n = n + 1 WHERE id = 2") == "UPDATE 1"
+                assert await c.execute("DELETE FROM big WHERE id = 10") == "DELETE 1"
+            assert await c.fetchval("SELECT sum(n) FROM big") == 9
+            assert await c.fetch("SELECT * FROM small WHERE id <= 3 ORDER BY id") == [
+                (1, 10),
+                (2, 1),
+                (3, 0),
+            ]
+            assert await c.fetchval("SELECT count(*) FROM small") == 12
+            await c.close()
+        finally:
+            server.stop()
+
+    asyncio.run(run())
