@@ -163,9 +163,12 @@ def apply_staged(s: Session, w: WriteTxn) -> Result:
     for table, rows in s.staged.parts:  # one DuckDB check and insert per table
         by_table.setdefault(id(table), (table, []))[1].extend(rows)
     written: dict[int, tuple[Table, list[Any]]] = {}
-    for table, _, rid, read, new in s.staged.rows.values():
-        if new != read:
-            written.setdefault(id(table), (table, []))[1].append((rid, read, new))
+    for table, key, rid, read, new in s.staged.rows.values():
+        if new == read:
+            continue
+        if s.instance.batcher.live_row(table, key) != (rid, read):  # a general writer's
+            raise SQLError("could not serialize access due to concurrent update", "40001")
+        written.setdefault(id(table), (table, []))[1].append((rid, read, new))
     s.staged = StagedWrites()
     for table, _ in [*by_table.values(), *written.values()]:
         current = w.catalog.by_oid(table.oid)

@@ -300,7 +300,9 @@ def test_row_locks_as_postgres(hw_server, table_name: str) -> None:  # type: ign
     """A second writer of a row a block has point-written waits for the block to end,
     then works on its result (read committed), as in PostgreSQL: an autocommitted
     UPDATE, another block, a general UPDATE of every row. Two blocks that wait for each
-    other's rows: one fails with 40P01 and the other goes on."""
+    other's rows: one fails with 40P01 and the other goes on. (Where PostgreSQL would
+    make a block's general statement wait for another block's row, the other block's
+    COMMIT fails with 40001.)"""
     t = table_name
 
     async def run() -> None:
@@ -343,6 +345,24 @@ def test_row_locks_as_postgres(hw_server, table_name: str) -> None:  # type: ign
         await ta.commit()
         after = dict(await c.fetch(f"SELECT id, n FROM {t}"))
         assert after == {1: rows[1] + 1, 2: 1}
+
+        # A block that holds rows and then writes otherwise does not wait for other
+        # blocks' rows (two such would wait for each other); a row of theirs it
+        # changes fails their COMMIT with 40001 instead of losing an update.
+        ta, tb = a.transaction(), b.transaction()
+        await ta.start()
+        await tb.start()
+        await a.execute(upd, 1, 1)
+        await b.execute(upd, 1, 2)
+        await b.execute(f"UPDATE {t} SET n = n * 10 WHERE id = 1")  # the general path
+        await tb.commit()
+        try:
+            await ta.commit()
+            raise AssertionError("a lost update")
+        except asyncpg.PostgresError as e:
+            assert e.sqlstate == "40001"
+        final = dict(await c.fetch(f"SELECT id, n FROM {t}"))
+        assert final == {1: after[1] * 10, 2: 2}
         for conn in (a, b, c, d):
             await conn.close()
 
