@@ -301,10 +301,11 @@ class FastRows(NamedTuple):
     returning: tuple[tuple[str, int], ...]  # (output name, column position)
 
 
-# (id(statement)) -> (statement, table, template or None: not fast). Only statements with
-# parameters are kept (a prepared statement's tree is the same object at every Execute);
-# the statement is held so that its id is not reused while the entry lives.
-_TEMPLATES: dict[int, tuple[A.InsertStmt, Table, _Template | None]] = {}
+# (id(statement), id(function)) -> (statement, table, what `per_statement` worked out:
+# None when not fast). Only statements with parameters are kept (a prepared statement's
+# tree is the same object at every Execute); the statement is held so that its id is
+# not reused while the entry lives.
+_TEMPLATES: dict[tuple[int, int], tuple[Any, Table, Any]] = {}
 _TEMPLATES_MAX = 1024
 
 
@@ -385,16 +386,22 @@ def returning_columns(stmt: Any, table: Table) -> tuple[tuple[str, int], ...] | 
     return tuple(out)
 
 
-def _cached_template(stmt: A.InsertStmt, table: Table, params: list[Any]) -> _Template | None:
-    hit = _TEMPLATES.get(id(stmt))
+def per_statement(
+    stmt: Any, table: Table, params: list[Any], work_out: Callable[[Any, Table], Any]
+) -> Any:
+    """`work_out(stmt, table)`, remembered for a statement with parameters (the INSERT
+    templates here, server/point_writes.py's shapes: keyed by the tree's id and by the
+    function, so that the two never share an entry)."""
+    key = (id(stmt), id(work_out))
+    hit = _TEMPLATES.get(key)
     if hit is not None and hit[0] is stmt and hit[1] is table:
         return hit[2]
-    tpl = _template(stmt, table)
+    found = work_out(stmt, table)
     if params:  # a literal statement's tree is parsed anew each time: not worth keeping
         if len(_TEMPLATES) >= _TEMPLATES_MAX:
             _TEMPLATES.clear()
-        _TEMPLATES[id(stmt)] = (stmt, table, tpl)
-    return tpl
+        _TEMPLATES[key] = (stmt, table, found)
+    return found
 
 
 def fast_rows(
@@ -412,7 +419,7 @@ def fast_rows(
     (a serial column's nextval: server/sequences.py), or None: the general path
     evaluates it. `started`: when the statement's transaction block began (now()'s
     value); None for an autocommitted statement (now)."""
-    tpl = _cached_template(stmt, table, params)
+    tpl: _Template | None = per_statement(stmt, table, params, _template)
     if tpl is None:
         return None
     now = dt.datetime.now(dt.UTC)
@@ -539,9 +546,16 @@ def _duplicate(
 
 
 Row = tuple[Any, ...]
-# a block's point write: (table, primary key, row id, the committed row it read, the
-# block's row: None when deleted)
-BlockRow = tuple[Table, Row, int, Row, Row | None]
+
+
+class BlockRow(NamedTuple):
+    """A transaction block's point write of one row, staged until COMMIT."""
+
+    table: Table
+    key: Row  # its primary key's values
+    rid: int
+    read: Row  # the committed row the block read
+    new: Row | None  # the block's row (None: deleted)
 
 
 class StagedWrites:
@@ -584,8 +598,8 @@ class StagedWrites:
             staged = self.rows.get((table.oid, tuple(r[i] for i in idx)))
             if staged is None:
                 out.append(r)
-            elif staged[4] is not None:
-                out.append(staged[4])
+            elif staged.new is not None:
+                out.append(staged.new)
         return out
 
     def mark(self) -> tuple[int, dict[tuple[int, Row], BlockRow]]:
@@ -675,7 +689,7 @@ class InsertBatcher:
             assert committer is not None
             async with committer.write_lock:
                 if self._live_rows(table.oid) is None:
-                    await asyncio.to_thread(self._load_keys, [], [table.oid])
+                    await self._read(live=[table.oid])
         return self._live_rows(table.oid) is not None
 
     def live_row(self, table: Table, key: Row) -> tuple[int, Row] | None:
@@ -726,7 +740,7 @@ class InsertBatcher:
                 }
                 try:
                     if missing or unread:
-                        await asyncio.to_thread(self._load_keys, missing, list(unread))
+                        await self._read(missing, list(unread))
                 except Exception as e:
                     if slot:
                         self._undurable.release()
@@ -791,10 +805,15 @@ class InsertBatcher:
         table = self.instance.table(oid)
         return table is not None and all((oid, k.name) in self._keys for k in table.keys)
 
-    def _load_keys(self, oids: list[int], live: Sequence[int] = ()) -> None:
-        """Read the key sets of `oids` and the live rows of `live` (blocking; under the
-        write lock, after staged rows reach DuckDB: nothing changes meanwhile)."""
-        self.flush()
+    async def _read(self, oids: Sequence[int] = (), live: Sequence[int] = ()) -> None:
+        """Read the key sets of `oids` and the live rows of `live` (under the write lock:
+        nothing changes meanwhile), once staged rows are in DuckDB: `flush_now` also
+        tells the committer, which may wait for those rows' epochs (a bare flush left a
+        quiet server's epoch unreadable until the next write)."""
+        await self.flush_now()
+        await asyncio.to_thread(self._read_now, oids, live)
+
+    def _read_now(self, oids: Sequence[int], live: Sequence[int]) -> None:
         cur = self._cursor()
         for oid in live:
             table = self.instance.table(oid)
@@ -1044,7 +1063,7 @@ class InsertBatcher:
             assert committer is not None
             async with committer.write_lock:  # no general writer commits while they load
                 if not self._has_keys(table.oid):
-                    await asyncio.to_thread(self._load_keys, [table.oid])
+                    await self._read([table.oid])
         for key, values in _key_values(table, rows):
             dup = _duplicate(
                 values,
@@ -1101,13 +1120,8 @@ class InsertBatcher:
                 pass
             self._urgent.clear()
             with self._staged_lock:
-                idle, upto = not self._unapplied_epochs, self._staged_epoch
-            if idle:  # a flush elsewhere (before keys or live rows are read) may have
-                if self._waiting:  # applied what the committer waits for
-                    async with self._applied:
-                        self.applied_epoch = max(self.applied_epoch, upto)
-                        self._applied.notify_all()
-                continue
+                if not self._unapplied_epochs:
+                    continue
             try:
                 upto = await asyncio.to_thread(self.flush)
             except Exception:

@@ -29,10 +29,11 @@ import duckdb
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog, is_temp_schema
 from headwater.catalog.objects import Table
-from headwater.catalog.types import INT2, INT4, INT8, TEXT, VARCHAR
+from headwater.catalog.types import TEXT, VARCHAR
 from headwater.planner.output_types import output_sources
 from headwater.planner.scope import Item, Scope, find_relation, may_be_system
 from headwater.server import epoch_choice, reads
+from headwater.server.batcher import INT_RANGES
 from headwater.server.results import Field, Result, rows_of
 from headwater.server.session import Session
 from headwater.server.settings import setting_ms
@@ -41,11 +42,6 @@ from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import Replica
 from pglast.enums import A_Expr_Kind, BoolExprType
 
-_INT_RANGES = {
-    INT2: (-(2**15), 2**15 - 1),
-    INT4: (-(2**31), 2**31 - 1),
-    INT8: (-(2**63), 2**63 - 1),
-}
 _TEXTS = (TEXT, VARCHAR)
 # casts a parameter may carry (SQL PREPARE types its parameters so): none truncates
 _PARAM_CASTS = frozenset({"int2", "int4", "int8", "text", "varchar"})
@@ -120,7 +116,7 @@ def own_row(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     staged = s.staged.rows.get((spec.table.oid, values))
     if staged is None:
         return None
-    out = spec.project([staged[4]] if staged[4] is not None else [])
+    out = spec.project([staged.new] if staged.new is not None else [])
     return Result(f"SELECT {len(out)}", spec.fields, out)
 
 
@@ -184,7 +180,7 @@ def recognise(stmt: Any, catalog: Catalog, path: tuple[str, ...]) -> PointRead |
     if key is None:
         return None
     kinds = [table.column(c).type.pg for c in key.columns]  # type: ignore[union-attr]
-    if any(k not in _INT_RANGES and k not in _TEXTS for k in kinds):
+    if any(k not in INT_RANGES and k not in _TEXTS for k in kinds):
         return None
     fields = [
         Field(n, src.column.type, src.table_oid, src.attnum)
@@ -195,7 +191,7 @@ def recognise(stmt: Any, catalog: Catalog, path: tuple[str, ...]) -> PointRead |
         table,
         key.columns,
         tuple(given[c] for c in key.columns),
-        tuple(_INT_RANGES.get(k) for k in kinds),
+        tuple(INT_RANGES.get(k) for k in kinds),
         tuple(src.attnum - 1 for src in sources if src is not None),
         fields,
         Replica.key_lookup(table, key.columns),

@@ -55,9 +55,11 @@ from headwater.server.batcher import (
     INT_RANGES,
     Clock,
     NotFast,
+    Row,
     clock_value,
     coerce,
     constant,
+    per_statement,
     returning_columns,
 )
 from pglast import enums
@@ -71,8 +73,6 @@ SIMPLE_TYPES: frozenset[PgType] = frozenset(
 )
 _INTS = (INT2, INT4, INT8)
 _KEY_TYPES = (INT2, INT4, INT8, TEXT, VARCHAR)  # key values compared exactly in Python
-
-Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -156,12 +156,6 @@ def referenced(catalog: Any) -> dict[int, set[str]]:
         _REFERENCED.clear()
     _REFERENCED[id(catalog)] = (catalog, out)
     return out
-
-
-# id(statement) -> (statement, table, shape or None). As batcher._TEMPLATES: only
-# statements with parameters (a prepared statement's tree is the same at each Execute).
-_SHAPES: dict[int, tuple[Any, Table, _Shape | None]] = {}
-_SHAPES_MAX = 1024
 
 
 def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
@@ -248,15 +242,7 @@ def point_write(
 ) -> PointWrite | None:
     """The statement as a point write of `table` (eligible), or None: the general path.
     `started`: when its transaction block began (now()'s value; None: autocommitted)."""
-    hit = _SHAPES.get(id(stmt))
-    if hit is not None and hit[0] is stmt and hit[1] is table:
-        shape = hit[2]
-    else:
-        shape = _shape(stmt, table)
-        if params:
-            if len(_SHAPES) >= _SHAPES_MAX:
-                _SHAPES.clear()
-            _SHAPES[id(stmt)] = (stmt, table, shape)
+    shape: _Shape | None = per_statement(stmt, table, params, _shape)
     if shape is None:
         return None
     try:

@@ -258,7 +258,7 @@ async def _commit_staged(s: Session) -> None:
     """The block's staged writes to the batcher as one unit: all or none (a key taken
     meanwhile fails the COMMIT: 23505); its row locks go once the unit is staged."""
     staged, s.staged = s.staged, StagedWrites()
-    rows = [r for r in staged.rows.values() if r[4] != r[3]]
+    rows = [r for r in staged.rows.values() if r.new != r.read]
     locks, owner = s.instance.key_locks, id(s)
     if not staged.parts and not rows:
         locks.release(owner)

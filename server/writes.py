@@ -26,7 +26,7 @@ from headwater.planner import dml, pg_compat
 from headwater.planner.params import epoch_parameter
 from headwater.server import constraints, foreign_keys, point_writes, reads
 from headwater.server.auth import privilege_checks
-from headwater.server.batcher import StagedWrites, fast_rows, row_ids, rows_table
+from headwater.server.batcher import BlockRow, StagedWrites, fast_rows, row_ids, rows_table
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
 from headwater.server.duckdb_calls import fetch
@@ -103,12 +103,12 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     if block and s.staged.inserted(rel.oid):  # its staged rows are not live rows yet
         return None
     write = point_writes.point_write(stmt, rel, params, _format(s), s.xact_start if block else None)
-    if write is None or _references_change(s, write) or not await batcher.ensure_live(rel):
+    if write is None or _references_change(s, write):
         return None
     verb = "DELETE" if write.delete else "UPDATE"
     locks, owner = s.instance.key_locks, id(s)
     await locks.acquire(owner, (rel.oid, write.key), s.instance.config.write_lock_timeout)
-    if not await batcher.ensure_live(rel):  # dropped while it waited (a large change)
+    if not await batcher.ensure_live(rel):  # too many rows to keep (read now, or dropped)
         if not block:
             locks.release(owner)
         return None
@@ -151,7 +151,7 @@ def _stage_point(s: Session, write: point_writes.PointWrite) -> tuple[Any, ...] 
     if current is None:  # deleted earlier in the block
         return None
     new = None if write.delete else write.new_row(current)
-    s.staged.rows[(table.oid, key)] = (table, key, rid, read, new)
+    s.staged.rows[(table.oid, key)] = BlockRow(table, key, rid, read, new)
     return current if new is None else new
 
 
