@@ -916,18 +916,25 @@ def test_subscribe_copy_live_up_to_and_cancel(
     up_to = start + 30
     got: list[Row] = []
     failures: list[BaseException] = []
+    started = threading.Event()
 
     def subscriber() -> None:
         try:
             with connect(hw_server.dsn) as s:
-                got.extend(
-                    copy_rows(s, f"COPY (SUBSCRIBE tm_s_v WITH (PROGRESS) UP TO {up_to}) TO STDOUT")
-                )
+                sql = f"COPY (SUBSCRIBE tm_s_v WITH (PROGRESS) UP TO {up_to}) TO STDOUT"
+                with s.cursor().copy(sql) as cp:
+                    for row in cp.rows():
+                        got.append(tuple(row))
+                        started.set()
         except BaseException as e:
             failures.append(e)
+        started.set()
 
     th = threading.Thread(target=subscriber)
     th.start()
+    # The writes start once the snapshot came: a subscription that began after epoch
+    # up_to would rightly send nothing (point writes commit 30 transactions quickly).
+    assert started.wait(120)
     wl = Workload("tm_s", 13)
     wl.next_id = 13000
     while th.is_alive() and (not mirror.epochs or mirror.epochs[-1] < up_to + 5):
