@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from headwater import __version__, status, verify
@@ -208,7 +210,17 @@ def main(argv: list[str] | None = None) -> int:
         ),
         object_store=object_store,
     )
-    return asyncio.run(_serve(config))
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(_serve(config))
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop (libuv, in C) unless HW_EVENT_LOOP=asyncio."""
+    if os.environ.get("HW_EVENT_LOOP", "uvloop") == "asyncio":
+        return None
+    import uvloop
+
+    return uvloop.new_event_loop
 
 
 def _say_storage_error(e: Exception) -> None:

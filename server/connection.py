@@ -236,6 +236,9 @@ class Connection:
             if code == SSL_REQUEST and self.server.tls is not None and not self.tls_active:
                 if self.reader._buffer:  # bytes sent before the handshake: not to be trusted
                     raise ProtocolViolation("received unencrypted data after SSL request")
+                # No read between the answer and the handshake: a ClientHello read into
+                # the stream's buffer would never reach TLS (uvloop reads eagerly)
+                self.writer.transport.pause_reading()
                 self.writer.write(b"S")
                 await self.writer.drain()
                 await asyncio.wait_for(self.writer.start_tls(self.server.tls.context), AUTH_TIMEOUT)
