@@ -86,3 +86,14 @@ CardinalityViolation = _kind("CardinalityViolation", "21000")
 InvalidDatetimeFormat = _kind("InvalidDatetimeFormat", "22007")
 DatetimeFieldOverflow = _kind("DatetimeFieldOverflow", "22008")
 InternalError = _kind("InternalError", "XX000")
+
+
+def numeric_overflow(precision: int, scale: int) -> SQLError:
+    """PostgreSQL's error for a value too large for numeric(precision, scale)."""
+    digits = precision - scale
+    limit = f"10^{digits}" if digits else "1"  # (PostgreSQL prints 10^0 as 1)
+    return NumericOutOfRange(
+        "numeric field overflow",
+        detail=f"A field with precision {precision}, scale {scale} must round to an "
+        f"absolute value less than {limit}.",
+    )

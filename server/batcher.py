@@ -59,6 +59,7 @@ from headwater.errors import (
     NumericOutOfRange,
     SQLError,
     StringTooLong,
+    numeric_overflow,
 )
 
 log = logging.getLogger("headwater.batcher")
@@ -144,11 +145,7 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
         p, s = col.type.precision_scale or (38, 16)
         q = d.quantize(decimal.Decimal(1).scaleb(-s), rounding=decimal.ROUND_HALF_UP)
         if q.adjusted() >= p - s:
-            raise NumericOutOfRange(
-                "numeric field overflow",
-                detail=f"A field with precision {p}, scale {s} must round to an absolute value "
-                f"less than 10^{p - s}.",
-            )
+            raise numeric_overflow(p, s)
         return q
     if pg is FLOAT8 or pg is FLOAT4:
         if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):

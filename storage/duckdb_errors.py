@@ -27,6 +27,7 @@ from headwater.errors import (
     SyntaxErr,
     UndefinedColumn,
     UndefinedFunction,
+    numeric_overflow,
 )
 
 _DUCK_TO_PG_TYPE = {
@@ -92,6 +93,14 @@ def udf_error(err: SQLError) -> str:
     return f"HWSQLSTATE:{err.sqlstate}:{err.message}"
 
 
+# DuckDB's casts to DECIMAL(p,s) that fail: of a number, of a string, of a double
+_DECIMAL_CAST = re.compile(
+    r'(?:Could not cast value (\S+) to|Could not convert string "(.*)" to'
+    r'|Casting value "(.*)" to type) DECIMAL\((\d+),(\d+)\)'
+)
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
 def translate(exc: Exception) -> SQLError:
     if isinstance(exc, SQLError):
         return exc
@@ -153,6 +162,13 @@ def translate(exc: Exception) -> SQLError:
     m = re.search(r'Ambiguous reference to column name "([^"]+)"', text)
     if m:
         return AmbiguousColumn(f'column reference "{m.group(1)}" is ambiguous')
+    m = _DECIMAL_CAST.search(msg)
+    if m:  # an assignment or a cast to a numeric(p, s)
+        value = next(v for v in m.group(1, 2, 3) if v is not None)
+        precision, scale = m.group(4, 5)
+        if _NUMBER.fullmatch(value.strip()):  # (else not a number at all)
+            return numeric_overflow(int(precision), int(scale))
+        return InvalidTextRepresentation(f'invalid input syntax for type numeric: "{value}"')
     m = re.search(r"Could not convert string '(.*)' to (\w+)", text)
     if m:
         pg = _DUCK_TO_PG_TYPE.get(m.group(2).upper(), m.group(2).lower())

@@ -56,6 +56,13 @@ SCRIPT = [
     "UPDATE acc SET bal = bal + NULL WHERE id = 1",
     "UPDATE acc SET bal = bal - -3 WHERE id = 3",
     "UPDATE acc SET bal = 5 WHERE id = 1 AND name = 'a'",  # not a point write
+    # numeric(6,2) overflow through DuckDB (the general path): PostgreSQL's 22003
+    "UPDATE acc SET amt = 123456 WHERE id = 1 AND name = 'a'",
+    "UPDATE acc SET amt = 9999.999 WHERE id = 1 AND name = 'a'",
+    "UPDATE acc SET amt = '1e7' WHERE id = 1 AND name = 'a'",
+    "UPDATE acc SET amt = amt * 10000 WHERE id = 1 AND name = 'a'",
+    "SELECT 123456::numeric(6,2)",
+    "SELECT '99999.5'::numeric(6,2), 1",
     "UPDATE acc SET u = 100 WHERE id = 3",  # a key column: the general path (23505)
     "DELETE FROM acc WHERE id = 2",
     "DELETE FROM acc WHERE id = 2",

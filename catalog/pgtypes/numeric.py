@@ -20,7 +20,7 @@ from headwater.catalog.pgtypes.codec import (
 )
 from headwater.catalog.types import ColumnType
 
-from headwater.errors import NumericOutOfRange, SQLError
+from headwater.errors import NumericOutOfRange, SQLError, numeric_overflow
 
 # Decimal arithmetic never rounds behind our back: numeric(1000, s) needs 1000+ digits.
 _CTX = Context(prec=140_000, rounding=ROUND_HALF_UP, Emax=10**9, Emin=-(10**9))
@@ -192,12 +192,7 @@ def _numeric_typmod(ct: ColumnType) -> Callable[[Decimal], Decimal]:
             )
         d = d.quantize(quantum, context=_CTX)
         if abs(d) >= limit:
-            maxdigits = precision - scale
-            raise NumericOutOfRange(
-                "numeric field overflow",
-                detail=f"A field with precision {precision}, scale {scale} must round to an "
-                f"absolute value less than {f'10^{maxdigits}' if maxdigits else '1'}.",
-            )
+            raise numeric_overflow(precision, scale)
         return d
 
     return apply
