@@ -112,6 +112,20 @@ def output_sources(
     return _sources(stmt, catalog, search_path, {})
 
 
+def returning_sources(
+    stmt: Any, catalog: Catalog, search_path: tuple[str, ...]
+) -> list[Source | None] | None:
+    """output_sources() of an INSERT, UPDATE or DELETE's RETURNING list: PostgreSQL
+    reports a returned column's declared type (varchar(n), char(n) padded, numeric(p,s)),
+    table and attnum, as for SELECT."""
+    rc = stmt.returningClause
+    if rc is None:
+        return None
+    others = getattr(stmt, "fromClause", None) or getattr(stmt, "usingClause", None) or ()
+    select = A.SelectStmt(targetList=rc.exprs, fromClause=(stmt.relation, *others))
+    return _sources(select, catalog, search_path, {})
+
+
 def _sources(
     stmt: Any, catalog: Catalog, search_path: tuple[str, ...], ctes: dict[str, Outputs | None]
 ) -> list[Source | None] | None:

@@ -23,7 +23,7 @@ from headwater.planner.serving import SERVE_FROM_IR, serving_sql
 from headwater.server import epoch_choice, point_reads, read_plans, reads
 from headwater.server.binders import read_binder
 from headwater.server.duckdb_calls import fetch
-from headwater.server.results import ArrowRows, Field, Result, arrow_fields
+from headwater.server.results import ArrowRows, Field, Result, arrow_fields, sourced
 from headwater.server.session import Session
 from headwater.server.settings import setting_ms
 from headwater.server.waits import Waits
@@ -133,12 +133,7 @@ def with_sources(s: Session, stmt: Any, fields: list[Field], sources: Any = Fals
     """Plain column references report the column's declared type, table and attnum."""
     if sources is False:
         sources = output_sources(stmt, s.catalog, s.search_path())
-    if sources is None or len(sources) != len(fields):
-        return fields
-    for f, src in zip(fields, sources, strict=True):
-        if src is not None:
-            f.type, f.table_oid, f.attnum = src.column.type, src.table_oid, src.attnum
-    return fields
+    return sourced(fields, sources)
 
 
 async def describe(s: Session, waits: Waits, stmt: A.SelectStmt, nparams: int) -> list[Field]:

@@ -16,6 +16,7 @@ from headwater.catalog.pgtypes import binary_encoder, text_encoder
 from headwater.catalog.pgtypes.arrow_out import column_encoder
 from headwater.catalog.pgtypes.session import SessionFormat
 from headwater.catalog.types import NUMERIC, ColumnType, from_duckdb
+from headwater.planner.output_types import Source
 from headwater.server.pgwire import messages
 
 from headwater.errors import SQLError
@@ -48,6 +49,17 @@ def arrow_fields(schema: pa.Schema, duck_types: list[str] | None = None) -> list
             ct = ColumnType(NUMERIC)
         out.append(Field(f.name, ct))
     return out
+
+
+def sourced(fields: list[Field], sources: Sequence[Source | None] | None) -> list[Field]:
+    """`fields` whose output column is a plain column reference (planner/output_types.py)
+    with the column's declared type, table and attnum."""
+    if sources is None or len(sources) != len(fields):
+        return fields
+    for f, src in zip(fields, sources, strict=True):
+        if src is not None:
+            f.type, f.table_oid, f.attnum = src.column.type, src.table_oid, src.attnum
+    return fields
 
 
 def _arrow_to_duck(t: pa.DataType) -> str:

@@ -21,8 +21,9 @@ import pyarrow.compute as pc
 from headwater.catalog.catalog import is_temp_schema
 from headwater.catalog.objects import Column, Key, Sequence, Table
 from headwater.catalog.pgtypes import SessionFormat
-from headwater.catalog.types import arrow_type, duckdb_type
+from headwater.catalog.types import arrow_type
 from headwater.planner import dml, pg_compat
+from headwater.planner.output_types import returning_sources
 from headwater.planner.params import epoch_parameter
 from headwater.server import constraints, foreign_keys, point_writes, reads
 from headwater.server.auth import privilege_checks
@@ -30,7 +31,7 @@ from headwater.server.batcher import BlockRow, StagedWrites, fast_rows, row_ids,
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
 from headwater.server.duckdb_calls import fetch
-from headwater.server.results import Field, Result, arrow_fields, rows_of
+from headwater.server.results import Field, Result, arrow_fields, rows_of, sourced
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import ENCODE_OFF_LOOP_BYTES, RID, WEIGHT
 from headwater.storage.replica import PENDING, Replica, quote
@@ -189,16 +190,16 @@ def apply_staged(s: Session, w: WriteTxn) -> Result:
 def _returned(
     table: Table, rows: list[tuple[Any, ...]], returning: tuple[tuple[str, int], ...], tag: str
 ) -> Result:
-    """A fast write's RETURNING columns, typed as the general path types them (the
-    DuckDB column's type)."""
+    """A fast write's RETURNING columns, typed as PostgreSQL types them (the column's
+    declared type, table and attnum), as the general path does."""
     if not returning:
         return Result(tag)
-    cols = [table.columns[i] for _, i in returning]
     out = pa.table(
         [pa.array([r[i] for r in rows], arrow_type(table.columns[i].type)) for _, i in returning],
         names=[name for name, _ in returning],
     )
-    return Result(tag, arrow_fields(out.schema, [duckdb_type(c.type) for c in cols]), rows_of(out))
+    fields = [Field(name, table.columns[i].type, table.oid, i + 1) for name, i in returning]
+    return Result(tag, fields, rows_of(out))
 
 
 def _format(s: Session) -> SessionFormat:
@@ -270,7 +271,7 @@ def _insert(s: Session, w: WriteTxn, stmt: A.InsertStmt, params: list[Any]) -> R
     apply(w, table, old, new)
     n = new.num_rows
     sel = dml.Selection("", alias)
-    return _returning(s, w, returning_list(stmt), new, sel, f"INSERT 0 {n}", params)
+    return _returning(s, w, stmt, new, sel, f"INSERT 0 {n}", params)
 
 
 def _on_conflict(
@@ -392,7 +393,7 @@ def _update(s: Session, w: WriteTxn, stmt: A.UpdateStmt, params: list[Any]) -> R
     apply(w, table, old, new)
     rows = _with_extras(new, both, 1 + 2 * n, sel.extras)
     tag = f"UPDATE {new.num_rows}"
-    return _returning(s, w, returning_list(stmt), rows, sel, tag, params)
+    return _returning(s, w, stmt, rows, sel, tag, params)
 
 
 def _delete(s: Session, w: WriteTxn, stmt: A.DeleteStmt, params: list[Any]) -> Result:
@@ -404,7 +405,7 @@ def _delete(s: Session, w: WriteTxn, stmt: A.DeleteStmt, params: list[Any]) -> R
     apply(w, table, old, None)
     rows = _with_extras(old, both, 1 + len(table.columns), sel.extras)
     tag = f"DELETE {old.num_rows}"
-    return _returning(s, w, returning_list(stmt), rows, sel, tag, params)
+    return _returning(s, w, stmt, rows, sel, tag, params)
 
 
 def _with_extras(rows: pa.Table, both: pa.Table, start: int, extras: tuple[str, ...]) -> pa.Table:
@@ -453,12 +454,13 @@ def returning_list(stmt: Any) -> Any:
 def _returning(
     s: Session,
     w: WriteTxn,
-    returning: Any,
+    stmt: Any,
     rows: pa.Table,
     sel: dml.Selection,
     tag: str,
     params: list[Any],
 ) -> Result:
+    returning = returning_list(stmt)
     if not returning:
         return Result(tag)
     name = "_hw_affected"
@@ -471,7 +473,9 @@ def _returning(
             w.cur.unregister(name)
         except duckdb.Error:
             pass  # the transaction failed; the error above is the one to report
-    return Result(tag, arrow_fields(out.schema, types), rows_of(out))
+    fields = arrow_fields(out.schema, types)
+    sources = returning_sources(stmt, w.catalog, s.search_path())
+    return Result(tag, sourced(fields, sources), rows_of(out))
 
 
 async def describe_returning(s: Session, stmt: Any, nparams: int) -> list[Field] | None:
@@ -487,7 +491,8 @@ async def describe_returning(s: Session, stmt: Any, nparams: int) -> list[Field]
     args = reads.args(used, [None] * nparams, epoch_param, 0)  # no rows: any epoch
     cur = s.cursor()
     table, types = await asyncio.to_thread(fetch, cur, sql, args)
-    return arrow_fields(table.schema, types)
+    sources = returning_sources(stmt, s.catalog, s.search_path())
+    return sourced(arrow_fields(table.schema, types), sources)
 
 
 # -- COPY FROM ------------------------------------------------------------------------------
