@@ -15,6 +15,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
+from headwater.catalog.system_shapes import system_columns
 from headwater.catalog.types import ARRAY_TYPES, INT2, INT4, INT8, NUMERIC, TEXT, ColumnType
 from headwater.planner.ddl import type_of
 from headwater.planner.pg_compat import cast_to
@@ -37,6 +38,14 @@ _LITERAL_TYPES = {A.Integer: INT4, A.Float: NUMERIC}
 
 
 _ANY_ALL = (A_Expr_Kind.AEXPR_OP_ANY, A_Expr_Kind.AEXPR_OP_ALL)
+# LIKE, ILIKE and regular expression matches: PostgreSQL's operators take a text pattern
+# for name, varchar and char operands alike
+_PATTERN_OPS = frozenset({"~~", "~~*", "!~~", "!~~*", "~", "~*", "!~", "!~*"})
+
+
+def _op_name(node: A.A_Expr) -> str | None:
+    last = node.name[-1] if node.name else None
+    return last.sval if isinstance(last, A.String) else None
 
 
 def cast_type(tn: A.TypeName) -> ColumnType:
@@ -64,9 +73,13 @@ class _Inferrer:
         self.types.setdefault(n, ct)
 
     def relation(self, rv: A.RangeVar) -> None:
-        rel = find_relation(self.catalog, rv, self.search_path)
-        if rel is not None:
-            self.scope.items.append(Item(rv.relname, [(c.name, c.type) for c in rel.columns]))
+        # a system relation first (pg_catalog precedes the search path)
+        cols = system_columns(rv.schemaname, rv.relname)
+        if cols is None:
+            rel = find_relation(self.catalog, rv, self.search_path)
+            cols = [(c.name, c.type) for c in rel.columns] if rel is not None else None
+        if cols is not None:
+            self.scope.items.append(Item(rv.relname, cols))
 
     def column_type(self, ref: A.ColumnRef) -> ColumnType | None:
         last = ref.fields[-1]
@@ -110,6 +123,8 @@ class _Inferrer:
             if n is not None and arr is not None:
                 self.note(n, ColumnType(arr))
         elif isinstance(node, A.A_Expr):
+            if _op_name(node) in _PATTERN_OPS and (n := _param(node.rexpr)) is not None:
+                self.note(n, ColumnType(TEXT))  # a pattern is text, whatever it matches
             for a, b in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
                 n = _param(a)
                 if n is not None and isinstance(b, A.ColumnRef):

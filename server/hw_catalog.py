@@ -18,84 +18,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from headwater.catalog.system_shapes import EPOCHS, PROGRESS, SINKS, VIEWS
 
 if TYPE_CHECKING:
     from headwater.server.instance import Instance
-
-VIEWS = pa.schema(
-    [
-        ("oid", pa.int64()),
-        ("schema", pa.string()),
-        ("name", pa.string()),
-        ("definition", pa.string()),
-        ("status", pa.string()),
-        ("error", pa.string()),
-        ("frontier", pa.int64()),
-        ("lag_epochs", pa.int64()),
-        ("lag_ms", pa.float64()),
-        ("rows", pa.int64()),
-        ("state_rows", pa.int64()),
-        ("created_epoch", pa.int64()),
-        ("backfill_rows_done", pa.int64()),
-        ("backfill_rows_total", pa.int64()),
-        ("executor", pa.string()),  # who ran the view's last batch: spark | duckdb
-        ("executor_reason", pa.string()),
-        ("spark_tasks", pa.int64()),  # Spark tasks run for the view so far
-        ("progress", pa.float64()),  # percent of its backfill's phase, while it runs
-        ("progress_phase", pa.string()),  # counting inputs | reading inputs | computing
-        # the freshness SLO (server/slo.py): WITH (freshness = ...), the share of the
-        # recent window within it, and why not (NULL at 1.0 or without a target)
-        ("freshness_target", pa.duration("us")),
-        ("slo_compliance", pa.float64()),
-        ("degraded_reason", pa.string()),
-    ]
-)
-
-EPOCHS = pa.schema(
-    [
-        ("epoch", pa.int64()),
-        ("closed_at", pa.timestamp("us", tz="UTC")),
-        ("table_oid", pa.int64()),
-        ("table_name", pa.string()),
-        ("rows_changed", pa.int64()),
-    ]
-)
-
-PROGRESS = pa.schema(
-    [
-        ("id", pa.int64()),
-        ("kind", pa.string()),  # backfill | copy
-        ("target", pa.string()),
-        ("phase", pa.string()),
-        ("done", pa.int64()),
-        ("total", pa.int64()),
-        ("unit", pa.string()),
-        ("percent", pa.float64()),
-        ("detail", pa.string()),
-        ("elapsed_s", pa.float64()),
-    ]
-)
-
-SINKS = pa.schema(
-    [
-        ("oid", pa.int64()),
-        ("schema", pa.string()),
-        ("name", pa.string()),
-        ("source", pa.string()),
-        ("target_kind", pa.string()),
-        ("target", pa.string()),
-        ("table_name", pa.string()),
-        ("mode", pa.string()),
-        ("key", pa.string()),
-        ("epoch_written", pa.int64()),
-        ("lag_epochs", pa.int64()),
-        ("lag_ms", pa.float64()),
-        ("rows", pa.int64()),
-        ("batches", pa.int64()),
-        ("status", pa.string()),
-        ("error", pa.string()),
-    ]
-)
 
 
 def relation(instance: Instance, name: str) -> pa.Table | None:

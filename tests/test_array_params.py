@@ -217,6 +217,57 @@ def test_parameter_description_of_array_contexts(both: Any) -> None:
         assert oids[0] == oids[1], sql
 
 
+def test_parameter_description_of_system_columns(both: Any) -> None:
+    """A parameter compared with a system catalog's column is announced with the column's
+    type (oid, name, ...), as PostgreSQL does: asyncpg refused an int for `oid = $1`
+    announced as text. A LIKE or regular expression pattern is text."""
+    hw, pg = both
+    for sql in (
+        "SELECT relname FROM pg_class WHERE oid = $1",
+        "SELECT relname FROM pg_catalog.pg_class WHERE relname = $1 AND relnamespace = $2",
+        "SELECT attname FROM pg_attribute WHERE attrelid = $1 AND attnum > $2",
+        "SELECT typname FROM pg_type t WHERE t.oid = ANY($1)",
+        "SELECT column_name FROM information_schema.columns WHERE table_name = $1",
+        "SELECT nspname FROM pg_namespace WHERE oid = $1 LIMIT $2",
+        "SELECT 1 FROM pg_class WHERE relname LIKE $1 OR relname ~* $2",  # patterns: text
+        "SELECT 1 FROM information_schema.tables WHERE table_name NOT ILIKE $1",
+    ):
+        oids = []
+        for c in (hw, pg):
+            c.pgconn.prepare(b"sys_desc", sql.encode())
+            d = c.pgconn.describe_prepared(b"sys_desc")
+            oids.append([d.param_type(i) for i in range(d.nparams)])
+            c.execute("DEALLOCATE sys_desc")
+        assert oids[0] == oids[1], sql
+
+
+def test_asyncpg_parameters_of_headwater_catalog(both: Any) -> None:
+    """headwater_catalog's columns type their parameters too (epoch: bigint)."""
+    import asyncpg
+
+    info = both[0].info
+
+    async def run() -> tuple[Any, Any]:
+        conn = await asyncpg.connect(
+            host=info.host,
+            port=info.port,
+            user=info.user,
+            database=info.dbname,
+            password=info.password or None,
+        )
+        try:
+            epochs = await conn.fetch(
+                "SELECT epoch FROM headwater_catalog.epochs WHERE epoch > $1 LIMIT 1", 0
+            )
+            rel = await conn.fetchval("SELECT relname FROM pg_class WHERE oid = $1", 1259)
+            return epochs, rel
+        finally:
+            await conn.close()
+
+    epochs, rel = asyncio.run(run())
+    assert len(epochs) == 1 and rel == "pg_class"
+
+
 async def _asyncpg_answers(dsn: dict[str, Any]) -> list[Any]:
     """Array parameters and results through asyncpg. It encodes text[] and oid[] itself
     and introspects pg_type for every other array (and for int2vector/oidvector): its
