@@ -50,6 +50,7 @@ from headwater.catalog.types import (
     VARCHAR,
     arrow_type,
 )
+from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, FROM, LIVE, TO, Replica, physical, quote
@@ -729,6 +730,7 @@ class InsertBatcher:
             async with committer.write_lock:
                 batch, self._queue = self._queue, []
                 tables = {t.oid for p in batch for t, _ in p.parts if t.keys}
+                tables |= {fk.ref_table for p in batch for t in _tables(p) for fk in t.foreign_keys}
                 missing = [oid for oid in tables if not self._has_keys(oid)]
                 unread = {
                     p.write.table.oid
@@ -910,6 +912,10 @@ class InsertBatcher:
                 err = self._point(p, touched)
             elif err is None:
                 err = self._verify(p) or self._claim(p)
+                if err is None:
+                    err = self._refs(p)
+                    if err is not None:
+                        self._unclaim(p)
             if err is not None:
                 failures[id(p)] = err
                 continue
@@ -995,6 +1001,70 @@ class InsertBatcher:
                 claimed.extend((live, k) for k in values)
         return None
 
+    def _unclaim(self, p: _Pending) -> None:
+        """Free the key values `_claim` took for the unit (they were all new)."""
+        for table, rows in p.parts:
+            for key, values in _key_values(table, rows):
+                self._keys[(table.oid, key.name)].difference_update(values)
+
+    def _present(self, check: RefCheck, values: Row) -> bool:
+        return values in self._keys.get((check.ref.oid, check.key), ())
+
+    def _ref_checks(self, table: Table) -> list[RefCheck]:
+        checks = ref_checks(table, self.instance.catalog.by_oid)
+        if checks is None:  # a referenced table changed since the statement was planned
+            raise SQLError(f'relation "{table.name}" changed during the statement; retry', "40001")
+        return checks
+
+    def _refs(self, p: _Pending) -> SQLError | None:
+        """23503 for the unit's first new row whose FOREIGN KEY finds no key (the rows
+        claimed before it count: a parent and its child in one unit pass)."""
+        try:
+            for table, rows in p.parts:
+                if table.foreign_keys:
+                    checks = self._ref_checks(table)
+                    for row in rows:
+                        err = refs_error(table, checks, row, self._present)
+                        if err is not None:
+                            return err
+            for table, _, _, before, new in p.rows:
+                if table.foreign_keys and new is not None:
+                    checks = self._ref_checks(table)
+                    err = refs_error(table, checks, new, self._present, before)
+                    if err is not None:
+                        return err
+        except SQLError as e:
+            return e
+        return None
+
+    def refs_error(
+        self,
+        table: Table,
+        row: Row,
+        before: Row | None,
+        staged: StagedWrites,
+        own: dict[tuple[int, str], set[Row]] | None = None,
+    ) -> SQLError | None:
+        """A block's new row against the key sets, the block's staged keys and `own` (the
+        statement's), after `load_keys` of the referenced tables."""
+
+        def present(check: RefCheck, values: Row) -> bool:
+            key = (check.ref.oid, check.key)
+            return any(values in keys.get(key, ()) for keys in (self._keys, staged.keys, own or {}))
+
+        return refs_error(table, self._ref_checks(table), row, present, before)
+
+    async def load_keys(self, tables: Sequence[int]) -> None:
+        """Read the key sets of `tables` that are not (under the write lock)."""
+        if all(self._has_keys(oid) for oid in tables):
+            return
+        committer = self.instance.committer
+        assert committer is not None
+        async with committer.write_lock:  # no general writer commits while they load
+            missing = [oid for oid in tables if not self._has_keys(oid)]
+            if missing:
+                await self._read(missing)
+
     def _point(
         self,
         p: _Pending,
@@ -1011,6 +1081,11 @@ class InsertBatcher:
             return None
         try:
             new = None if w.delete else w.new_row(entry[1])
+            if new is not None and w.table.foreign_keys:
+                checks = self._ref_checks(w.table)
+                err = refs_error(w.table, checks, new, self._present, entry[1])
+                if err is not None:
+                    return err
         except SQLError as e:
             return e
         self._set_row(live, w.key, entry, new, touched)
@@ -1051,16 +1126,13 @@ class InsertBatcher:
                 values.discard(v)
 
     async def check_keys(self, table: Table, rows: Rows, staged: StagedWrites) -> None:
-        """23505 if the rows take a key that is live or staged in their transaction block
-        (a unit can still fail at COMMIT: a concurrent writer may take the key first)."""
-        if not table.keys:
+        """23505 if the rows take a key that is live or staged in their transaction block,
+        23503 if one finds no referenced key there (a unit can still fail at COMMIT: a
+        concurrent writer may take the key first, or delete the referenced one)."""
+        refs = [fk.ref_table for fk in table.foreign_keys]
+        if not table.keys and not refs:
             return
-        if not self._has_keys(table.oid):
-            committer = self.instance.committer
-            assert committer is not None
-            async with committer.write_lock:  # no general writer commits while they load
-                if not self._has_keys(table.oid):
-                    await self._read([table.oid])
+        await self.load_keys([table.oid, *refs] if table.keys else refs)
         for key, values in _key_values(table, rows):
             dup = _duplicate(
                 values,
@@ -1069,6 +1141,12 @@ class InsertBatcher:
             )
             if dup is not None:
                 raise unique_violation(key, dup)
+        if table.foreign_keys:
+            own = {(table.oid, k.name): set(v) for k, v in _key_values(table, rows)}
+            for row in rows:  # (a row may reference one of the statement's own)
+                err = self.refs_error(table, row, None, staged, own)
+                if err is not None:
+                    raise err
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         if self._cur is None:
@@ -1224,6 +1302,12 @@ def _apply_versions(
     rows = rows.append_column(TO, pa.array([t for _, t, _, _ in kept], pa.int64()))
     Replica.insert_versions(cur, table, rows, None)
     return newest
+
+
+def _tables(p: _Pending) -> list[Table]:
+    """The tables a unit writes."""
+    out = [t for t, _ in p.parts] + [r.table for r in p.rows]
+    return out + [p.write.table] if p.write is not None else out
 
 
 def _staged(batch: list[_Pending]) -> None:

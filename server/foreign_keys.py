@@ -92,7 +92,7 @@ def _still_referenced(ref: Table, fk: ForeignKey, child: Table, values: Sequence
     )
 
 
-def _mixed_nulls(table: Table, fk: ForeignKey) -> SQLError:
+def mixed_nulls(table: Table, fk: ForeignKey) -> SQLError:
     return SQLError(
         f'insert or update on table "{table.name}" violates foreign key constraint "{fk.name}"',
         "23503",
@@ -139,7 +139,7 @@ def _check_source(
     if fk.match == "f" and len(fk.columns) > 1:
         bad, _ = fetch(cur, _full_mixed_sql(fk, source))
         if bad.num_rows:
-            raise _mixed_nulls(table, fk)
+            raise mixed_nulls(table, fk)
     bad, _ = fetch(cur, _orphans_sql(table, fk, ref, source))
     if bad.num_rows:
         raise missing_key(table, fk, ref, list(bad.to_pylist()[0].values()))

@@ -13,13 +13,14 @@ until COMMIT hands it to the batcher (server/writes.py `fast_point`).
 
 Taken here: SET of constants, parameters, the clock, and `c + k` / `c - k` (integer
 columns and integer `k`, as pgbench's `abalance = abalance + :delta`); the WHERE clause
-names each primary-key column once with `=`; RETURNING of columns. Not taken (the
-general path runs them): RETURNING of expressions, FROM/USING, WITH, a SET of a key
-column or of a column a FOREIGN KEY holds or references, a DELETE from a table a
-FOREIGN KEY references, tables with CHECK constraints, and columns of types other
-than SIMPLE_TYPES. A constant that does not fit its column fails the statement whether
-a row matches or not, as in PostgreSQL (its planner folds the assignment cast of a
-constant); a NOT NULL column set to NULL, or a sum out of range, fails only when the
+names each primary-key column once with `=`; RETURNING of columns; a SET of a FOREIGN
+KEY's columns (checked by server/fast_refs.py). Not taken (the general path runs
+them): RETURNING of expressions, FROM/USING, WITH, a SET of a key column or of a
+column a FOREIGN KEY references, a DELETE from a table a FOREIGN KEY references,
+tables with CHECK constraints, and columns of types other than SIMPLE_TYPES. A
+constant that does not fit its column fails the statement whether a row matches or
+not, as in PostgreSQL (its planner folds the assignment cast of a constant); a NOT NULL
+column set to NULL, a sum out of range or a missing referenced key fails only when the
 row exists.
 """
 
@@ -199,9 +200,7 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
     key = tuple((table.column(c), found[c]) for c in pk.columns)
     if isinstance(stmt, A.DeleteStmt):
         return _Shape(key, (), returning)  # type: ignore[arg-type]
-    # a key column, or a column of the table's FOREIGN KEYs (they would be checked)
-    keyed = {c for k in table.keys for c in k.columns}
-    keyed |= {c for fk in table.foreign_keys for c in fk.columns}
+    keyed = {c for k in table.keys for c in k.columns}  # (the general path checks them)
     sets: list[SetItem] = []
     for rt in stmt.targetList:
         if rt.indirection or isinstance(rt.val, A.MultiAssignRef) or rt.name not in position:

@@ -31,6 +31,7 @@ from headwater.server.batcher import BlockRow, StagedWrites, fast_rows, row_ids,
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
 from headwater.server.duckdb_calls import fetch
+from headwater.server.fast_refs import ref_checks, sets_reference
 from headwater.server.results import Field, Result, arrow_fields, rows_of, sourced
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import ENCODE_OFF_LOOP_BYTES, RID, WEIGHT
@@ -48,8 +49,10 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
     if s.write is not None or s.status == "E" or not isinstance(stmt, A.InsertStmt):
         return None
     rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
-    if not isinstance(rel, Table) or rel.foreign_keys:  # FOREIGN KEYs: the general path
+    if not isinstance(rel, Table):
         return None
+    if rel.foreign_keys and ref_checks(rel, s.catalog.by_oid) is None:
+        return None  # FOREIGN KEYs not checked as lookups (server/fast_refs.py)
     fmt = _format(s)
     started = s.xact_start if s.status == "T" else None
     serials = {
@@ -106,6 +109,11 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     write = point_writes.point_write(stmt, rel, params, _format(s), s.xact_start if block else None)
     if write is None or _references_change(s, write):
         return None
+    if sets_reference(rel, {item.column.name for item, _ in write.sets}):
+        if ref_checks(rel, s.catalog.by_oid) is None:
+            return None
+        if block:  # (autocommitted: the batcher reads them at its turn)
+            await batcher.load_keys([fk.ref_table for fk in rel.foreign_keys])
     verb = "DELETE" if write.delete else "UPDATE"
     locks, owner = s.instance.key_locks, id(s)
     await locks.acquire(owner, (rel.oid, write.key), s.instance.config.write_lock_timeout)
@@ -152,6 +160,10 @@ def _stage_point(s: Session, write: point_writes.PointWrite) -> tuple[Any, ...] 
     if current is None:  # deleted earlier in the block
         return None
     new = None if write.delete else write.new_row(current)
+    if new is not None and table.foreign_keys:
+        err = s.instance.batcher.refs_error(table, new, current, s.staged)
+        if err is not None:
+            raise err
     s.staged.rows[(table.oid, key)] = BlockRow(table, key, rid, read, new)
     return current if new is None else new
 

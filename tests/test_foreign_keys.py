@@ -251,6 +251,93 @@ def test_more_shapes(both: Any) -> None:
     )
 
 
+def test_fast_paths(both: Any) -> None:
+    """INSERTs and point UPDATEs of a FOREIGN KEY's columns through the batcher
+    (server/fast_refs.py): autocommitted and in blocks (a parent and its child in one
+    block, savepoints, a failing child), two FOREIGN KEYs (integer and varchar/text,
+    one to a UNIQUE key), RETURNING."""
+    both(
+        [
+            "CREATE TABLE fp (id int PRIMARY KEY, code varchar(5) UNIQUE)",
+            "CREATE TABLE fc (id int PRIMARY KEY, pid bigint REFERENCES fp,"
+            " code text REFERENCES fp (code), n int)",
+            "INSERT INTO fp VALUES (1, 'a'), (2, 'b')",
+            "INSERT INTO fc VALUES (1, 1, 'a', 0), (2, 2, NULL, 0)",
+            "INSERT INTO fc VALUES (3, 9, 'zz', 0)",  # both fail: the first one's error
+            "INSERT INTO fc VALUES (3, 1, 'zz', 0)",
+            "INSERT INTO fc VALUES (3, 1, 'b', 0), (4, 5, 'b', 0)",
+            "UPDATE fc SET pid = 2, n = n + 1 WHERE id = 1",
+            "UPDATE fc SET code = 'q' WHERE id = 1",
+            "UPDATE fc SET code = 'q' WHERE id = 99",
+            "UPDATE fc SET n = n + 1 WHERE id = 2",
+            "UPDATE fc SET pid = NULL, code = 'b' WHERE id = 2 RETURNING *",
+            "BEGIN",
+            "INSERT INTO fp VALUES (3, 'c')",
+            "UPDATE fc SET pid = 3, code = 'c' WHERE id = 2",  # a parent the block staged
+            "INSERT INTO fc VALUES (4, 3, 'c', 0)",
+            "INSERT INTO fc VALUES (5, 4, NULL, 0)",
+            "COMMIT",
+            "SELECT * FROM fc ORDER BY id",
+            "BEGIN",
+            "SAVEPOINT s",
+            "UPDATE fc SET pid = 8 WHERE id = 1",
+            "ROLLBACK TO SAVEPOINT s",
+            "INSERT INTO fp VALUES (3, 'c')",
+            "UPDATE fc SET pid = 3, code = 'c' WHERE id = 2",
+            "INSERT INTO fc VALUES (4, 3, 'c', 0), (5, NULL, 'b', 0)",
+            "COMMIT",
+            "SELECT * FROM fc ORDER BY id",
+            "DELETE FROM fp WHERE id = 3",
+            "DELETE FROM fc WHERE id = 4",
+            "UPDATE fc SET pid = 1 WHERE id = 2 RETURNING id, pid, code",
+            "DELETE FROM fp WHERE id = 3",
+            "SELECT * FROM fp ORDER BY id",
+            "SELECT * FROM fc ORDER BY id",
+        ]
+    )
+
+
+def test_children_racing_a_parent_delete(hw_server: HeadwaterServer) -> None:
+    """Children inserted (batcher) while their parent is deleted (general path, NO
+    ACTION): either the DELETE fails or the INSERTs do; no child outlives its parent."""
+    import threading
+
+    with psycopg.connect(hw_server.dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE race_p (id int PRIMARY KEY)")
+        c.execute("CREATE TABLE race_c (id int PRIMARY KEY, pid int REFERENCES race_p)")
+        for round_ in range(5):
+            c.execute("INSERT INTO race_p VALUES (%s)", (round_,))
+            stop = threading.Event()
+
+            def children(k: int, rnd: int = round_, stop: threading.Event = stop) -> None:
+                with psycopg.connect(hw_server.dsn, autocommit=True) as w:
+                    i = 0
+                    while not stop.is_set():
+                        try:
+                            w.execute(
+                                "INSERT INTO race_c VALUES (%s, %s)",
+                                (rnd * 10**6 + k * 10**5 + i, rnd),
+                            )
+                        except psycopg.errors.ForeignKeyViolation:
+                            pass
+                        i += 1
+
+            threads = [threading.Thread(target=children, args=(k,)) for k in range(3)]
+            for t in threads:
+                t.start()
+            try:
+                c.execute("DELETE FROM race_p WHERE id = %s", (round_,))
+            except psycopg.errors.ForeignKeyViolation:
+                c.execute("DELETE FROM race_c WHERE pid = %s", (round_,))
+            stop.set()
+            for t in threads:
+                t.join()
+            orphans = c.execute(
+                "SELECT count(*) FROM race_c WHERE pid NOT IN (SELECT id FROM race_p)"
+            ).fetchone()
+            assert orphans == (0,), round_
+
+
 def test_temporary_tables(both: Any) -> None:
     both(
         [
