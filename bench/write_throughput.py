@@ -6,7 +6,8 @@
 (b) Single-row INSERT transactions with C concurrent clients (autocommit, one row per
     statement, parameters bound; `--form orm`: a serial key returned and a created-at
     default, as ORMs insert; `--form orm-txn`: the same inside BEGIN ... COMMIT, as
-    SQLAlchemy sessions and ActiveRecord send it; `--form update`: point UPDATEs by
+    SQLAlchemy sessions and ActiveRecord send it; `--form orm-fk`: the ORM's INSERT into
+    a table with a FOREIGN KEY to a 100-row parent; `--form update`: point UPDATEs by
     primary key of a 10,000-row table instead, as ORMs save a changed object), for D
     seconds after a short warm-up; acknowledged
     INSERTs per second, plus per-statement latency and the CPU time the server's whole
@@ -59,6 +60,10 @@ ORM_COLUMNS = (
     "id bigserial PRIMARY KEY, name text, amount numeric(12,2), ts timestamp DEFAULT now()"
 )
 ORM_INSERT = "INSERT INTO {t} (name, amount) VALUES ($1, $2) RETURNING id"
+# --form orm-fk: the same into a table whose rows belong to a parent (a FOREIGN KEY to
+# one of FK_PARENTS rows), as most of an application's tables do
+ORM_FK_INSERT = "INSERT INTO {t} (parent_id, name, amount) VALUES ($3, $1, $2) RETURNING id"
+FK_PARENTS = 100
 # --form update: an ORM's save of a changed object plus a counter, by primary key, over
 # UPDATE_ROWS rows (server/point_writes.py); the counters' sum checks the acks
 UPDATE_COLUMNS = "id bigint PRIMARY KEY, name text, amount numeric(12,2), n bigint"
@@ -217,7 +222,7 @@ async def _connect_asyncpg(
 
     conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
-    orm_sql = ORM_INSERT.format(t=table)
+    orm_sql = (ORM_FK_INSERT if form == "orm-fk" else ORM_INSERT).format(t=table)
     update_sql = UPDATE_SQL.format(t=table)
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
@@ -225,6 +230,8 @@ async def _connect_asyncpg(
             return await conn.execute(sql, i, name, amount, ts)
         if form == "update":
             return await conn.execute(update_sql, amount, update_key(i))
+        if form == "orm-fk":
+            return await conn.fetchval(orm_sql, name, amount, 1 + i % FK_PARENTS)
         async with _in_transaction(conn, form):
             return await conn.fetchval(orm_sql, name, amount)
 
@@ -239,6 +246,7 @@ async def _connect_psycopg(
     )
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES (%s, %s, %s, %s)"
     orm_sql = ORM_INSERT.format(t=table).replace("$1", "%s").replace("$2", "%s")
+    fk_sql = ORM_FK_INSERT.format(t=table).replace("$3, $1, $2", "%s, %s, %s")
     update_sql = UPDATE_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
@@ -246,6 +254,8 @@ async def _connect_psycopg(
             return await conn.execute(sql, (i, name, amount, ts))
         if form == "update":
             return await conn.execute(update_sql, (amount, update_key(i)))
+        if form == "orm-fk":
+            return await (await conn.execute(fk_sql, (1 + i % FK_PARENTS, name, amount))).fetchone()
         async with _in_transaction(conn, form):
             return await (await conn.execute(orm_sql, (name, amount))).fetchone()
 
@@ -321,6 +331,15 @@ def bench_insert(
     """Returns (acknowledged INSERT tps, p50 ms, p99 ms, server CPU ms per INSERT)."""
     table = table_name("insert")
     columns = {"plain": COLUMNS, "update": UPDATE_COLUMNS}.get(form, ORM_COLUMNS)
+    parent = f"{table}_parent"
+    if form == "orm-fk":
+        create_table(dsn, parent, "id bigint PRIMARY KEY, name text")
+        with connect(dsn) as c:
+            c.execute(
+                f"INSERT INTO {parent} SELECT g, 'parent ' || g"
+                f" FROM generate_series(1, {FK_PARENTS}) AS g"
+            )
+        columns += f", parent_id bigint NOT NULL REFERENCES {parent}"
     create_table(dsn, table, columns)
     if form == "update":
         with connect(dsn) as c:
@@ -346,6 +365,8 @@ def bench_insert(
         return in_window / duration, p50, p99, 1000 * cpu / in_window
     finally:
         drop_table(dsn, table)
+        if form == "orm-fk":
+            drop_table(dsn, parent)
 
 
 # --- main -----------------------------------------------------------------------------
@@ -381,11 +402,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--form",
-        choices=["plain", "orm", "orm-txn", "update"],
+        choices=["plain", "orm", "orm-txn", "orm-fk", "update"],
         default="plain",
         help="the INSERT: every column a parameter (plain), or an ORM's (a serial key"
         " returned, a created-at default: " + ORM_INSERT.format(t="t") + "), or that"
-        " inside BEGIN ... COMMIT (orm-txn); or, instead of INSERTs, point UPDATEs of a"
+        " inside BEGIN ... COMMIT (orm-txn), or into a table with a FOREIGN KEY (orm-fk: "
+        + ORM_FK_INSERT.format(t="t")
+        + "); or, instead of INSERTs, point UPDATEs of a"
         f" {UPDATE_ROWS:,}-row table by key (update: " + UPDATE_SQL.format(t="t") + ")",
     )
     p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
@@ -417,7 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     report.notes.append("client and server share this machine's CPUs")
     m_copy = report.metric("COPY FROM STDIN", "rows/s")
-    form = {"orm": " (ORM form)", "orm-txn": " (ORM form, in BEGIN ... COMMIT)"}.get(args.form, "")
+    form = {
+        "orm": " (ORM form)",
+        "orm-txn": " (ORM form, in BEGIN ... COMMIT)",
+        "orm-fk": " (ORM form, a FOREIGN KEY to a parent)",
+    }.get(args.form, "")
     if args.form == "update":
         form = f" (point UPDATE by key instead: {UPDATE_SQL.format(t='t')})"
     m_tps = report.metric(f"INSERT x{args.clients} clients{form}", "tx/s")

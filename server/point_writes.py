@@ -13,11 +13,12 @@ until COMMIT hands it to the batcher (server/writes.py `fast_point`).
 
 Taken here: SET of constants, parameters, the clock, and `c + k` / `c - k` (integer
 columns and integer `k`, as pgbench's `abalance = abalance + :delta`); the WHERE clause
-names each primary-key column once with `=`; RETURNING of columns; a SET of a FOREIGN
-KEY's columns (checked by server/fast_refs.py). Not taken (the general path runs
-them): RETURNING of expressions, FROM/USING, WITH, a SET of a key column or of a
-column a FOREIGN KEY references, a DELETE from a table a FOREIGN KEY references,
-tables with CHECK constraints, and columns of types other than SIMPLE_TYPES. A
+names each primary-key column once with `=` (or `IN` of one value, as Django deletes);
+RETURNING of columns; a SET of a FOREIGN KEY's columns (checked by
+server/fast_refs.py). Not taken (the general path runs them): RETURNING of
+expressions, FROM/USING, WITH, a SET of a key column or of a column a FOREIGN KEY
+references, a DELETE from a table a FOREIGN KEY references, tables with CHECK
+constraints, and columns of types other than SIMPLE_TYPES. A
 constant that does not fit its column fails the statement whether a row matches or
 not, as in PostgreSQL (its planner folds the assignment cast of a constant); a NOT NULL
 column set to NULL, a sum out of range or a missing referenced key fails only when the
@@ -184,17 +185,13 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
     assert pk is not None
     found: dict[str, Any] = {}
     for cond in _conjuncts(stmt.whereClause):
-        if not (
-            isinstance(cond, A.A_Expr)
-            and cond.kind == enums.A_Expr_Kind.AEXPR_OP
-            and len(cond.name) == 1
-            and cond.name[0].sval == "="
-        ):
+        value = _equal_to(cond)
+        if value is None:
             return None
         name = column_of(cond.lexpr)
         if name is None or name not in pk.columns or name in found:
             return None
-        found[name] = cond.rexpr
+        found[name] = value
     if set(found) != set(pk.columns):
         return None
     key = tuple((table.column(c), found[c]) for c in pk.columns)
@@ -224,6 +221,18 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
             source, sign, node = position[left], (1 if op == "+" else -1), node_k
         sets.append(SetItem(position[rt.name], col, node, source, sign))
     return _Shape(key, tuple(sets), returning)  # type: ignore[arg-type]
+
+
+def _equal_to(cond: Any) -> Any:
+    """What `cond` compares its left side with for equality: `c = v`, or `c IN (v)` (as
+    Django deletes one object); None for anything else."""
+    if not isinstance(cond, A.A_Expr) or len(cond.name) != 1 or cond.name[0].sval != "=":
+        return None
+    if cond.kind == enums.A_Expr_Kind.AEXPR_OP:
+        return cond.rexpr
+    if cond.kind == enums.A_Expr_Kind.AEXPR_IN and len(cond.rexpr) == 1:
+        return cond.rexpr[0]
+    return None
 
 
 def _conjuncts(node: Any) -> list[Any]:
