@@ -17,8 +17,8 @@ names each primary-key column once with `=` (or `IN` of one value, as Django del
 RETURNING of columns; a SET of a FOREIGN KEY's columns (checked by
 server/fast_refs.py). Not taken (the general path runs them): RETURNING of
 expressions, FROM/USING, WITH, a SET of a key column or of a column a FOREIGN KEY
-references, a DELETE from a table a FOREIGN KEY references, tables with CHECK
-constraints, and columns of types other than SIMPLE_TYPES. A
+references, a DELETE from a table a FOREIGN KEY references, tables with CHECKs
+server/fast_checks.py does not evaluate, and columns of types other than SIMPLE_TYPES. A
 constant that does not fit its column fails the statement whether a row matches or
 not, as in PostgreSQL (its planner folds the assignment cast of a constant); a NOT NULL
 column set to NULL, a sum out of range or a missing referenced key fails only when the
@@ -64,6 +64,7 @@ from headwater.server.batcher import (
     per_statement,
     returning_columns,
 )
+from headwater.server.fast_checks import check_error, compiled
 from pglast import enums
 
 from headwater.errors import NumericOutOfRange
@@ -126,7 +127,12 @@ class PointWrite:
         for i, col in enumerate(self.table.columns):
             if col.not_null and out[i] is None:
                 raise not_null_violation(self.table, col.name, out)
-        return tuple(out)
+        new = tuple(out)
+        if self.table.checks:
+            err = check_error(self.table, compiled(self.table) or [], new)
+            if err is not None:
+                raise err
+        return new
 
 
 def eligible(table: Table) -> bool:
@@ -134,7 +140,7 @@ def eligible(table: Table) -> bool:
     pk = table.primary_key
     return (
         pk is not None
-        and not table.checks
+        and (not table.checks or compiled(table) is not None)
         and all(c.type.pg in SIMPLE_TYPES for c in table.columns)
         and all(table.column(c).type.pg in _KEY_TYPES for c in pk.columns)  # type: ignore[union-attr]
     )

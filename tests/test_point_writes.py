@@ -135,6 +135,55 @@ def _outcomes(dsn: str) -> list[Any]:
     return out
 
 
+CHECKS = [
+    "!CREATE TABLE public.ck (id int PRIMARY KEY, qty int CHECK (qty >= 0),"
+    " price numeric(8,2) CONSTRAINT price_pos CHECK (price > 0.5), status varchar(8),"
+    " lo int, hi int, f float8 CHECK (f BETWEEN -1 AND 1.5), d date, flag boolean,"
+    " note text, CONSTRAINT a_status CHECK (status IN ('new', 'paid') OR status IS NULL),"
+    " CONSTRAINT b_order CHECK (lo <= hi AND NOT (lo = 13)),"
+    " CONSTRAINT c_day CHECK (d > '2020-01-01' OR flag), CHECK (note <> ''))",
+    # an expression no fast path evaluates: the general path, with the same answers
+    "!CREATE TABLE public.ck2 (id int PRIMARY KEY, name text CHECK (char_length(name) > 1))",
+]
+CHECK_SCRIPT = [
+    "INSERT INTO ck VALUES (1, 0, 1, 'new', 1, 2, 0.5, '2021-01-01', NULL, 'x')",
+    "INSERT INTO ck VALUES (2, -1, 1, 'new', 1, 2, 0, NULL, NULL, NULL)",  # qty
+    "INSERT INTO ck VALUES (2, 1, 0.5, 'new', 1, 2, 0, NULL, NULL, NULL)",  # price_pos
+    "INSERT INTO ck VALUES (2, NULL, NULL, 'old', 1, 2, 0, NULL, NULL, NULL)",  # a_status
+    "INSERT INTO ck VALUES (2, NULL, NULL, NULL, 3, 2, NULL, NULL, NULL, NULL)",  # b_order
+    "INSERT INTO ck VALUES (2, NULL, NULL, NULL, 13, 20, NULL, NULL, NULL, NULL)",
+    "INSERT INTO ck VALUES (2, NULL, NULL, NULL, NULL, 2, 2, NULL, NULL, NULL)",  # f
+    "INSERT INTO ck VALUES (2, NULL, NULL, NULL, NULL, NULL, NULL, '2019-05-05', false, NULL)",
+    "INSERT INTO ck VALUES (2, NULL, NULL, NULL, NULL, NULL, NULL, '2019-05-05', NULL, '')",
+    "INSERT INTO ck VALUES (2, NULL, NULL, NULL, NULL, NULL, NULL, '2019-05-05', NULL, 'y')",
+    "INSERT INTO ck VALUES (3, 5, 9.99, 'paid', -4, -4, -1, '2030-01-01', true, 'z'),"
+    " (4, 1, 1, 'nope', 1, 1, 1, NULL, NULL, NULL)",  # the second row fails: none goes in
+    "INSERT INTO ck (id, qty) VALUES (5, -5) RETURNING *",
+    "SELECT * FROM ck ORDER BY id",
+    "UPDATE ck SET qty = qty - 1 WHERE id = 1",
+    "UPDATE ck SET qty = qty + 1 WHERE id = 1",
+    "UPDATE ck SET status = 'void' WHERE id = 1",
+    "UPDATE ck SET status = 'void' WHERE id = 77",
+    "UPDATE ck SET lo = 5 WHERE id = 1",
+    "UPDATE ck SET d = '2000-01-01', flag = true WHERE id = 1 RETURNING d, flag",
+    "UPDATE ck SET flag = false WHERE id = 1",
+    "UPDATE ck SET f = 1.5, price = 0.51 WHERE id = 1",
+    "SELECT * FROM ck ORDER BY id",
+    "INSERT INTO ck2 VALUES (1, 'ab')",
+    "INSERT INTO ck2 VALUES (2, 'a')",
+    "UPDATE ck2 SET name = 'b' WHERE id = 1",
+    "SELECT * FROM ck2 ORDER BY id",
+]
+
+
+def test_checks_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
+    """CHECK constraints evaluated by the fast paths (server/fast_checks.py) answer as
+    PostgreSQL's: each constraint, name order, NULLs passing, multi-row INSERTs."""
+    assert_same_as_postgres(
+        pg_oracle.dsn, hw_server.dsn, "pw_checks", CHECKS + CHECK_SCRIPT, ignore=("position",)
+    )
+
+
 def test_prepared_point_writes_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
     for got, want in zip(_outcomes(hw_server.dsn), _outcomes(pg_oracle.dsn), strict=True):
         assert got == want
