@@ -52,6 +52,7 @@ from headwater.catalog.types import (
 )
 from headwater.server.fast_checks import Eval, check_error, compiled
 from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
+from headwater.server.ref_counts import Pair, RefCounts, referencing
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, FROM, LIVE, TO, Replica, physical, quote
@@ -655,6 +656,8 @@ class InsertBatcher:
         # table oid -> its live rows, for point writes; loaded on first use
         self._live: dict[int, _LiveRows] = {}
         self._too_big: dict[int, Table] = {}  # tables beyond MAX_LIVE_ROWS when loaded
+        # referencing tables' FOREIGN KEY values, for DELETEs of referenced rows
+        self.refs = RefCounts(instance.table)
         # table oid -> an epoch no version in DuckDB began after (a flush's or a general
         # commit's; none known after a restart or an ALTER): a version retired at a later
         # epoch was not born at it, so the flush need not look
@@ -749,9 +752,12 @@ class InsertBatcher:
                     for p in batch
                     if p.write is not None and self._live_rows(p.write.table.oid) is None
                 }
+                uncounted = self.refs.missing(
+                    [pair for p in batch for t in _deleted_from(p) for pair in self._referencing(t)]
+                )
                 try:
-                    if missing or unread:
-                        await self._read(missing, list(unread))
+                    if missing or unread or uncounted:
+                        await self._read(missing, list(unread), uncounted)
                 except Exception as e:
                     if slot:
                         self._undurable.release()
@@ -816,16 +822,21 @@ class InsertBatcher:
         table = self.instance.table(oid)
         return table is not None and all((oid, k.name) in self._keys for k in table.keys)
 
-    async def _read(self, oids: Sequence[int] = (), live: Sequence[int] = ()) -> None:
-        """Read the key sets of `oids` and the live rows of `live` (under the write lock:
-        nothing changes meanwhile), once staged rows are in DuckDB: `flush_now` also
-        tells the committer, which may wait for those rows' epochs (a bare flush left a
-        quiet server's epoch unreadable until the next write)."""
+    async def _read(
+        self, oids: Sequence[int] = (), live: Sequence[int] = (), refs: Sequence[Pair] = ()
+    ) -> None:
+        """Read the key sets of `oids`, the live rows of `live` and the reference counts
+        of `refs` (under the write lock: nothing changes meanwhile), once staged rows are
+        in DuckDB: `flush_now` also tells the committer, which may wait for those rows'
+        epochs (a bare flush left a quiet server's epoch unreadable until the next
+        write)."""
         await self.flush_now()
-        await asyncio.to_thread(self._read_now, oids, live)
+        await asyncio.to_thread(self._read_now, oids, live, refs)
 
-    def _read_now(self, oids: Sequence[int], live: Sequence[int]) -> None:
+    def _read_now(self, oids: Sequence[int], live: Sequence[int], refs: Sequence[Pair]) -> None:
         cur = self._cursor()
+        for table, fk in refs:
+            self.refs.load(cur, table, fk)
         for oid in live:
             table = self.instance.table(oid)
             if table is not None:
@@ -871,6 +882,7 @@ class InsertBatcher:
             table = self.instance.table(oid)
             if table is None:
                 continue
+            self.refs.observe(oid, rows, rows.num_rows <= OBSERVED_ROWS_MAX)
             live = self._live_rows(oid)
             if live is not None and rows.num_rows > OBSERVED_ROWS_MAX:
                 del self._live[oid]  # read again at the next point write
@@ -893,6 +905,7 @@ class InsertBatcher:
 
     def forget(self, oids: set[int] | None = None) -> None:
         """Drop key sets (of dropped tables, or all after a storage failure)."""
+        self.refs.forget(oids)
         if oids is None:
             self._keys.clear()
             self._live.clear()
@@ -934,6 +947,7 @@ class InsertBatcher:
             for table, key, rid, before, new in p.rows:  # (tables the parts do not insert into)
                 self._set_row(self._live[table.oid], key, (rid, before), new, touched)
             for table, rows in p.parts:
+                self.refs.add(table, rows, 1)
                 live = self._live_rows(table.oid)
                 if live is None:
                     inserts.setdefault(table.oid, (table, []))[1].extend(rows)
@@ -1062,9 +1076,22 @@ class InsertBatcher:
 
         def present(check: RefCheck, values: Row) -> bool:
             key = (check.ref.oid, check.key)
+            if values in _deleted_keys(staged, check):
+                return False
             return any(values in keys.get(key, ()) for keys in (self._keys, staged.keys, own or {}))
 
         return refs_error(table, self._ref_checks(table), row, present, before)
+
+    async def load_refs(self, pairs: list[Pair]) -> None:
+        """Count the referencing values of `pairs` that are not (under the write lock)."""
+        if not self.refs.missing(pairs):
+            return
+        committer = self.instance.committer
+        assert committer is not None
+        async with committer.write_lock:
+            missing = self.refs.missing(pairs)
+            if missing:
+                await self._read(refs=missing)
 
     async def load_keys(self, tables: Sequence[int]) -> None:
         """Read the key sets of `tables` that are not (under the write lock)."""
@@ -1091,6 +1118,13 @@ class InsertBatcher:
         entry = live.rows.get(w.key)
         if entry is None:
             return None
+        if (
+            w.delete
+            and self.refs.referenced(w.table, entry[1], self._referencing(w.table)) is not False
+        ):
+            # referenced (or not counted): the statement retries on the general path,
+            # which takes the referencing rows' action
+            return SQLError(f'a row of "{w.table.name}" is referenced; retry', "40001")
         try:
             new = None if w.delete else w.new_row(entry[1])
             if new is not None and w.table.foreign_keys:
@@ -1107,11 +1141,22 @@ class InsertBatcher:
     def _verify(self, p: _Pending) -> SQLError | None:
         """A block's point-written rows are still the rows it read (their row locks
         guarantee it; a general writer that raced them would be caught here)."""
-        for table, key, rid, before, _ in p.rows:
+        for table, key, rid, before, new in p.rows:
             live = self._live_rows(table.oid)
             if live is None or live.rows.get(key) != (rid, before):
                 return SQLError("could not serialize access due to concurrent update", "40001")
+            if (
+                new is None
+                and self.refs.referenced(table, before, self._referencing(table)) is not False
+            ):
+                # (referenced since the block's DELETE by another session's new row)
+                return SQLError("could not serialize access due to concurrent update", "40001")
         return None
+
+    def _referencing(self, table: Table) -> list[Pair]:
+        """The FOREIGN KEYs referencing `table` ([] when they cannot be counted: a DELETE
+        from such a table never reaches the batcher)."""
+        return referencing(self.instance.catalog, table) or []
 
     def _set_row(
         self,
@@ -1126,7 +1171,9 @@ class InsertBatcher:
         oid = live.table.oid
         touched.setdefault(oid, {}).setdefault(key, entry)
         rid, row = entry
+        self.refs.add(live.table, [row], -1)
         if new is not None:
+            self.refs.add(live.table, [new], 1)
             live.rows[key] = (rid, new)
             return
         del live.rows[key]
@@ -1314,6 +1361,23 @@ def _apply_versions(
     rows = rows.append_column(TO, pa.array([t for _, t, _, _ in kept], pa.int64()))
     Replica.insert_versions(cur, table, rows, None)
     return newest
+
+
+def _deleted_keys(staged: StagedWrites, check: RefCheck) -> set[Row]:
+    """The values of `check`'s referenced key in the rows the block deleted."""
+    out: set[Row] = set()
+    for r in staged.rows.values():
+        if r.new is None and r.table.oid == check.ref.oid:
+            key = next(k for k in r.table.keys if k.name == check.key)
+            names = [c.name for c in r.table.columns]
+            out.add(tuple(r.read[names.index(c)] for c in key.columns))
+    return out
+
+
+def _deleted_from(p: _Pending) -> list[Table]:
+    """The tables a unit deletes rows of by point writes."""
+    out = [r.table for r in p.rows if r.new is None]
+    return out + [p.write.table] if p.write is not None and p.write.delete else out
 
 
 def _tables(p: _Pending) -> list[Table]:

@@ -32,6 +32,7 @@ from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
 from headwater.server.duckdb_calls import fetch
 from headwater.server.fast_refs import ref_checks, sets_reference
+from headwater.server.ref_counts import Pair, referencing
 from headwater.server.results import Field, Result, arrow_fields, rows_of, sourced
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import ENCODE_OFF_LOOP_BYTES, RID, WEIGHT
@@ -122,7 +123,14 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
             locks.release(owner)
         return None
     if block:
-        row = _stage_point(s, write)
+        pairs = referencing(s.catalog, rel) if write.delete else None
+        if pairs:  # the block's own rows of a referencing table: the general path
+            if any(s.staged.inserted(t.oid) or s.staged.written(t.oid) for t, _ in pairs):
+                return None
+            await batcher.load_refs(pairs)
+        row = _stage_point(s, write, pairs)
+        if row is _REFERENCED:
+            return None
         return _returned(rel, [row] if row else [], write.returning, f"{verb} {int(bool(row))}")
     try:
         row, epoch = await batcher.point(write, staged=lambda: locks.release(owner))
@@ -137,16 +145,27 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
 
 
 def _references_change(s: Session, write: point_writes.PointWrite) -> bool:
-    """Does the write delete or change what a FOREIGN KEY references (its referencing
-    rows' actions: the general path)?"""
+    """Does the write change what a FOREIGN KEY references, or delete from a table
+    whose referencing values are not counted (server/ref_counts.py)? Then the general
+    path takes the referencing rows' actions."""
     refs = point_writes.referenced(s.catalog).get(write.table.oid)
-    return refs is not None and (write.delete or any(i.column.name in refs for i, _ in write.sets))
+    if refs is None:
+        return False
+    if write.delete:
+        return referencing(s.catalog, write.table) is None
+    return any(i.column.name in refs for i, _ in write.sets)
 
 
-def _stage_point(s: Session, write: point_writes.PointWrite) -> tuple[Any, ...] | None:
+_REFERENCED: tuple[Any, ...] = ("referenced",)  # _stage_point: for the general path
+
+
+def _stage_point(
+    s: Session, write: point_writes.PointWrite, pairs: list[Pair] | None = None
+) -> tuple[Any, ...] | None:
     """A block's point write, against its own earlier one of the row or the live row
     (which its lock keeps as it is until the block ends); returns the row it changed
-    (its new version; a DELETE's old one), None when it found none."""
+    (its new version; a DELETE's old one), None when it found none, _REFERENCED for a
+    DELETE of a row that `pairs` (the FOREIGN KEYs referencing the table) reference."""
     table, key = write.table, write.key
     staged = s.staged.rows.get((table.oid, key))
     if staged is not None:
@@ -159,6 +178,8 @@ def _stage_point(s: Session, write: point_writes.PointWrite) -> tuple[Any, ...] 
         current = read
     if current is None:  # deleted earlier in the block
         return None
+    if pairs and s.instance.batcher.refs.referenced(table, current, pairs) is not False:
+        return _REFERENCED
     new = None if write.delete else write.new_row(current)
     if new is not None and table.foreign_keys:
         err = s.instance.batcher.refs_error(table, new, current, s.staged)

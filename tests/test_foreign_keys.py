@@ -255,7 +255,8 @@ def test_fast_paths(both: Any) -> None:
     """INSERTs and point UPDATEs of a FOREIGN KEY's columns through the batcher
     (server/fast_refs.py): autocommitted and in blocks (a parent and its child in one
     block, savepoints, a failing child), two FOREIGN KEYs (integer and varchar/text,
-    one to a UNIQUE key), RETURNING."""
+    one to a UNIQUE key), RETURNING; point DELETEs of referenced rows and of rows
+    nothing references (CASCADE, SET NULL, NO ACTION; in blocks)."""
     both(
         [
             "CREATE TABLE fp (id int PRIMARY KEY, code varchar(5) UNIQUE)",
@@ -293,49 +294,93 @@ def test_fast_paths(both: Any) -> None:
             "DELETE FROM fp WHERE id = 3",
             "SELECT * FROM fp ORDER BY id",
             "SELECT * FROM fc ORDER BY id",
+            # DELETEs from a referenced table (server/ref_counts.py): a point write when
+            # nothing references the row, else the general path and its action
+            "CREATE TABLE gp (id int PRIMARY KEY, u text UNIQUE)",
+            "CREATE TABLE gc1 (id int PRIMARY KEY, pid int REFERENCES gp ON DELETE CASCADE)",
+            "CREATE TABLE gc2 (id int PRIMARY KEY, u text REFERENCES gp (u) ON DELETE SET NULL)",
+            "CREATE TABLE gc3 (id int PRIMARY KEY, pid int REFERENCES gp)",
+            "INSERT INTO gp SELECT g, chr(96 + g) FROM generate_series(1, 9) AS g",
+            "INSERT INTO gc1 VALUES (1, 1)",
+            "INSERT INTO gc2 VALUES (1, 'b')",
+            "INSERT INTO gc3 VALUES (1, 3), (2, 6)",
+            "DELETE FROM gp WHERE id = 5 RETURNING *",
+            "DELETE FROM gp WHERE id IN (1)",
+            "DELETE FROM gp WHERE id = 2",
+            "DELETE FROM gp WHERE id = 3",
+            "SELECT * FROM gc1",
+            "SELECT * FROM gc2 ORDER BY id",
+            "UPDATE gc3 SET pid = 4 WHERE id = 1",
+            "DELETE FROM gp WHERE id = 3",
+            "DELETE FROM gp WHERE id = 4",
+            "BEGIN",
+            "DELETE FROM gp WHERE id = 7",
+            "INSERT INTO gc3 VALUES (3, 7)",
+            "COMMIT",
+            "BEGIN",
+            "INSERT INTO gc3 VALUES (3, 8)",
+            "DELETE FROM gp WHERE id = 8",
+            "COMMIT",
+            "BEGIN",
+            "DELETE FROM gc3 WHERE id = 1",
+            "DELETE FROM gp WHERE id = 4",
+            "DELETE FROM gp WHERE id = 9",
+            "COMMIT",
+            "DELETE FROM gc3 WHERE id = 2",
+            "DELETE FROM gp WHERE id = 6",
+            "SELECT * FROM gp ORDER BY id",
+            "SELECT * FROM gc3 ORDER BY id",
         ]
     )
 
 
 def test_children_racing_a_parent_delete(hw_server: HeadwaterServer) -> None:
-    """Children inserted (batcher) while their parent is deleted (general path, NO
-    ACTION): either the DELETE fails or the INSERTs do; no child outlives its parent."""
+    """Children inserted while their parent is deleted, all starting at once (both
+    through the batcher while no child is in; NO ACTION): either the DELETE fails or
+    the INSERTs do; no child outlives its parent."""
     import threading
 
     with psycopg.connect(hw_server.dsn, autocommit=True) as c:
         c.execute("CREATE TABLE race_p (id int PRIMARY KEY)")
         c.execute("CREATE TABLE race_c (id int PRIMARY KEY, pid int REFERENCES race_p)")
-        for round_ in range(5):
-            c.execute("INSERT INTO race_p VALUES (%s)", (round_,))
-            stop = threading.Event()
+        conns = [psycopg.connect(hw_server.dsn, autocommit=True) for _ in range(4)]
+        try:
+            for rnd in range(10):
+                c.execute("INSERT INTO race_p VALUES (%s)", (rnd,))
+                go = threading.Barrier(len(conns) + 1)
+                stop = threading.Event()
 
-            def children(k: int, rnd: int = round_, stop: threading.Event = stop) -> None:
-                with psycopg.connect(hw_server.dsn, autocommit=True) as w:
-                    i = 0
-                    while not stop.is_set():
+                def children(k: int, rnd: int = rnd, go: Any = go, stop: Any = stop) -> None:
+                    go.wait()
+                    for i in range(200):
+                        if stop.is_set() and i > 5:
+                            return
                         try:
-                            w.execute(
+                            conns[k].execute(
                                 "INSERT INTO race_c VALUES (%s, %s)",
-                                (rnd * 10**6 + k * 10**5 + i, rnd),
+                                (rnd * 10**6 + k * 10**4 + i, rnd),
                             )
                         except psycopg.errors.ForeignKeyViolation:
-                            pass
-                        i += 1
+                            return
 
-            threads = [threading.Thread(target=children, args=(k,)) for k in range(3)]
-            for t in threads:
-                t.start()
-            try:
-                c.execute("DELETE FROM race_p WHERE id = %s", (round_,))
-            except psycopg.errors.ForeignKeyViolation:
-                c.execute("DELETE FROM race_c WHERE pid = %s", (round_,))
-            stop.set()
-            for t in threads:
-                t.join()
-            orphans = c.execute(
-                "SELECT count(*) FROM race_c WHERE pid NOT IN (SELECT id FROM race_p)"
-            ).fetchone()
-            assert orphans == (0,), round_
+                threads = [threading.Thread(target=children, args=(k,)) for k in range(4)]
+                for t in threads:
+                    t.start()
+                go.wait()
+                try:
+                    c.execute("DELETE FROM race_p WHERE id = %s", (rnd,))
+                except psycopg.errors.ForeignKeyViolation:
+                    pass
+                stop.set()
+                for t in threads:
+                    t.join()
+                orphans = c.execute(
+                    "SELECT count(*) FROM race_c WHERE pid NOT IN (SELECT id FROM race_p)"
+                ).fetchone()
+                assert orphans == (0,), rnd
+        finally:
+            for k in conns:
+                k.close()
 
 
 def test_temporary_tables(both: Any) -> None:
