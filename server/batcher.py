@@ -22,6 +22,7 @@ import decimal
 import logging
 import os
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,11 +48,12 @@ from headwater.catalog.types import (
     NUMERIC,
     TIMESTAMP,
     TIMESTAMPTZ,
+    UUID,
     VARCHAR,
     arrow_type,
 )
 from headwater.server.fast_checks import Eval, check_error, compiled
-from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
+from headwater.server.fast_refs import RefCheck, canonical, ref_checks, refs_error
 from headwater.server.ref_counts import Pair, RefCounts, referencing
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
@@ -175,6 +177,10 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
         if not isinstance(value, bytes):
             raise NotFast
         return value
+    if pg is UUID:  # kept as its canonical text, as DuckDB's Arrow results give it
+        if not isinstance(value, uuid.UUID):
+            raise NotFast
+        return str(value)
     if isinstance(value, int | float | decimal.Decimal | bool):
         if pg.category == "S":
             return str(value).lower() if isinstance(value, bool) else str(value)
@@ -850,7 +856,7 @@ class InsertBatcher:
                 rows = cur.execute(
                     f"SELECT {cols} FROM {Replica.scan(table, CURRENT)} AS t"
                 ).fetchall()
-                self._keys[(oid, key.name)] = {tuple(r) for r in rows if None not in r}
+                self._keys[(oid, key.name)] = {canonical(r) for r in rows if None not in r}
 
     def _load_rows(self, cur: duckdb.DuckDBPyConnection, table: Table) -> None:
         t = physical(table.oid)

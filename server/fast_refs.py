@@ -9,18 +9,19 @@ PostgreSQL's RI trigger says it otherwise. What changes a referenced key (a DELE
 from the referenced table, an UPDATE of its key) keeps the general path, whose checks
 and actions run in DuckDB after the batcher's staged rows are there.
 
-Taken when the key's columns are integers or text on both sides (compared exactly in
-Python, as they compare in PostgreSQL); anything else takes the general path.
+Taken when the key's columns are integers, text or uuid on both sides (compared exactly
+in Python, as they compare in PostgreSQL); anything else takes the general path.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from headwater.catalog.objects import ForeignKey, Relation, Table
-from headwater.catalog.types import INT2, INT4, INT8, TEXT, VARCHAR
+from headwater.catalog.types import INT2, INT4, INT8, TEXT, UUID, VARCHAR
 from headwater.server.foreign_keys import missing_key, mixed_nulls
 
 from headwater.errors import SQLError
@@ -28,6 +29,14 @@ from headwater.errors import SQLError
 Row = tuple[Any, ...]
 _INTS = frozenset({INT2, INT4, INT8})
 _TEXTS = frozenset({TEXT, VARCHAR})
+
+
+def canonical(values: Row) -> Row:
+    """Key values DuckDB returned as Python objects, as the fast paths keep them (a uuid
+    as its text: DuckDB's Arrow results and batcher.coerce give that)."""
+    if any(isinstance(v, uuid.UUID) for v in values):
+        return tuple(str(v) if isinstance(v, uuid.UUID) else v for v in values)
+    return values
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,8 @@ def ref_checks(table: Table, by_oid: Callable[[int], Relation | None]) -> list[R
             a, b = table.column(m), ref.column(r)
             if a is None or b is None:
                 return None
-            if not ({a.type.pg, b.type.pg} <= _INTS or {a.type.pg, b.type.pg} <= _TEXTS):
+            kinds = {a.type.pg, b.type.pg}
+            if not (kinds <= _INTS or kinds <= _TEXTS or kinds == {UUID}):
                 return None
         positions = tuple(names.index(c) for c in mine)
         shown = tuple(names.index(c) for c in fk.columns)

@@ -49,6 +49,7 @@ from headwater.catalog.types import (
     TEXT,
     TIMESTAMP,
     TIMESTAMPTZ,
+    UUID,
     VARCHAR,
     PgType,
 )
@@ -72,10 +73,10 @@ from headwater.errors import NumericOutOfRange
 # Types whose values the batcher coerces and keeps in Python as DuckDB returns them
 SIMPLE_TYPES: frozenset[PgType] = frozenset(
     {INT2, INT4, INT8, NUMERIC, FLOAT4, FLOAT8, BOOL, DATE, TIMESTAMP, TIMESTAMPTZ, BYTEA}
-    | {TEXT, VARCHAR, BPCHAR}
+    | {TEXT, VARCHAR, BPCHAR, UUID}
 )
 _INTS = (INT2, INT4, INT8)
-_KEY_TYPES = (INT2, INT4, INT8, TEXT, VARCHAR)  # key values compared exactly in Python
+_KEY_TYPES = (INT2, INT4, INT8, TEXT, VARCHAR, UUID)  # key values compared exactly in Python
 
 
 @dataclass(frozen=True)
@@ -296,6 +297,8 @@ def _key_value(v: Any, col: Column, fmt: SessionFormat, node: Any) -> Any:
         if isinstance(v, bool) or not isinstance(v, int):
             raise NotFast
         return v
+    if col.type.pg is UUID:
+        return coerce(v, col, fmt, node)  # (its canonical text)
     if not isinstance(v, str):
         raise NotFast
     return v

@@ -21,7 +21,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import ForeignKey, Table
-from headwater.catalog.types import INT2, INT4, INT8, TEXT, VARCHAR
+from headwater.catalog.types import INT2, INT4, INT8, TEXT, UUID, VARCHAR
+from headwater.server.fast_refs import canonical
 from headwater.storage.changelog import WEIGHT
 from headwater.storage.replica import CURRENT, Replica, quote
 
@@ -61,7 +62,7 @@ def _referencing(tables: Iterable[Table], parent: Table) -> list[Pair] | None:
                 if a is None or b is None:
                     return None
                 kinds = {a.type.pg, b.type.pg}
-                if not (kinds <= _INTS or kinds <= _TEXTS):
+                if not (kinds <= _INTS or kinds <= _TEXTS or kinds == {UUID}):
                     return None
             out.append((t, fk))
     return out
@@ -116,7 +117,7 @@ class RefCounts:
         if len(rows) > MAX_VALUES:
             self._too_big[(table.oid, fk.name)] = table
             return
-        counts = Counter({tuple(r[:-1]): r[-1] for r in rows})
+        counts = Counter({canonical(tuple(r[:-1])): r[-1] for r in rows})
         self._counts.setdefault(table.oid, {})[fk.name] = _Counts(table, fk, counts)
 
     def referenced(self, parent: Table, row: Row, pairs: list[Pair]) -> bool | None:

@@ -176,6 +176,42 @@ CHECK_SCRIPT = [
 ]
 
 
+UUIDS = [
+    "!CREATE TABLE public.up (id uuid PRIMARY KEY, name text)",
+    "!CREATE TABLE public.uc (id uuid PRIMARY KEY, pid uuid REFERENCES public.up, n int,"
+    " u uuid UNIQUE)",
+]
+UUID_SCRIPT = [
+    "INSERT INTO up VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'a'),"
+    " ('B0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A12', 'b') RETURNING *",
+    "INSERT INTO up VALUES ('{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}', 'dup')",
+    "INSERT INTO up VALUES ('not-a-uuid', 'x')",
+    "INSERT INTO uc VALUES ('c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13',"
+    " 'b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', 0, 'd0eebc99-9c0b-4ef8-bb6d-6bb9bd380a14')",
+    "INSERT INTO uc VALUES ('c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a15',"
+    " 'e0eebc99-9c0b-4ef8-bb6d-6bb9bd380a16', 0, NULL)",
+    "INSERT INTO uc VALUES ('c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a15', NULL, 0,"
+    " 'D0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A14')",
+    "UPDATE uc SET n = n + 1 WHERE id = 'C0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A13' RETURNING *",
+    "UPDATE uc SET pid = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'"
+    " WHERE id = 'c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13'",
+    "UPDATE uc SET pid = 'f0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'"
+    " WHERE id = 'c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13'",
+    "DELETE FROM up WHERE id = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'",
+    "DELETE FROM up WHERE id = 'b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12' RETURNING name",
+    "UPDATE up SET name = 'z' WHERE id = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'",
+    "SELECT * FROM up ORDER BY id",
+    "SELECT * FROM uc ORDER BY id",
+]
+
+
+def test_uuid_keys_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
+    """uuid keys and FOREIGN KEYs on the fast paths (kept as canonical text)."""
+    assert_same_as_postgres(
+        pg_oracle.dsn, hw_server.dsn, "pw_uuids", UUIDS + UUID_SCRIPT, ignore=("position",)
+    )
+
+
 def test_checks_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
     """CHECK constraints evaluated by the fast paths (server/fast_checks.py) answer as
     PostgreSQL's: each constraint, name order, NULLs passing, multi-row INSERTs."""
