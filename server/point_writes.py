@@ -96,6 +96,9 @@ class _Shape:
     key: tuple[tuple[Column, Any], ...]  # per primary-key column: (column, value node)
     sets: tuple[SetItem, ...]  # () for a DELETE
     returning: tuple[tuple[str, int], ...]  # RETURNING: (output name, column position)
+    # a one-column key's `IN (v, ...)` (value nodes), or `= ANY(v)` (one node: an array)
+    many: tuple[Any, ...] | None = None
+    array: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,8 @@ def eligible(table: Table) -> bool:
 
 
 _REFERENCED: dict[int, tuple[Any, dict[int, set[str]]]] = {}
+# keys of one statement taken as point writes (IN lists, ANY arrays); more: the general path
+MANY_MAX = 1000
 
 
 def referenced(catalog: Any) -> dict[int, set[str]]:
@@ -191,6 +196,8 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
     pk = table.primary_key
     assert pk is not None
     found: dict[str, Any] = {}
+    many: tuple[Any, ...] | None = None
+    array = False
     for cond in _conjuncts(stmt.whereClause):
         value = _equal_to(cond)
         if value is None:
@@ -198,12 +205,18 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
         name = column_of(cond.lexpr)
         if name is None or name not in pk.columns or name in found:
             return None
-        found[name] = value
-    if set(found) != set(pk.columns):
+        kind, found[name] = value
+        if kind == "in":
+            many = found[name]
+        elif kind == "any":
+            many, array = (found[name],), True
+    if set(found) != set(pk.columns) or (many is not None and len(pk.columns) > 1):
+        return None
+    if many is not None and not array and len(many) > MANY_MAX:
         return None
     key = tuple((table.column(c), found[c]) for c in pk.columns)
     if isinstance(stmt, A.DeleteStmt):
-        return _Shape(key, (), returning)  # type: ignore[arg-type]
+        return _Shape(key, (), returning, many, array)  # type: ignore[arg-type]
     keyed = {c for k in table.keys for c in k.columns}  # (the general path checks them)
     sets: list[SetItem] = []
     for rt in stmt.targetList:
@@ -227,18 +240,21 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
                 return None  # PostgreSQL's arithmetic would run in the other type
             source, sign, node = position[left], (1 if op == "+" else -1), node_k
         sets.append(SetItem(position[rt.name], col, node, source, sign))
-    return _Shape(key, tuple(sets), returning)  # type: ignore[arg-type]
+    return _Shape(key, tuple(sets), returning, many, array)  # type: ignore[arg-type]
 
 
-def _equal_to(cond: Any) -> Any:
-    """What `cond` compares its left side with for equality: `c = v`, or `c IN (v)` (as
-    Django deletes one object); None for anything else."""
+def _equal_to(cond: Any) -> tuple[str, Any] | None:
+    """What `cond` compares its left side with for equality: ("one", v) for `c = v` and
+    `c IN (v)` (as Django deletes one object), ("in", (v, ...)) for a longer IN list,
+    ("any", v) for `c = ANY(v)`; None for anything else."""
     if not isinstance(cond, A.A_Expr) or len(cond.name) != 1 or cond.name[0].sval != "=":
         return None
     if cond.kind == enums.A_Expr_Kind.AEXPR_OP:
-        return cond.rexpr
-    if cond.kind == enums.A_Expr_Kind.AEXPR_IN and len(cond.rexpr) == 1:
-        return cond.rexpr[0]
+        return "one", cond.rexpr
+    if cond.kind == enums.A_Expr_Kind.AEXPR_IN:
+        return ("one", cond.rexpr[0]) if len(cond.rexpr) == 1 else ("in", tuple(cond.rexpr))
+    if cond.kind == enums.A_Expr_Kind.AEXPR_OP_ANY:
+        return "any", cond.rexpr
     return None
 
 
@@ -248,20 +264,26 @@ def _conjuncts(node: Any) -> list[Any]:
     return [node] if node is not None else [None]
 
 
-def point_write(
+def point_writes(
     stmt: A.UpdateStmt | A.DeleteStmt,
     table: Table,
     params: list[Any],
     fmt: SessionFormat,
     started: dt.datetime | None = None,
-) -> PointWrite | None:
-    """The statement as a point write of `table` (eligible), or None: the general path.
-    `started`: when its transaction block began (now()'s value; None: autocommitted)."""
+) -> list[PointWrite] | None:
+    """The statement as point writes of `table` (eligible): one per distinct key it
+    names, in key order; None: the general path. `started`: when its transaction block
+    began (now()'s value; None: autocommitted)."""
     shape: _Shape | None = per_statement(stmt, table, params, _shape)
     if shape is None:
         return None
     try:
-        key = tuple(_key_value(constant(node, params), col, fmt, node) for col, node in shape.key)
+        if shape.many is None:
+            keys = [
+                tuple(_key_value(constant(node, params), col, fmt, node) for col, node in shape.key)
+            ]
+        else:
+            keys = _many_keys(shape, params, fmt)
         now = dt.datetime.now(dt.UTC)
         sets = []
         for item in shape.sets:
@@ -279,10 +301,28 @@ def point_write(
             sets.append((item, coerce(v, item.column, fmt, item.node)))
     except (NotFast, IndexError):
         return None
-    if any(v is None for v in key):
+    if shape.many is None and None in keys[0]:
         return None
     delete = isinstance(stmt, A.DeleteStmt)
-    return PointWrite(table, key, tuple(sets), delete, shape.returning)
+    return [PointWrite(table, key, tuple(sets), delete, shape.returning) for key in keys]
+
+
+def _many_keys(shape: _Shape, params: list[Any], fmt: SessionFormat) -> list[Row]:
+    """The distinct keys of an IN list or an `= ANY` array, in order (NULLs match
+    nothing); NotFast beyond MANY_MAX."""
+    ((col, _),) = shape.key
+    assert shape.many is not None
+    if shape.array:
+        (node,) = shape.many
+        values = constant(node, params)
+        if not isinstance(values, list) or len(values) > MANY_MAX:
+            raise NotFast  # (a literal '{1,2}': the general path)
+        nodes = [None] * len(values)
+    else:
+        values = [constant(n, params) for n in shape.many]
+        nodes = list(shape.many)
+    found = {_key_value(v, col, fmt, n) for v, n in zip(values, nodes, strict=True)}
+    return sorted((k,) for k in found if k is not None)
 
 
 def _key_value(v: Any, col: Column, fmt: SessionFormat, node: Any) -> Any:

@@ -90,10 +90,11 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
 
 
 async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
-    """An UPDATE or DELETE of one row by its primary key (server/point_writes.py):
-    autocommitted, through the batcher; in a transaction block that has not written
-    otherwise, computed now under the row's lock and staged until COMMIT. None for any
-    other write (`change`)."""
+    """An UPDATE or DELETE of rows by their primary key (server/point_writes.py): one
+    row autocommitted goes through the batcher, computed at its turn; in a transaction
+    block that has not written otherwise, or for several keys (`IN (...)`, `= ANY(...)`),
+    each row is computed now under its row lock and staged, until COMMIT or as one unit.
+    None for any other write (`change`)."""
     if s.write is not None or s.status == "E":
         return None
     if not isinstance(stmt, A.UpdateStmt | A.DeleteStmt):
@@ -107,31 +108,31 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     block = s.status == "T"
     if block and s.staged.inserted(rel.oid):  # its staged rows are not live rows yet
         return None
-    write = point_writes.point_write(stmt, rel, params, _format(s), s.xact_start if block else None)
-    if write is None or _references_change(s, write):
+    started = s.xact_start if block else None
+    writes = point_writes.point_writes(stmt, rel, params, _format(s), started)
+    if not writes or _references_change(s, writes[0]):
         return None
+    write, now = writes[0], block or len(writes) > 1  # now: computed at the statement
     if sets_reference(rel, {item.column.name for item, _ in write.sets}):
         if ref_checks(rel, s.catalog.by_oid) is None:
             return None
-        if block:  # (autocommitted: the batcher reads them at its turn)
+        if now:  # (else the batcher reads them at its turn)
             await batcher.load_keys([fk.ref_table for fk in rel.foreign_keys])
     verb = "DELETE" if write.delete else "UPDATE"
     locks, owner = s.instance.key_locks, id(s)
-    await locks.acquire(owner, (rel.oid, write.key), s.instance.config.write_lock_timeout)
+    for w in writes:  # (in key order: two statements lock shared keys in one order)
+        await locks.acquire(owner, (rel.oid, w.key), s.instance.config.write_lock_timeout)
     if not await batcher.ensure_live(rel):  # too many rows to keep (read now, or dropped)
         if not block:
             locks.release(owner)
         return None
-    if block:
-        pairs = referencing(s.catalog, rel) if write.delete else None
-        if pairs:  # the block's own rows of a referencing table: the general path
-            if any(s.staged.inserted(t.oid) or s.staged.written(t.oid) for t, _ in pairs):
-                return None
-            await batcher.load_refs(pairs)
-        row = _stage_point(s, write, pairs)
-        if row is _REFERENCED:
+    if now:
+        rows = await _point_rows(s, rel, writes, block)
+        if rows is None:
+            if not block:
+                locks.release(owner)
             return None
-        return _returned(rel, [row] if row else [], write.returning, f"{verb} {int(bool(row))}")
+        return _returned(rel, rows, write.returning, f"{verb} {len(rows)}")
     try:
         row, epoch = await batcher.point(write, staged=lambda: locks.release(owner))
     except SQLError as e:
@@ -142,6 +143,45 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     if epoch:
         s.last_write_epoch = epoch
     return _returned(rel, [row] if row else [], write.returning, f"{verb} {int(bool(row))}")
+
+
+async def _point_rows(
+    s: Session, rel: Table, writes: list[point_writes.PointWrite], block: bool
+) -> list[tuple[Any, ...]] | None:
+    """Compute the point writes now, under their row locks: staged in the block, or
+    (autocommitted) handed to the batcher as one unit, all or none. Returns the rows
+    they changed; None for the general path (a referenced row to delete)."""
+    batcher = s.instance.batcher
+    pairs = referencing(s.catalog, rel) if writes[0].delete else None
+    if pairs:
+        if block and any(s.staged.inserted(t.oid) or s.staged.written(t.oid) for t, _ in pairs):
+            return None  # the block's own rows of a referencing table: DuckDB counts them
+        await batcher.load_refs(pairs)
+    staged = s.staged if block else StagedWrites()
+    mark = staged.mark()
+    rows = []
+    try:
+        for w in writes:
+            row = _stage_point(s, w, pairs, staged)
+            if row is _REFERENCED:
+                staged.truncate(mark)
+                return None
+            if row is not None:
+                rows.append(row)
+    except SQLError:
+        staged.truncate(mark)
+        raise
+    if block or not staged.rows:
+        return rows
+    locks, owner = s.instance.key_locks, id(s)
+    try:
+        epoch = await batcher.insert([], list(staged.rows.values()), lambda: locks.release(owner))
+    except SQLError as e:
+        if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
+            return None  # ALTERed meanwhile: the general path
+        raise
+    s.last_write_epoch = epoch
+    return rows
 
 
 def _references_change(s: Session, write: point_writes.PointWrite) -> bool:
@@ -160,14 +200,18 @@ _REFERENCED: tuple[Any, ...] = ("referenced",)  # _stage_point: for the general 
 
 
 def _stage_point(
-    s: Session, write: point_writes.PointWrite, pairs: list[Pair] | None = None
+    s: Session,
+    write: point_writes.PointWrite,
+    pairs: list[Pair] | None,
+    staged_writes: StagedWrites,
 ) -> tuple[Any, ...] | None:
-    """A block's point write, against its own earlier one of the row or the live row
-    (which its lock keeps as it is until the block ends); returns the row it changed
-    (its new version; a DELETE's old one), None when it found none, _REFERENCED for a
-    DELETE of a row that `pairs` (the FOREIGN KEYs referencing the table) reference."""
+    """A point write computed now into `staged_writes` (the block's, or a statement's
+    own), against an earlier one of the row there or the live row (which its lock
+    keeps as it is); returns the row it changed (its new version; a DELETE's old one),
+    None when it found none, _REFERENCED for a DELETE of a row that `pairs` (the
+    FOREIGN KEYs referencing the table) reference."""
     table, key = write.table, write.key
-    staged = s.staged.rows.get((table.oid, key))
+    staged = staged_writes.rows.get((table.oid, key))
     if staged is not None:
         _, _, rid, read, current = staged
     else:
@@ -182,10 +226,10 @@ def _stage_point(
         return _REFERENCED
     new = None if write.delete else write.new_row(current)
     if new is not None and table.foreign_keys:
-        err = s.instance.batcher.refs_error(table, new, current, s.staged)
+        err = s.instance.batcher.refs_error(table, new, current, staged_writes)
         if err is not None:
             raise err
-    s.staged.rows[(table.oid, key)] = BlockRow(table, key, rid, read, new)
+    staged_writes.rows[(table.oid, key)] = BlockRow(table, key, rid, read, new)
     return current if new is None else new
 
 

@@ -105,6 +105,9 @@ PREPARED = [  # (statement, parameters): the extended protocol's values
     ("UPDATE acc SET code = $1 WHERE id = $2", ["long", 1]),
     ("UPDATE acc SET bal = $1 WHERE id = $2", [3, 77]),
     ("DELETE FROM acc WHERE id = $1", [3]),
+    ("UPDATE acc SET bal = bal + 1 WHERE id IN ($1, $2)", [1, 2]),
+    ("UPDATE acc SET bal = bal + $1 WHERE id = ANY($2)", [1, [1, 2, 3, None]]),
+    ("DELETE FROM acc WHERE id = ANY($1)", [[]]),
     ("SELECT id, name, bal, amt, code FROM acc ORDER BY id", None),
 ]
 
@@ -361,6 +364,17 @@ BLOCK_SCRIPT = [  # each statement's outcome is compared, then the tables
     "BEGIN",
     "UPDATE {t} SET n = 77 WHERE id = 1",
     "ROLLBACK",
+    # several keys at once (IN lists): in a block, and autocommitted as one unit
+    "BEGIN",
+    "UPDATE {t} SET n = n + 10 WHERE id IN (1, 3, 9) RETURNING id, n",
+    "SELECT id, n FROM {t} WHERE id = 3",
+    "DELETE FROM {t} WHERE id IN (3, 1)",
+    "UPDATE {t} SET n = 1 WHERE id IN (1, 3)",
+    "ROLLBACK",
+    "UPDATE {t} SET n = n + 1 WHERE id IN (1, 3) RETURNING id, n",
+    "UPDATE {t} SET n = NULL WHERE id IN (1, 3)",  # 23502: neither row changes
+    "DELETE FROM {t} WHERE id IN (3, 4, 5)",
+    "INSERT INTO {t} VALUES (3, 30, 'c3', 301, NULL)",
     "SELECT id, n, s, u, at IS NULL FROM {t} ORDER BY id",
     "SELECT * FROM {t}_h ORDER BY id",
 ]
