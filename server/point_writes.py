@@ -12,17 +12,20 @@ with the INSERTs of its batch; in a transaction block, at once, staged in the se
 until COMMIT hands it to the batcher (server/writes.py `fast_point`).
 
 Taken here: SET of constants, parameters, the clock, and `c + k` / `c - k` (integer
-columns and integer `k`, as pgbench's `abalance = abalance + :delta`); the WHERE clause
-names each primary-key column once with `=` (or `IN` of one value, as Django deletes);
-RETURNING of columns; a SET of a FOREIGN KEY's columns (checked by
-server/fast_refs.py). Not taken (the general path runs them): RETURNING of
-expressions, FROM/USING, WITH, a SET of a key column or of a column a FOREIGN KEY
-references, a DELETE from a table a FOREIGN KEY references, tables with CHECKs
-server/fast_checks.py does not evaluate, and columns of types other than SIMPLE_TYPES. A
-constant that does not fit its column fails the statement whether a row matches or
-not, as in PostgreSQL (its planner folds the assignment cast of a constant); a NOT NULL
-column set to NULL, a sum out of range or a missing referenced key fails only when the
-row exists.
+columns and integer `k`, as pgbench's `abalance = abalance + :delta`), FOREIGN KEY
+columns included (checked by server/fast_refs.py); the WHERE clause names each
+primary-key column once with `=` (or `IN` of one value, as Django deletes one object),
+or a one-column key's `IN (v, ...)` / `= ANY($1)` of up to MANY_MAX keys (bulk deletes
+and updates: the rows are computed at once under their locks and go to the batcher as
+one unit, server/writes.py `_point_rows`); RETURNING of columns; a DELETE from a
+referenced table of a row nothing references (server/ref_counts.py). Not taken (the
+general path runs them): RETURNING of expressions, FROM/USING, WITH, a SET of a key
+column or of a column a FOREIGN KEY references, a DELETE of a referenced row (its
+action), tables with CHECKs server/fast_checks.py does not evaluate, and columns of
+types other than SIMPLE_TYPES. A constant that does not fit its column fails the
+statement whether a row matches or not, as in PostgreSQL (its planner folds the
+assignment cast of a constant); a NOT NULL column set to NULL, a sum out of range or a
+missing referenced key fails only when the row exists.
 """
 
 from __future__ import annotations
