@@ -73,6 +73,12 @@ PACE_MAX_S = float(os.environ.get("HW_ENGINE_PACE_MAX_S", "0.25"))
 # views: 1 thread 57-62 ms per batch, 2: 45-48, 4: 40-41; docs/engine.md (l)).
 # 1: one unit after the other.
 UNIT_THREADS = int(os.environ.get("HW_ENGINE_UNIT_THREADS", "4"))
+# ... only for a batch where some unit has at least this many changed input rows. A
+# stream of small writes makes small batches, whose Python parts on several threads
+# take the GIL from the server's event loop while it has writes to take (issue 16:
+# 4 writers with 5 views, 1,636 INSERTs/s on 4 threads against 2,272 on one; none:
+# 2,717); bulk changes (a 4,000-row batch of the maintenance bench) still go wide.
+PARALLEL_ROWS = int(os.environ.get("HW_ENGINE_PARALLEL_ROWS", "2000"))
 Snapshot = Callable[[int, int], pa.Table]  # (table oid, epoch) -> rows (cols...) at that epoch
 # view -> its plan and scans, planned again from its definition (None: it no longer exists)
 Columns = Sequence[tuple[str, str]]  # (name, DuckDB type) of each column of a view
@@ -914,9 +920,13 @@ class Engine:
         return list(groups.values())
 
     def _parallel(self, units: Iterable[list[int]], rows_of: Callable[[ViewProgram], int]) -> bool:
-        """Whether the units may run at once: every one surely on DuckDB (the Spark
-        executor and the Parquet manifest are used by one batch at a time)."""
+        """Whether the units may run at once: a batch large enough (PARALLEL_ROWS), every
+        unit surely on DuckDB (the Spark executor and the Parquet manifest are used by
+        one batch at a time)."""
         if self.unit_threads < 2:
+            return False
+        units = list(units)
+        if max((rows_of(self._unit(views[0])) for views in units), default=0) < PARALLEL_ROWS:
             return False
         for views in units:
             prog = self._unit(views[0])
