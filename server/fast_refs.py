@@ -16,7 +16,7 @@ in Python, as they compare in PostgreSQL); anything else takes the general path.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,21 @@ class RefCheck:
         return tuple(row[i] for i in self.positions)
 
 
+def comparable(
+    table: Table, columns: Sequence[str], ref: Table, ref_columns: Sequence[str]
+) -> bool:
+    """Do the two tables' columns pair off as integers, text or uuid on both sides (so
+    that Python compares their values as PostgreSQL does)?"""
+    for mine, theirs in zip(columns, ref_columns, strict=True):
+        a, b = table.column(mine), ref.column(theirs)
+        if a is None or b is None:
+            return False
+        kinds = {a.type.pg, b.type.pg}
+        if not (kinds <= _INTS or kinds <= _TEXTS or kinds == {UUID}):
+            return False
+    return True
+
+
 def ref_checks(table: Table, by_oid: Callable[[int], Relation | None]) -> list[RefCheck] | None:
     """The table's FOREIGN KEYs as lookups, in creation order; None when one of them
     cannot be checked so."""
@@ -67,13 +82,8 @@ def ref_checks(table: Table, by_oid: Callable[[int], Relation | None]) -> list[R
         if key is None:
             return None
         mine = [fk.columns[fk.ref_columns.index(c)] for c in key.columns]
-        for m, r in zip(mine, key.columns, strict=True):
-            a, b = table.column(m), ref.column(r)
-            if a is None or b is None:
-                return None
-            kinds = {a.type.pg, b.type.pg}
-            if not (kinds <= _INTS or kinds <= _TEXTS or kinds == {UUID}):
-                return None
+        if not comparable(table, mine, ref, key.columns):
+            return None
         positions = tuple(names.index(c) for c in mine)
         shown = tuple(names.index(c) for c in fk.columns)
         out.append(RefCheck(fk, ref, key.name, positions, shown))

@@ -21,16 +21,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import ForeignKey, Table
-from headwater.catalog.types import INT2, INT4, INT8, TEXT, UUID, VARCHAR
-from headwater.server.fast_refs import canonical
+from headwater.server.fast_refs import canonical, comparable
 from headwater.storage.changelog import WEIGHT
 from headwater.storage.replica import CURRENT, Replica, quote
 
 Row = tuple[Any, ...]
 Pair = tuple[Table, ForeignKey]  # a referencing table and one of its FOREIGN KEYs
 MAX_VALUES = 1_000_000  # distinct values counted per FOREIGN KEY
-_INTS = frozenset({INT2, INT4, INT8})
-_TEXTS = frozenset({TEXT, VARCHAR})
 
 
 _REFERENCING: dict[int, tuple[Any, dict[int, list[Pair] | None]]] = {}
@@ -57,13 +54,8 @@ def _referencing(tables: Iterable[Table], parent: Table) -> list[Pair] | None:
         for fk in t.foreign_keys:
             if fk.ref_table != parent.oid:
                 continue
-            for mine, theirs in zip(fk.columns, fk.ref_columns, strict=True):
-                a, b = t.column(mine), parent.column(theirs)
-                if a is None or b is None:
-                    return None
-                kinds = {a.type.pg, b.type.pg}
-                if not (kinds <= _INTS or kinds <= _TEXTS or kinds == {UUID}):
-                    return None
+            if not comparable(t, fk.columns, parent, fk.ref_columns):
+                return None
             out.append((t, fk))
     return out
 

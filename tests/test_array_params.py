@@ -195,6 +195,14 @@ def test_integer_parameters_given_to_functions(both: Any) -> None:
 # -- ParameterDescription; asyncpg's binary arrays ---------------------------------------
 
 
+def _param_oids(c: Any, sql: str) -> list[int]:
+    """The parameter types the server announces for `sql` (ParameterDescription)."""
+    c.pgconn.prepare(b"param_desc", sql.encode())
+    d = c.pgconn.describe_prepared(b"param_desc")
+    c.execute("DEALLOCATE param_desc")
+    return [d.param_type(i) for i in range(d.nparams)]
+
+
 def test_parameter_description_of_array_contexts(both: Any) -> None:
     """`col = ANY($1)` announces the column's array type, as PostgreSQL does (asyncpg
     encodes by it)."""
@@ -208,13 +216,7 @@ def test_parameter_description_of_array_contexts(both: Any) -> None:
         "SELECT array_length($1::int8[], 1)",
         "SELECT $1::numeric[]",
     ):
-        oids = []
-        for c in (hw, pg):
-            c.pgconn.prepare(b"arrp_desc", sql.encode())
-            d = c.pgconn.describe_prepared(b"arrp_desc")
-            oids.append([d.param_type(i) for i in range(d.nparams)])
-            c.execute("DEALLOCATE arrp_desc")
-        assert oids[0] == oids[1], sql
+        assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
 
 
 def test_parameter_description_of_system_columns(both: Any) -> None:
@@ -232,13 +234,7 @@ def test_parameter_description_of_system_columns(both: Any) -> None:
         "SELECT 1 FROM pg_class WHERE relname LIKE $1 OR relname ~* $2",  # patterns: text
         "SELECT 1 FROM information_schema.tables WHERE table_name NOT ILIKE $1",
     ):
-        oids = []
-        for c in (hw, pg):
-            c.pgconn.prepare(b"sys_desc", sql.encode())
-            d = c.pgconn.describe_prepared(b"sys_desc")
-            oids.append([d.param_type(i) for i in range(d.nparams)])
-            c.execute("DEALLOCATE sys_desc")
-        assert oids[0] == oids[1], sql
+        assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
 
 
 def test_asyncpg_parameters_of_headwater_catalog(both: Any) -> None:
