@@ -120,18 +120,20 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
             await batcher.load_keys([fk.ref_table for fk in rel.foreign_keys])
     verb = "DELETE" if write.delete else "UPDATE"
     locks, owner = s.instance.key_locks, id(s)
-    for w in writes:  # (in key order: two statements lock shared keys in one order)
-        await locks.acquire(owner, (rel.oid, w.key), s.instance.config.write_lock_timeout)
-    if not await batcher.ensure_live(rel):  # too many rows to keep (read now, or dropped)
+    try:
+        for w in writes:  # (in key order: two statements lock shared keys in one order)
+            await locks.acquire(owner, (rel.oid, w.key), s.instance.config.write_lock_timeout)
+        live = await batcher.ensure_live(rel)  # False: too many rows to keep
+        rows = await _point_rows(s, rel, writes, block) if live and now else []
+    except BaseException:
+        if not block:  # (a block's locks go when it ends)
+            locks.release(owner)
+        raise
+    if not live or rows is None:
         if not block:
             locks.release(owner)
         return None
     if now:
-        rows = await _point_rows(s, rel, writes, block)
-        if rows is None:
-            if not block:
-                locks.release(owner)
-            return None
         return _returned(rel, rows, write.returning, f"{verb} {len(rows)}")
     try:
         row, epoch = await batcher.point(write, staged=lambda: locks.release(owner))

@@ -404,6 +404,29 @@ def _result(conn: psycopg.Connection, sql: str, prepared: bool) -> object:
     return cur.statusmessage, cur.fetchall() if cur.description else None
 
 
+def test_failed_point_writes_release_their_rows(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """An autocommitted statement of several keys that fails (NOT NULL, CHECK) leaves no
+    row locked: another session's write of those rows goes through at once."""
+    t = f"{table_name}_rel"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True) as a,
+        psycopg.connect(hw_server.dsn, autocommit=True) as b,
+    ):
+        a.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, n int NOT NULL CHECK (n < 100))")
+        a.execute(f"INSERT INTO {t} VALUES (1, 1), (2, 2), (3, 3)")
+        for bad in ("n = NULL", "n = n + 100"):
+            with pytest.raises(psycopg.errors.IntegrityError):
+                a.execute(f"UPDATE {t} SET {bad} WHERE id IN (1, 3)")
+        b.execute("SET statement_timeout = '5s'")
+        b.execute(f"UPDATE {t} SET n = n + 1 WHERE id IN (3, 1)")
+        b.execute(f"UPDATE {t} SET n = 9 WHERE id = 1")
+        assert b.execute(f"SELECT id, n FROM {t} ORDER BY id").fetchall() == [
+            (1, 9),
+            (2, 2),
+            (3, 4),
+        ]
+
+
 def test_row_locks_as_postgres(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """A second writer of a row a block has point-written waits for the block to end,
     then works on its result (read committed), as in PostgreSQL: an autocommitted
