@@ -7,12 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from headwater.catalog.objects import Key, Table
+from headwater.catalog.pgtypes import text_encoder
 
 from headwater.errors import NotNullViolation, UniqueViolation
-
-
-def _shown(values: Sequence[Any]) -> str:
-    return ", ".join(_text(v) for v in values)
 
 
 def _text(v: Any) -> str:
@@ -35,20 +32,35 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def shown_row(values: Sequence[Any]) -> str:
-    """A row as PostgreSQL's "Failing row contains (...)" shows it."""
-    return _shown(values)
-
-
 def not_null_violation(table: Table, column: str, row: Sequence[Any]) -> NotNullViolation:
+    shown = typed_text(table, [c.name for c in table.columns], row)
     return NotNullViolation(
         f'null value in column "{column}" of relation "{table.name}" violates not-null constraint',
-        detail=f"Failing row contains ({_shown(row)}).",
+        detail=f"Failing row contains ({shown}).",
     )
 
 
-def unique_violation(key: Key, values: Sequence[Any]) -> UniqueViolation:
+def unique_violation(key: Key, values: Sequence[Any], table: Table) -> UniqueViolation:
+    shown = typed_text(table, key.columns, values)
     return UniqueViolation(
         f'duplicate key value violates unique constraint "{key.name}"',
-        detail=f"Key ({', '.join(key.columns)})=({_shown(values)}) already exists.",
+        detail=f"Key ({', '.join(key.columns)})=({shown}) already exists.",
     )
+
+
+def typed_text(table: Table, columns: Sequence[str], values: Sequence[Any]) -> str:
+    """Values of `table`'s `columns` as PostgreSQL prints them (NULL as null), each by
+    its column's output function (an infinite date, kept as Arrow's day number, prints
+    `infinity`)."""
+    out = []
+    for name, v in zip(columns, values, strict=True):
+        col = table.column(name)
+        if v is None:
+            out.append("null")
+            continue
+        try:
+            assert col is not None
+            out.append(text_encoder(col.type)(v).decode())
+        except Exception:  # a value the codec does not take as is: Python's text
+            out.append(_text(v))
+    return ", ".join(out)

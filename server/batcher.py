@@ -53,7 +53,8 @@ from headwater.catalog.types import (
     arrow_type,
 )
 from headwater.server.fast_checks import Eval, check_error, compiled
-from headwater.server.fast_refs import RefCheck, canonical, ref_checks, refs_error
+from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
+from headwater.server.py_values import canonical, py_list
 from headwater.server.ref_counts import Pair, RefCounts, referencing
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
@@ -853,9 +854,10 @@ class InsertBatcher:
                 continue
             for key in table.keys:
                 cols = ", ".join(quote(c) for c in key.columns)
-                rows = cur.execute(
+                found = cur.execute(
                     f"SELECT {cols} FROM {Replica.scan(table, CURRENT)} AS t"
-                ).fetchall()
+                ).to_arrow_table()
+                rows = zip(*(py_list(c) for c in found.columns), strict=True)
                 self._keys[(oid, key.name)] = {canonical(r) for r in rows if None not in r}
 
     def _load_rows(self, cur: duckdb.DuckDBPyConnection, table: Table) -> None:
@@ -867,7 +869,7 @@ class InsertBatcher:
             return
         rows = cur.execute(f"SELECT * FROM {Replica.scan_with_rid(table)} AS t").to_arrow_table()
         live = _LiveRows(table)
-        for r in zip(*(c.to_pylist() for c in rows.columns), strict=True):
+        for r in zip(*(py_list(c) for c in rows.columns), strict=True):
             live.rows[live.key_of(r[1:])] = (r[0], r[1:])
         self._live[table.oid] = live
 
@@ -898,7 +900,7 @@ class InsertBatcher:
                 keys = self._keys.get((oid, key.name))
                 if keys is None:
                     continue
-                cols = [rows.column(c).to_pylist() for c in key.columns]
+                cols = [py_list(rows.column(c)) for c in key.columns]
                 weights = rows.column(WEIGHT).to_pylist()
                 for i, w in enumerate(weights):  # retractions first: an UPDATE may keep its key
                     if w < 0:
@@ -1028,7 +1030,7 @@ class InsertBatcher:
                 if dup is not None:
                     for s_, k in claimed:  # undo what the unit's other keys claimed
                         s_.discard(k)
-                    return unique_violation(key, dup)
+                    return unique_violation(key, dup, table)
                 live.update(values)
                 claimed.extend((live, k) for k in values)
         return None
@@ -1205,7 +1207,7 @@ class InsertBatcher:
                 staged.keys.get((table.oid, key.name), set()),
             )
             if dup is not None:
-                raise unique_violation(key, dup)
+                raise unique_violation(key, dup, table)
         if table.foreign_keys:
             own = {(table.oid, k.name): set(v) for k, v in _key_values(table, rows)}
             for row in rows:  # (a row may reference one of the statement's own)
@@ -1402,7 +1404,7 @@ def _observe_rows(live: _LiveRows, changes: pa.Table) -> None:
     """A general transaction's committed change rows into a table's live rows."""
     rids = changes.column(RID).to_pylist()
     weights = changes.column(WEIGHT).to_pylist()
-    columns = [changes.column(c.name).to_pylist() for c in live.table.columns]
+    columns = [py_list(changes.column(c.name)) for c in live.table.columns]
     rows = list(zip(*columns, strict=True)) if columns else [()] * len(rids)
     for rid, w, row in zip(rids, weights, rows, strict=True):  # retractions first
         key = live.key_of(row)

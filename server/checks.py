@@ -12,12 +12,12 @@ from functools import lru_cache
 import duckdb
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
-from headwater.catalog.constraints import shown_row
+from headwater.catalog.constraints import typed_text
 from headwater.catalog.objects import Check, Table
-from headwater.catalog.pgtypes import text_encoder
 from headwater.planner import pg_compat
 from headwater.planner.relations import Binder
 from headwater.server.duckdb_calls import fetch
+from headwater.server.py_values import first_row
 from headwater.storage.replica import quote
 from pglast import parse_sql
 
@@ -41,17 +41,7 @@ def failing_sql(check: Check, source: str) -> str:
 
 
 def _shown(table: Table, row: list[object]) -> str:
-    """The row as PostgreSQL's "Failing row contains" prints it: each value's text."""
-    out = []
-    for col, v in zip(table.columns, row, strict=True):
-        if v is None:
-            out.append("null")
-            continue
-        try:
-            out.append(text_encoder(col.type)(v).decode())
-        except Exception:  # a value the codec does not take as is: Python's text
-            out.append(shown_row([v]))
-    return ", ".join(out)
+    return typed_text(table, [c.name for c in table.columns], row)
 
 
 def check_violation(table: Table, check: Check, row: list[object] | None) -> SQLError:
@@ -79,7 +69,6 @@ def check_rows(table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> N
         for check in sorted(table.checks, key=lambda c: c.name):
             bad, _ = fetch(cur, f"SELECT {cols} FROM ({failing_sql(check, name)}) LIMIT 1")
             if bad.num_rows:
-                row = bad.to_pylist()[0]
-                raise check_violation(table, check, [row[c.name] for c in table.columns])
+                raise check_violation(table, check, list(first_row(bad)))
     finally:
         cur.unregister(name)

@@ -14,6 +14,7 @@ from headwater.catalog.objects import Key, Table
 from headwater.catalog.types import BPCHAR, VARCHAR
 from headwater.server.checks import check_rows
 from headwater.server.duckdb_calls import fetch
+from headwater.server.py_values import first_row, py_list
 from headwater.storage.replica import CURRENT, Replica, quote
 
 from headwater.errors import StringTooLong
@@ -27,8 +28,8 @@ def check(
     for col in table.columns:
         arr = new.column(col.name)
         if col.not_null and arr.null_count:
-            row = new.filter(pc.is_null(arr)).slice(0, 1).to_pylist()[0]
-            raise not_null_violation(table, col.name, [row[c.name] for c in table.columns])
+            row = new.filter(pc.is_null(arr)).select([c.name for c in table.columns])
+            raise not_null_violation(table, col.name, first_row(row))
         n = col.type.length
         if n is not None and col.type.pg in (VARCHAR, BPCHAR):
             lengths = pc.utf8_length(arr)
@@ -67,7 +68,7 @@ def _check_unique(table: Table, key: Key, new: pa.Table, cur: duckdb.DuckDBPyCon
         dup = duplicate_mask(new, cols) if not bulk or _repeats(cur, name, cols) else None
         if dup is not None and pc.any(dup).as_py():
             row = new.filter(dup).slice(0, 1)
-            raise unique_violation(key, [row.to_pylist()[0][c] for c in key.columns])
+            raise unique_violation(key, [py_list(row.column(c))[0] for c in key.columns], table)
         on = " AND ".join(f"t.{quote(c)} = n.{quote(c)}" for c in cols)
         hit, _ = fetch(
             cur,
@@ -76,7 +77,7 @@ def _check_unique(table: Table, key: Key, new: pa.Table, cur: duckdb.DuckDBPyCon
     finally:
         cur.unregister(name)
     if hit.num_rows:
-        raise unique_violation(key, [hit.to_pylist()[0][c] for c in key.columns])
+        raise unique_violation(key, [py_list(hit.column(c))[0] for c in key.columns], table)
 
 
 # From this many rows a batch's keys are checked for repeats by DuckDB (a parallel hash
@@ -110,7 +111,7 @@ def duplicate_mask(t: pa.Table, cols: list[str]) -> pa.Array | None:
         pass
     seen: set[tuple[Any, ...]] = set()
     out = []
-    for key in zip(*(t.column(c).to_pylist() for c in cols), strict=True):
+    for key in zip(*(py_list(t.column(c)) for c in cols), strict=True):
         if any(k is None for k in key):
             out.append(False)
         elif key in seen:

@@ -13,6 +13,7 @@ in name order after NOT NULL, as PostgreSQL's ExecConstraints does.
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import operator
 from collections.abc import Callable
@@ -197,11 +198,22 @@ def _typed(const: _Operand, pg: PgType) -> _Operand:
         return _Operand(lambda row: None, pg)
     if isinstance(v, str):
         v = text_decoder(ColumnType(pg))(v.encode())
+        if pg is DATE:
+            v = _days(v)
     elif isinstance(v, bool) or pg not in _NUMBERS:
         raise _Unsupported
     elif pg in (FLOAT4, FLOAT8):
         v = float(v)  # PostgreSQL compares a float column with a numeric constant in float8
     return _Operand(lambda row, v=v: v, pg)
+
+
+_EPOCH = dt.date(1970, 1, 1)
+
+
+def _days(v: Any) -> Any:
+    """A date as days since 1970-01-01: the batcher keeps BC and infinite dates as
+    Arrow's day numbers, other dates as datetime.date."""
+    return (v - _EPOCH).days if isinstance(v, dt.date) else v
 
 
 def _operand(node: Any, table: Table) -> _Operand:
@@ -216,6 +228,8 @@ def _operand(node: Any, table: Table) -> _Operand:
         pg = table.columns[i].type.pg
         if pg not in _ORDERED | _EQUALITY_ONLY:
             raise _Unsupported
+        if pg is DATE:
+            return _Operand(lambda row: _days(row[i]), pg)
         return _Operand(lambda row: row[i], pg)
     if isinstance(node, A.A_Const):
         if node.isnull:

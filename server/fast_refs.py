@@ -15,7 +15,6 @@ in Python, as they compare in PostgreSQL); anything else takes the general path.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,14 +28,6 @@ from headwater.errors import SQLError
 Row = tuple[Any, ...]
 _INTS = frozenset({INT2, INT4, INT8})
 _TEXTS = frozenset({TEXT, VARCHAR})
-
-
-def canonical(values: Row) -> Row:
-    """Key values DuckDB returned as Python objects, as the fast paths keep them (a uuid
-    as its text: DuckDB's Arrow results and batcher.coerce give that)."""
-    if any(isinstance(v, uuid.UUID) for v in values):
-        return tuple(str(v) if isinstance(v, uuid.UUID) else v for v in values)
-    return values
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ import duckdb
 import pglast.ast as A
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
-from headwater.catalog.constraints import shown_row
+from headwater.catalog.constraints import typed_text
 from headwater.catalog.objects import ForeignKey, Relation, Table, replace
-from headwater.catalog.pgtypes import text_encoder
 from headwater.planner.foreign_keys import referencing
 from headwater.server.duckdb_calls import fetch
+from headwater.server.py_values import first_row
 from headwater.storage.changelog import RID
 from headwater.storage.replica import CURRENT, Replica, physical, quote
 
@@ -54,21 +54,6 @@ def refuse_set_default(table: Table) -> None:
             raise FeatureNotSupported("ON DELETE / ON UPDATE SET DEFAULT is not supported")
 
 
-def _text(table: Table, columns: Sequence[str], values: Sequence[Any]) -> str:
-    out = []
-    for name, v in zip(columns, values, strict=True):
-        col = table.column(name)
-        if v is None:
-            out.append("null")
-            continue
-        try:
-            assert col is not None
-            out.append(text_encoder(col.type)(v).decode())
-        except Exception:  # a value the codec does not take as is: Python's text
-            out.append(shown_row([v]))
-    return ", ".join(out)
-
-
 def _key(columns: Sequence[str]) -> str:
     return ", ".join(columns)
 
@@ -77,8 +62,8 @@ def missing_key(table: Table, fk: ForeignKey, ref: Table, values: Sequence[Any])
     return SQLError(
         f'insert or update on table "{table.name}" violates foreign key constraint "{fk.name}"',
         "23503",
-        detail=f"Key ({_key(fk.columns)})=({_text(table, fk.columns, values)}) is not present "
-        f'in table "{ref.name}".',
+        detail=f"Key ({_key(fk.columns)})=({typed_text(table, fk.columns, values)}) "
+        f'is not present in table "{ref.name}".',
     )
 
 
@@ -87,8 +72,8 @@ def _still_referenced(ref: Table, fk: ForeignKey, child: Table, values: Sequence
         f'update or delete on table "{ref.name}" violates foreign key constraint "{fk.name}" '
         f'on table "{child.name}"',
         "23503",
-        detail=f"Key ({_key(fk.ref_columns)})=({_text(ref, fk.ref_columns, values)}) is still "
-        f'referenced from table "{child.name}".',
+        detail=f"Key ({_key(fk.ref_columns)})=({typed_text(ref, fk.ref_columns, values)}) "
+        f'is still referenced from table "{child.name}".',
     )
 
 
@@ -142,7 +127,7 @@ def _check_source(
             raise mixed_nulls(table, fk)
     bad, _ = fetch(cur, _orphans_sql(table, fk, ref, source))
     if bad.num_rows:
-        raise missing_key(table, fk, ref, list(bad.to_pylist()[0].values()))
+        raise missing_key(table, fk, ref, first_row(bad))
 
 
 def check_existing(
@@ -203,7 +188,7 @@ def _act(
                 f"WHERE {match}) LIMIT 1",
             )
             if hit.num_rows:
-                raise _still_referenced(parent, fk, child, list(hit.to_pylist()[0].values()))
+                raise _still_referenced(parent, fk, child, first_row(hit))
             continue
         rows_sql = (
             f"SELECT c.* FROM {Replica.scan_with_rid(child)} AS c "

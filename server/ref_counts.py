@@ -21,7 +21,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import ForeignKey, Table
-from headwater.server.fast_refs import canonical, comparable
+from headwater.server.fast_refs import comparable
+from headwater.server.py_values import canonical, py_list
 from headwater.storage.changelog import WEIGHT
 from headwater.storage.replica import CURRENT, Replica, quote
 
@@ -102,13 +103,14 @@ class RefCounts:
         self._current(table.oid)  # (counts of an older version of the table go)
         cols = ", ".join(quote(c) for c in fk.columns)
         present = " AND ".join(f"{quote(c)} IS NOT NULL" for c in fk.columns)
-        rows = cur.execute(
+        found = cur.execute(
             f"SELECT {cols}, count(*) FROM {Replica.scan(table, CURRENT)} AS t"
             f" WHERE {present} GROUP BY ALL LIMIT {MAX_VALUES + 1}"
-        ).fetchall()
-        if len(rows) > MAX_VALUES:
+        ).to_arrow_table()
+        if found.num_rows > MAX_VALUES:
             self._too_big[(table.oid, fk.name)] = table
             return
+        rows = zip(*(py_list(c) for c in found.columns), strict=True)
         counts = Counter({canonical(tuple(r[:-1])): r[-1] for r in rows})
         self._counts.setdefault(table.oid, {})[fk.name] = _Counts(table, fk, counts)
 
@@ -142,7 +144,7 @@ class RefCounts:
             del self._counts[oid]
             return
         table = next(iter(counted.values())).table
-        cols = [changes.column(c.name).to_pylist() for c in table.columns]
+        cols = [py_list(changes.column(c.name)) for c in table.columns]
         rows = list(zip(*cols, strict=True))
         for counts in counted.values():
             for row, w in zip(rows, changes.column(WEIGHT).to_pylist(), strict=True):

@@ -238,7 +238,11 @@ async def commit_write(s: Session) -> list[str]:
         instance.batcher.forget(dropped | set(rewrites))
     instance.reshaping -= reshaping
     if changes:
-        instance.batcher.observe(changes, epoch)
+        try:
+            instance.batcher.observe(changes, epoch)
+        except Exception:  # the fast paths' caches only: read again when next needed
+            log.exception("keeping the batcher's key sets in step failed; they are re-read")
+            instance.batcher.forget()
     s.write = None
     committer.write_lock.release()
     _end_locks(s)

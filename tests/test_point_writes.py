@@ -162,6 +162,9 @@ CHECK_SCRIPT = [
     "INSERT INTO ck VALUES (3, 5, 9.99, 'paid', -4, -4, -1, '2030-01-01', true, 'z'),"
     " (4, 1, 1, 'nope', 1, 1, 1, NULL, NULL, NULL)",  # the second row fails: none goes in
     "INSERT INTO ck (id, qty) VALUES (5, -5) RETURNING *",
+    "INSERT INTO ck (id, d) VALUES (6, 'infinity'), (7, '0044-03-15 BC')",  # c_day (BC)
+    "INSERT INTO ck (id, d) VALUES (6, 'infinity')",
+    "INSERT INTO ck (id, d, flag) VALUES (7, '-infinity', true)",
     "SELECT * FROM ck ORDER BY id",
     "UPDATE ck SET qty = qty - 1 WHERE id = 1",
     "UPDATE ck SET qty = qty + 1 WHERE id = 1",
@@ -206,6 +209,39 @@ UUID_SCRIPT = [
     "SELECT * FROM up ORDER BY id",
     "SELECT * FROM uc ORDER BY id",
 ]
+
+
+INFINITE = [
+    "!CREATE TABLE public.inf (id int PRIMARY KEY, d date UNIQUE, ts timestamp, n int,"
+    " CHECK (d > '2000-01-01' OR n > 0))",
+]
+INFINITE_SCRIPT = [
+    "INSERT INTO inf VALUES (1, '2020-01-01', '2020-01-01 10:00', 0)",
+    "UPDATE inf SET n = n + 1 WHERE id = 1",  # the live rows are read here
+    "INSERT INTO inf SELECT 2, 'infinity'::date, 'infinity'::timestamp, 0",  # general
+    "INSERT INTO inf VALUES (3, '-infinity', '-infinity', 1)",  # fast
+    "INSERT INTO inf VALUES (4, '-infinity', NULL, 1)",  # 23505 on d
+    "INSERT INTO inf VALUES (4, '0044-03-15 BC', '0044-03-15 10:00 BC', 0)",  # CHECK
+    "INSERT INTO inf VALUES (4, '0044-03-15 BC', '0044-03-15 10:00 BC', 5)",
+    "UPDATE inf SET n = n + 1 WHERE id IN (2, 3, 4) RETURNING *",
+    "UPDATE inf SET d = 'infinity' WHERE n = 6",  # general: 23505
+    "DELETE FROM inf WHERE id = 2 RETURNING d, ts",
+    "INSERT INTO inf VALUES (5, 'infinity', 'infinity', 0)",
+    "SELECT * FROM inf ORDER BY id",
+]
+
+
+def test_infinite_and_bc_dates_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
+    """Values Python's date and datetime cannot hold, through the fast paths, the
+    general path and the batcher's key sets and live rows (a general commit of an
+    infinite date once wedged the server with its write lock held)."""
+    assert_same_as_postgres(
+        pg_oracle.dsn,
+        hw_server.dsn,
+        "pw_infinite",
+        INFINITE + INFINITE_SCRIPT,
+        ignore=("position",),
+    )
 
 
 def test_uuid_keys_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
