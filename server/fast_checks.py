@@ -186,6 +186,8 @@ def _comparison(
         x, y = fa(row), fb(row)
         if x is None or y is None:
             return None
+        if x != x or y != y:  # NaN: PostgreSQL orders it above every number, equal to itself
+            x, y = (x != x, 0 if x != x else x), (y != y, 0 if y != y else y)
         return op(x, y)
 
     return compare

@@ -165,6 +165,7 @@ CHECK_SCRIPT = [
     "INSERT INTO ck (id, d) VALUES (6, 'infinity'), (7, '0044-03-15 BC')",  # c_day (BC)
     "INSERT INTO ck (id, d) VALUES (6, 'infinity')",
     "INSERT INTO ck (id, d, flag) VALUES (7, '-infinity', true)",
+    "INSERT INTO ck (id, f) VALUES (8, 'NaN')",  # NaN is above every number: f's CHECK
     "SELECT * FROM ck ORDER BY id",
     "UPDATE ck SET qty = qty - 1 WHERE id = 1",
     "UPDATE ck SET qty = qty + 1 WHERE id = 1",
