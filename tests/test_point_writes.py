@@ -145,6 +145,7 @@ CHECKS = [
     " note text, CONSTRAINT a_status CHECK (status IN ('new', 'paid') OR status IS NULL),"
     " CONSTRAINT b_order CHECK (lo <= hi AND NOT (lo = 13)),"
     " CONSTRAINT c_day CHECK (d > '2020-01-01' OR flag), CHECK (note <> ''))",
+    "!CREATE TABLE public.ck3 (id int PRIMARY KEY, g float8 CHECK (g > 0 AND g <> 5))",
     # an expression no fast path evaluates: the general path, with the same answers
     "!CREATE TABLE public.ck2 (id int PRIMARY KEY, name text CHECK (char_length(name) > 1))",
 ]
@@ -166,6 +167,8 @@ CHECK_SCRIPT = [
     "INSERT INTO ck (id, d) VALUES (6, 'infinity')",
     "INSERT INTO ck (id, d, flag) VALUES (7, '-infinity', true)",
     "INSERT INTO ck (id, f) VALUES (8, 'NaN')",  # NaN is above every number: f's CHECK
+    "INSERT INTO ck3 VALUES (1, 'NaN'), (2, 'Infinity')",
+    "INSERT INTO ck3 VALUES (3, '-Infinity')",
     "SELECT * FROM ck ORDER BY id",
     "UPDATE ck SET qty = qty - 1 WHERE id = 1",
     "UPDATE ck SET qty = qty + 1 WHERE id = 1",
