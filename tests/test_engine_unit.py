@@ -10,6 +10,7 @@ import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import Column, Table
 from headwater.catalog.types import INT4, INT8, ColumnType
+from headwater.engine import engine as engine_module
 from headwater.engine import stage
 from headwater.engine.delta import ViewProgram
 from headwater.engine.engine import Engine
@@ -112,6 +113,7 @@ def test_independent_views_advance_at_once(tmp_path: Path, monkeypatch: Any) -> 
     of views 1 and 2 must reach together: one after the other, it would time out."""
     engine, w = _engine(tmp_path)
     engine.unit_threads = 4  # (whatever HW_ENGINE_UNIT_THREADS says)
+    monkeypatch.setattr(engine_module, "PARALLEL_ROWS", 3)  # (this batch's 3 rows go wide)
     _view(engine, 1, "SELECT a, count(*) AS n FROM t GROUP BY a")
     _view(engine, 2, "SELECT max(b) AS m FROM t")
     plan = plan_of("SELECT sum(n) AS total FROM per_a", _per_a())
@@ -141,6 +143,19 @@ def test_independent_views_advance_at_once(tmp_path: Path, monkeypatch: Any) -> 
     w.write_epoch(2, {T: _t([(3, 2, 9, None)], [-1])})
     engine.advance(2)
     assert arrow_rows(engine.read(2, 2)) == [(7,)] and arrow_rows(engine.read(3, 2)) == [(2,)]
+
+    # a batch smaller than PARALLEL_ROWS stays on the batch's thread, however many
+    def where(prog: ViewProgram, *args: Any, **kw: Any) -> int:
+        threads[int(prog.view)] = threading.current_thread().name
+        return advance(prog, *args, **kw)
+
+    monkeypatch.setattr(ViewProgram, "advance", where)
+    monkeypatch.setattr(engine_module, "PARALLEL_ROWS", 2)
+    engine.unit_threads = 4
+    w.write_epoch(3, {T: _t([(4, 3, 1, None)], [1])})
+    engine.advance(3)
+    assert threads[1] == threads[2] == threading.current_thread().name
+    assert sorted(arrow_rows(engine.read(1, 3))) == [(1, 2), (3, 1)]
     engine.close()
 
 
