@@ -1082,9 +1082,14 @@ class InsertBatcher:
         """A block's new row against the key sets, the block's staged keys and `own` (the
         statement's), after `load_keys` of the referenced tables."""
 
+        deleted: dict[int, set[Row]] = {}  # per check: worked out once per row checked
+
         def present(check: RefCheck, values: Row) -> bool:
             key = (check.ref.oid, check.key)
-            if values in _deleted_keys(staged, check):
+            gone = deleted.get(id(check))
+            if gone is None:
+                gone = deleted[id(check)] = _deleted_keys(staged, check)
+            if values in gone:
                 return False
             return any(values in keys.get(key, ()) for keys in (self._keys, staged.keys, own or {}))
 

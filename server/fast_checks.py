@@ -123,20 +123,20 @@ def _boolean(node: Any, table: Table) -> Eval:
 
 
 def _and(values: Any) -> bool | None:
-    out: bool | None = True
-    for v in values:
-        if v is False:
-            return False
-        if v is None:
-            out = None
-    return out
+    return _logic(values, False)
 
 
 def _or(values: Any) -> bool | None:
-    out: bool | None = False
+    return _logic(values, True)
+
+
+def _logic(values: Any, decisive: bool) -> bool | None:
+    """SQL's AND (`decisive` False) or OR (True): the decisive value wins, else NULL if
+    any is NULL."""
+    out: bool | None = not decisive
     for v in values:
-        if v is True:
-            return True
+        if v is decisive:
+            return decisive
         if v is None:
             out = None
     return out

@@ -160,18 +160,25 @@ async def _point_rows(
             return None  # the block's own rows of a referencing table: DuckDB counts them
         await batcher.load_refs(pairs)
     staged = s.staged if block else StagedWrites()
-    mark = staged.mark()
+    prior: dict[tuple[int, Any], BlockRow | None] = {}  # to undo: the rows before
     rows = []
     try:
         for w in writes:
+            k = (rel.oid, w.key)
+            prior.setdefault(k, staged.rows.get(k))
             row = _stage_point(s, w, pairs, staged)
             if row is _REFERENCED:
-                staged.truncate(mark)
-                return None
+                raise _General
             if row is not None:
                 rows.append(row)
-    except SQLError:
-        staged.truncate(mark)
+    except (SQLError, _General) as e:
+        for k, was in prior.items():  # (not a copy of the block's rows per statement)
+            if was is None:
+                staged.rows.pop(k, None)
+            else:
+                staged.rows[k] = was
+        if isinstance(e, _General):
+            return None
         raise
     if block or not staged.rows:
         return rows
@@ -199,6 +206,10 @@ def _references_change(s: Session, write: point_writes.PointWrite) -> bool:
 
 
 _REFERENCED: tuple[Any, ...] = ("referenced",)  # _stage_point: for the general path
+
+
+class _General(Exception):
+    """A point write the general path must take after all (a referenced row to delete)."""
 
 
 def _stage_point(
