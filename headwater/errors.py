@@ -97,3 +97,17 @@ def numeric_overflow(precision: int, scale: int) -> SQLError:
         detail=f"A field with precision {precision}, scale {scale} must round to an "
         f"absolute value less than {limit}.",
     )
+
+
+def utf8(raw: bytes) -> str:
+    """`raw` as text, or PostgreSQL's 22021 naming the bytes of the first bad character
+    (as many as its lead byte announces, as report_invalid_encoding prints them)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        lead, size = raw[e.start], 1
+        for n, shift, pattern in ((2, 5, 0b110), (3, 4, 0b1110), (4, 3, 0b11110)):
+            if lead >> shift == pattern:
+                size = n
+        bad = " ".join(f"0x{b:02x}" for b in raw[e.start : e.start + size])
+        raise SQLError(f'invalid byte sequence for encoding "UTF8": {bad}', "22021") from None

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import secrets
 import ssl
-import struct
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,6 +78,7 @@ from headwater.errors import (
     ProtocolViolation,
     QueryCanceled,
     SQLError,
+    utf8,
 )
 
 log = logging.getLogger("headwater.server")
@@ -99,11 +99,10 @@ class Prepared:
     binary_decoders: list[Any]
 
 
-def _content_error(e: Exception) -> SQLError:
-    if isinstance(e, UnicodeDecodeError):
-        bad = e.object[e.start : e.start + 1].hex() if isinstance(e.object, bytes) else "?"
-        return SQLError(f'invalid byte sequence for encoding "UTF8": 0x{bad}', "22021")
-    return SQLError(f"invalid message format: {e}", "08P01")
+def _no_statement(name: str) -> SQLError:
+    if not name:
+        return InvalidPreparedStatement("unnamed prepared statement does not exist")
+    return InvalidPreparedStatement(f'prepared statement "{name}" does not exist')
 
 
 class Connection:
@@ -380,16 +379,17 @@ class Connection:
                     if self.executor:
                         await self.executor.fail()
                 await self.flush()
-            except (IndexError, ValueError, UnicodeDecodeError, struct.error) as e:
-                # The framing is intact (the length was right), so like PostgreSQL
-                # report the bad content as an ERROR and keep the session.
-                self.send_error(_content_error(e))
+            except (ConnectionError, asyncio.IncompleteReadError):
+                raise  # the client is gone
+            except Exception as e:  # a bug: the statement fails, the session goes on
+                log.exception("internal error in a %r message", kind)
+                self.send_error(SQLError(f"internal error: {type(e).__name__}: {e}", "XX000"))
+                if self.executor:
+                    await self.executor.fail()
                 if kind == "Q":
                     self.send_ready()
                 else:
                     skipping = True
-                    if self.executor:
-                        await self.executor.fail()
                 await self.flush()
 
     async def read_message(self) -> tuple[str, Reader]:
@@ -706,7 +706,7 @@ class Connection:
         stmt_name = r.cstr()
         prep = self.session.prepared.get(stmt_name)
         if prep is None:
-            raise InvalidPreparedStatement(f'prepared statement "{stmt_name}" does not exist')
+            raise _no_statement(stmt_name)
         nfmt = r.int16()
         pformats = [r.int16() for _ in range(nfmt)]
         n = r.int16()
@@ -727,7 +727,7 @@ class Connection:
             if fmt == 1:
                 values.append(prep.binary_decoders[i](raw))
             else:
-                values.append(prep.text_decoders[i](raw.decode("utf-8")))
+                values.append(prep.text_decoders[i](utf8(raw)))
         nres = r.int16()
         rformats = [r.int16() for _ in range(nres)]
         self.session.portals[portal_name] = Portal(portal_name, prep, values, rformats)
@@ -740,7 +740,7 @@ class Connection:
         if kind == "S":
             prep = self.session.prepared.get(name)
             if prep is None:
-                raise InvalidPreparedStatement(f'prepared statement "{name}" does not exist')
+                raise _no_statement(name)
             self.send(messages.parameter_description([t.pg.oid for t in prep.param_types]))
             fields = await self.describe_fields(prep)
             self.send(

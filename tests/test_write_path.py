@@ -131,3 +131,44 @@ def test_one_packet_of_messages_then_a_bad_length(hw_server, table_name: str) ->
         assert conn.execute(f"SELECT sum(x) FROM {table_name}").fetchone() == (6,)
         with pytest.raises(errors.UndefinedTable):
             conn.execute("INSERT INTO no_such_table_here VALUES (1)")
+
+
+def _fields(body: bytes) -> dict[str, str]:
+    """An ErrorResponse's fields by code: S, C, M, ..."""
+    return {f[:1].decode(): f[1:].decode() for f in body.split(b"\x00") if f}
+
+
+def _bad_content_replies(host: str, port: int) -> list[tuple[str, str]]:
+    """Extended-protocol messages whose framing is right but whose content is not; after
+    each, a Sync and a query on the same connection."""
+    c = b"\x00"
+    bad = [
+        _message(b"B", c + c + struct.pack("!h", 1)),  # cut short in the format codes
+        _message(b"P", c + b"SELECT 1"),  # the statement's text lacks its terminator
+        _message(b"P", c + b"SELECT '\xff'" + c + struct.pack("!h", 0)),  # not UTF-8
+        _message(b"P", c + b"SELECT $1::int" + c + struct.pack("!h", 0))
+        + _message(b"B", c + c + struct.pack("!hhi", 0, 1, 3) + b"\xc3\x28x" + b"\x00\x00"),
+    ]
+    out = []
+    with socket.create_connection((host, port)) as s:
+        s.settimeout(10)
+        params = b"user\x00headwater\x00database\x00headwater\x00\x00"
+        s.sendall(struct.pack("!ii", 8 + len(params), 196608) + params)
+        assert _read_until_ready(s)[-1][0] == b"Z"
+        for messages in bad:
+            s.sendall(messages + _message(b"S", b""))
+            errs = [_fields(body) for k, body in _read_until_ready(s) if k == b"E"]
+            assert len(errs) == 1 and errs[0]["S"] == "ERROR"
+            out.append((errs[0]["C"], errs[0]["M"]))
+            s.sendall(_message(b"Q", b"SELECT 41 + 1\x00"))
+            rows = [body for k, body in _read_until_ready(s) if k == b"D"]
+            assert rows == [struct.pack("!hi", 1, 2) + b"42"]
+    return out
+
+
+def test_bad_message_content_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
+    """A message too short for what it carries, a string without its terminator and one
+    that is not UTF-8 are errors PostgreSQL names (08P01, 22021), not internal ones; the
+    session goes on."""
+    got = _bad_content_replies(hw_server.host, hw_server.port)
+    assert got == _bad_content_replies(pg_oracle.host, pg_oracle.port)

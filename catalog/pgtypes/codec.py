@@ -11,7 +11,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from headwater.errors import InvalidTextRepresentation, SQLError
+from headwater.errors import InvalidTextRepresentation, SQLError, utf8
 
 Encoder = Callable[[Any], bytes]
 Decoder = Callable[[Any], Any]
@@ -30,10 +30,7 @@ def invalid_syntax(type_name: str, s: str) -> SQLError:
 def as_str(v: Any) -> str:
     if type(v) is str:
         return v
-    try:
-        return bytes(v).decode("utf-8")
-    except UnicodeDecodeError:
-        raise SQLError('invalid byte sequence for encoding "UTF8"', "22021") from None
+    return utf8(bytes(v))
 
 
 WHITESPACE = " \t\n\r\f\v"

@@ -8,7 +8,7 @@ import struct
 
 from headwater.server.settings import format_size
 
-from headwater.errors import ProtocolViolation
+from headwater.errors import ProtocolViolation, SQLError, utf8
 
 # Lengths a client may declare. PostgreSQL 15 checks the length word before it reads a
 # body (pq_getmessage), so a client cannot make the server allocate more than these.
@@ -20,7 +20,9 @@ LARGE_KINDS = frozenset("QPBd")  # the messages that carry statements and data
 
 
 class Reader:
-    """Parses the body of one message."""
+    """Parses the body of one message. A body too short for what its type carries, a
+    string without its terminator or one that is not UTF-8 raise PostgreSQL's errors
+    (08P01, 22021): the framing is intact, so the session goes on, as in PostgreSQL."""
 
     __slots__ = ("buf", "pos")
 
@@ -28,30 +30,34 @@ class Reader:
         self.buf = buf
         self.pos = 0
 
-    def int16(self) -> int:
-        v = struct.unpack_from("!h", self.buf, self.pos)[0]
-        self.pos += 2
+    def _unpack(self, fmt: str, size: int) -> int:
+        try:
+            v = struct.unpack_from(fmt, self.buf, self.pos)[0]
+        except struct.error:
+            raise _short() from None
+        self.pos += size
         return int(v)
+
+    def int16(self) -> int:
+        return self._unpack("!h", 2)
 
     def int32(self) -> int:
-        v = struct.unpack_from("!i", self.buf, self.pos)[0]
-        self.pos += 4
-        return int(v)
+        return self._unpack("!i", 4)
 
     def uint32(self) -> int:
-        v = struct.unpack_from("!I", self.buf, self.pos)[0]
-        self.pos += 4
-        return int(v)
+        return self._unpack("!I", 4)
 
     def cstr(self) -> str:
-        end = self.buf.index(b"\x00", self.pos)
-        s = self.buf[self.pos : end].decode("utf-8")
+        end = self.buf.find(b"\x00", self.pos)
+        if end < 0:
+            raise SQLError("invalid string in message", "08P01")
+        s = utf8(self.buf[self.pos : end])
         self.pos = end + 1
         return s
 
     def bytes_(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.buf):
-            raise ValueError("insufficient data left in message")
+            raise _short()
         b = self.buf[self.pos : self.pos + n]
         self.pos += n
         return b
@@ -63,6 +69,10 @@ class Reader:
         b = self.buf[self.pos :]
         self.pos = len(self.buf)
         return b
+
+
+def _short() -> SQLError:
+    return SQLError("insufficient data left in message", "08P01")
 
 
 class MessageTooLong(ProtocolViolation):  # type: ignore[misc, valid-type]
