@@ -582,7 +582,9 @@ class StagedWrites:
     session until COMMIT hands them to the batcher as one unit, or until another
     statement of the block needs them in its writing transaction (writes.apply_staged).
     A block of only such statements (what ORMs send to save an object; pgbench's
-    TPC-B) then costs the write lock nothing while the client is between statements."""
+    TPC-B) then costs the write lock nothing while the client is between statements.
+    An autocommitted point write of several keys (`IN (...)`, `= ANY($1)`) gathers its
+    rows in one of its own, handed to the batcher as one unit (writes._point_rows)."""
 
     def __init__(self) -> None:
         self.parts: list[tuple[Table, Rows]] = []

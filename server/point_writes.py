@@ -153,26 +153,8 @@ def eligible(table: Table) -> bool:
     )
 
 
-_REFERENCED: dict[int, tuple[Any, dict[int, set[str]]]] = {}
 # keys of one statement taken as point writes (IN lists, ANY arrays); more: the general path
 MANY_MAX = 1000
-
-
-def referenced(catalog: Any) -> dict[int, set[str]]:
-    """Table oid -> its columns some FOREIGN KEY references (a DELETE from the table,
-    or a change of those columns, has the referencing rows' actions), worked out once
-    per catalog version."""
-    hit = _REFERENCED.get(id(catalog))
-    if hit is not None and hit[0] is catalog:
-        return hit[1]
-    out: dict[int, set[str]] = {}
-    for t in catalog.tables():
-        for fk in t.foreign_keys:
-            out.setdefault(fk.ref_table, set()).update(fk.ref_columns)
-    if len(_REFERENCED) >= 64:
-        _REFERENCED.clear()
-    _REFERENCED[id(catalog)] = (catalog, out)
-    return out
 
 
 def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:

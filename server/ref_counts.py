@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.objects import ForeignKey, Table
+from headwater.planner import foreign_keys as fk_plan
 from headwater.server.fast_refs import comparable
 from headwater.server.py_values import canonical, py_list
 from headwater.storage.changelog import WEIGHT
@@ -31,34 +32,35 @@ Pair = tuple[Table, ForeignKey]  # a referencing table and one of its FOREIGN KE
 MAX_VALUES = 1_000_000  # distinct values counted per FOREIGN KEY
 
 
-_REFERENCING: dict[int, tuple[Any, dict[int, list[Pair] | None]]] = {}
+_GRAPH: dict[int, tuple[Any, dict[int, tuple[list[Pair], list[Pair] | None]]]] = {}
+
+
+def _pairs(catalog: Any, parent: Table) -> tuple[list[Pair], list[Pair] | None]:
+    """All FOREIGN KEYs referencing `parent`, and the same list or None when one of
+    them compares values other than integers, text or uuid; worked out once per catalog
+    version and table (the write paths ask at every statement)."""
+    hit = _GRAPH.get(id(catalog))
+    if hit is None or hit[0] is not catalog:
+        if len(_GRAPH) >= 64:
+            _GRAPH.clear()
+        hit = _GRAPH[id(catalog)] = (catalog, {})
+    found = hit[1].get(parent.oid)
+    if found is None:
+        pairs = fk_plan.referencing(catalog.tables(), parent.oid)
+        counted = all(comparable(t, fk.columns, parent, fk.ref_columns) for t, fk in pairs)
+        found = hit[1][parent.oid] = (pairs, pairs if counted else None)
+    return found
+
+
+def references(catalog: Any, parent: Table) -> list[Pair]:
+    """The FOREIGN KEYs that reference `parent` (and their tables)."""
+    return _pairs(catalog, parent)[0]
 
 
 def referencing(catalog: Any, parent: Table) -> list[Pair] | None:
-    """The FOREIGN KEYs that reference `parent`, or None when one of them compares
-    values other than integers or text (not counted: the general path); worked out once
-    per catalog version and table."""
-    hit = _REFERENCING.get(id(catalog))
-    if hit is None or hit[0] is not catalog:
-        if len(_REFERENCING) >= 64:
-            _REFERENCING.clear()
-        hit = _REFERENCING[id(catalog)] = (catalog, {})
-    found = hit[1]
-    if parent.oid not in found:
-        found[parent.oid] = _referencing(catalog.tables(), parent)
-    return found[parent.oid]
-
-
-def _referencing(tables: Iterable[Table], parent: Table) -> list[Pair] | None:
-    out = []
-    for t in tables:
-        for fk in t.foreign_keys:
-            if fk.ref_table != parent.oid:
-                continue
-            if not comparable(t, fk.columns, parent, fk.ref_columns):
-                return None
-            out.append((t, fk))
-    return out
+    """The FOREIGN KEYs that reference `parent`, or None when one of them is not
+    counted here (the general path)."""
+    return _pairs(catalog, parent)[1]
 
 
 class _Counts:

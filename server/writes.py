@@ -32,7 +32,7 @@ from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
 from headwater.server.duckdb_calls import fetch
 from headwater.server.fast_refs import ref_checks, sets_reference
-from headwater.server.ref_counts import Pair, referencing
+from headwater.server.ref_counts import Pair, references, referencing
 from headwater.server.results import Field, Result, arrow_fields, rows_of, sourced
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import ENCODE_OFF_LOOP_BYTES, RID, WEIGHT
@@ -167,8 +167,6 @@ async def _point_rows(
             k = (rel.oid, w.key)
             prior.setdefault(k, staged.rows.get(k))
             row = _stage_point(s, w, pairs, staged)
-            if row is _REFERENCED:
-                raise _General
             if row is not None:
                 rows.append(row)
     except (SQLError, _General) as e:
@@ -197,15 +195,12 @@ def _references_change(s: Session, write: point_writes.PointWrite) -> bool:
     """Does the write change what a FOREIGN KEY references, or delete from a table
     whose referencing values are not counted (server/ref_counts.py)? Then the general
     path takes the referencing rows' actions."""
-    refs = point_writes.referenced(s.catalog).get(write.table.oid)
-    if refs is None:
+    pairs = references(s.catalog, write.table)
+    if not pairs:
         return False
     if write.delete:
         return referencing(s.catalog, write.table) is None
-    return any(i.column.name in refs for i, _ in write.sets)
-
-
-_REFERENCED: tuple[Any, ...] = ("referenced",)  # _stage_point: for the general path
+    return any(i.column.name in fk.ref_columns for _, fk in pairs for i, _ in write.sets)
 
 
 class _General(Exception):
@@ -221,8 +216,8 @@ def _stage_point(
     """A point write computed now into `staged_writes` (the block's, or a statement's
     own), against an earlier one of the row there or the live row (which its lock
     keeps as it is); returns the row it changed (its new version; a DELETE's old one),
-    None when it found none, _REFERENCED for a DELETE of a row that `pairs` (the
-    FOREIGN KEYs referencing the table) reference."""
+    None when it found none. A DELETE of a row that `pairs` (the FOREIGN KEYs
+    referencing the table) reference raises _General."""
     table, key = write.table, write.key
     staged = staged_writes.rows.get((table.oid, key))
     if staged is not None:
@@ -236,7 +231,7 @@ def _stage_point(
     if current is None:  # deleted earlier in the block
         return None
     if pairs and s.instance.batcher.refs.referenced(table, current, pairs) is not False:
-        return _REFERENCED
+        raise _General
     new = None if write.delete else write.new_row(current)
     if new is not None and table.foreign_keys:
         err = s.instance.batcher.refs_error(table, new, current, staged_writes)
