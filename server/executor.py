@@ -105,7 +105,6 @@ class Executor:
     def __init__(self, session: Session) -> None:
         self.s = session
         self.instance = session.instance
-        self.savepoints: transactions.Savepoints = []
         self.waits = Waits()  # what the statement waits for, ended by a CancelRequest
         self.plans = ReadPlans()  # SELECTs bound once for statements the client reuses
         session.on_close.append(self._drop_temp_tables)
@@ -162,7 +161,7 @@ class Executor:
         s = self.s
         if isinstance(stmt, A.TransactionStmt):
             try:
-                result = await transactions.transaction(s, self.savepoints, stmt)
+                result = await transactions.transaction(s, stmt)
             except BaseException:
                 notify.transaction_ended(s, None)
                 raise

@@ -6,7 +6,8 @@ Transaction states follow ReadyForQuery: 'I' idle, 'T' in a transaction block,
 A transaction that writes holds the instance's write lock from its first write
 until it ends (writers are serialised; readers never wait). Its DuckDB connection
 runs one DuckDB transaction; rows it writes are stamped with its epoch, or with
-PENDING inside an explicit block until COMMIT picks the epoch.
+PENDING inside an explicit block until COMMIT picks the epoch (one lower after each
+SAVEPOINT: ROLLBACK TO forgets the versions stamped since, server/transactions.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ _pids = itertools.count(1000)
 class WriteTxn:
     cur: duckdb.DuckDBPyConnection
     explicit: bool
-    stamp: int  # epoch (autocommit) or PENDING (explicit block)
+    stamp: int  # epoch (autocommit), or PENDING and lower after SAVEPOINTs (explicit block)
     epoch: int | None  # epoch joined with the committer, if any
     catalog: Catalog  # this transaction's copy; becomes current at COMMIT
     changes: dict[int, list[pa.Table]] = field(default_factory=lambda: defaultdict(list))
@@ -52,6 +53,42 @@ class WriteTxn:
     # tables this transaction added versions to: only there can a version it retires
     # have been born under its own stamp (Replica.retire_versions)
     inserted: set[int] = field(default_factory=set)
+
+    def mark(self) -> WriteMark:
+        """A SAVEPOINT: what follows is stamped one lower (in a block)."""
+        self.stamp -= 1
+        self.fresh.clear()  # COPY FREEZE: tables fresh in this subtransaction only
+        return WriteMark(
+            self.stamp, {oid: len(parts) for oid, parts in self.changes.items()}, self.ddl()
+        )
+
+    def ddl(self) -> tuple[Any, ...]:
+        changes = self.catalog.changes
+        return (
+            tuple((oid, id(obj)) for oid, obj in changes.items()),
+            len(self.created_matviews),
+            len(self.dropped_matviews),
+            len(self.rewritten),
+        )
+
+    def schema_changed_since(self, mark: WriteMark) -> bool:
+        return self.ddl() != mark.ddl
+
+
+@dataclass
+class WriteMark:
+    """A writing transaction at a SAVEPOINT: what ROLLBACK TO goes back to."""
+
+    stamp: int  # the stamp of the versions written after the savepoint (and lower)
+    changes: dict[int, int]  # table oid -> change row parts recorded before it
+    ddl: tuple[Any, ...]  # what tells a schema change since (not taken back: 0A000)
+
+
+@dataclass
+class Savepoint:
+    name: str
+    staged: Any  # StagedWrites.mark() when taken
+    written: WriteMark | None  # None: taken before the writing transaction began
 
 
 @dataclass
@@ -81,6 +118,7 @@ class Session:
         self.write: WriteTxn | None = None
         # a block's fast-path INSERTs, until COMMIT or its first other statement
         self.staged = StagedWrites()
+        self.savepoints: list[Savepoint] = []  # the block's, innermost last
         self.xact_start = dt.datetime.now(dt.UTC)  # when the transaction block began
         self.last_write_epoch = 0  # freshness token of this session's newest commit
         self._read_cur: duckdb.DuckDBPyConnection | None = None

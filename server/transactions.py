@@ -22,7 +22,7 @@ from headwater.catalog.objects import MaterializedView, Table
 from headwater.server import cursors, ddl, read_only, temp_tables
 from headwater.server.batcher import StagedWrites
 from headwater.server.results import Result
-from headwater.server.session import Session, WriteTxn
+from headwater.server.session import Savepoint, Session, WriteMark, WriteTxn
 from headwater.storage.changelog import (
     RETAINED_FROM,
     RID,
@@ -43,10 +43,9 @@ _SAVEPOINT_KINDS = (
     TransactionStmtKind.TRANS_STMT_RELEASE,
     TransactionStmtKind.TRANS_STMT_ROLLBACK_TO,
 )
-Savepoints = list[tuple[str, Any]]  # (name, StagedWrites.mark() then), innermost last
 
 
-async def transaction(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> Result:
+async def transaction(s: Session, stmt: A.TransactionStmt) -> Result:
     kind = stmt.kind
     if kind in (TransactionStmtKind.TRANS_STMT_BEGIN, TransactionStmtKind.TRANS_STMT_START):
         tag = "BEGIN" if kind == TransactionStmtKind.TRANS_STMT_BEGIN else "START TRANSACTION"
@@ -59,7 +58,7 @@ async def transaction(s: Session, savepoints: Savepoints, stmt: A.TransactionStm
         return Result(tag)
     if kind in (TransactionStmtKind.TRANS_STMT_COMMIT, TransactionStmtKind.TRANS_STMT_ROLLBACK):
         read_only.end(s)
-        savepoints.clear()
+        s.savepoints.clear()
         if s.cursors:  # cursors live until the end of their transaction
             cursors.close(s, None)
     if kind == TransactionStmtKind.TRANS_STMT_COMMIT:
@@ -84,7 +83,7 @@ async def transaction(s: Session, savepoints: Savepoints, stmt: A.TransactionStm
         s.status = "I"
         return Result("ROLLBACK")
     if kind in _SAVEPOINT_KINDS:
-        return _savepoint(s, savepoints, stmt)
+        return await _savepoint(s, stmt)
     if s.status == "E":
         raise InFailedTransaction(
             "current transaction is aborted, commands ignored until end of transaction block"
@@ -92,9 +91,11 @@ async def transaction(s: Session, savepoints: Savepoints, stmt: A.TransactionStm
     raise FeatureNotSupported("two-phase commit is not supported")
 
 
-def _savepoint(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> Result:
-    """SAVEPOINT, RELEASE and ROLLBACK TO. Rolling back to a savepoint undoes reads
-    only: a transaction that wrote since then cannot go back (0A000)."""
+async def _savepoint(s: Session, stmt: A.TransactionStmt) -> Result:
+    """SAVEPOINT, RELEASE and ROLLBACK TO. Rolling back takes back the staged writes
+    since the savepoint and, in the writing transaction, the versions stamped since
+    (`undo_writes`)."""
+    savepoints = s.savepoints
     if s.status == "I":
         savepoints.clear()
         word = stmt.kind.name.removeprefix("TRANS_STMT_").replace("_", " ")
@@ -105,11 +106,10 @@ def _savepoint(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> R
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
-        savepoints.append((name, s.staged.mark()))
-        if s.write is not None:  # COPY FREEZE: tables fresh in this subtransaction only
-            s.write.fresh.clear()
+        written = s.write.mark() if s.write is not None else None
+        savepoints.append(Savepoint(name, s.staged.mark(), written))
         return Result("SAVEPOINT")
-    names = [n for n, _ in savepoints]
+    names = [sp.name for sp in savepoints]
     if name not in names:
         raise SQLError(f'savepoint "{name}" does not exist', "3B001")
     pos = len(names) - 1 - names[::-1].index(name)
@@ -120,14 +120,36 @@ def _savepoint(s: Session, savepoints: Savepoints, stmt: A.TransactionStmt) -> R
             )
         del savepoints[pos:]
         return Result("RELEASE")
-    if s.write is not None:
-        raise FeatureNotSupported(
-            "ROLLBACK TO SAVEPOINT after a write in the transaction is not supported"
-        )
-    s.staged.truncate(savepoints[pos][1])  # fast-path writes since then (staged) go
+    mark = savepoints[pos].written
+    if s.write is not None and mark is not None:
+        await asyncio.to_thread(undo_writes, s.write, mark)
+    s.staged.truncate(savepoints[pos].staged)  # fast-path writes since then (staged) go
     del savepoints[pos + 1 :]
     s.status = "T"
     return Result("ROLLBACK")
+
+
+def undo_writes(w: WriteTxn, mark: WriteMark) -> None:
+    """ROLLBACK TO SAVEPOINT in the writing transaction (blocking): the versions stamped
+    since `mark` go, those ended since live again, and the change rows recorded since
+    are forgotten. A schema change since, or a statement DuckDB failed (its transaction
+    then takes only ROLLBACK), cannot be taken back: 0A000."""
+    if w.schema_changed_since(mark):
+        raise FeatureNotSupported(
+            "ROLLBACK TO SAVEPOINT after a schema change since the savepoint is not supported",
+            hint="ROLLBACK the transaction and run it again.",
+        )
+    try:
+        Replica.undo_stamps(w.cur, w.touched, mark.stamp)
+    except duckdb.Error:
+        raise FeatureNotSupported(
+            "ROLLBACK TO SAVEPOINT after this failed statement is not supported",
+            hint="ROLLBACK the transaction and run it again.",
+        ) from None
+    for oid in list(w.changes):
+        del w.changes[oid][mark.changes.get(oid, 0) :]
+        if not w.changes[oid]:
+            del w.changes[oid]
 
 
 async def in_write(s: Session, blocking: Callable[..., Result], *args: Any) -> Result:
@@ -181,6 +203,8 @@ async def begin_write(s: Session) -> WriteTxn:
         catalog=instance.catalog.copy(),
     )
     s.write.catalog.creator = s.role_oid  # owner of what this transaction creates
+    for sp in s.savepoints:  # taken before it began: ROLLBACK TO takes back all of it
+        sp.written = WriteMark(PENDING, {}, s.write.ddl())
     return s.write
 
 
@@ -328,7 +352,7 @@ def _finish_duckdb(w: WriteTxn, epoch: int) -> tuple[dict[int, pa.Table], dict[i
     each table ALTER rewrote (its changes are in it)."""
     rewritten = {o for o in w.rewritten if isinstance(w.catalog.by_oid(o), Table)}
     try:
-        if w.stamp == PENDING:
+        if w.explicit:
             Replica.restamp(w.cur, w.touched, epoch)
         rewrites = {oid: Replica.history(w.cur, w.catalog.by_oid(oid)) for oid in rewritten}
         w.cur.execute("COMMIT")

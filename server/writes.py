@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,7 @@ from headwater.server.ref_counts import Pair, references, referencing
 from headwater.server.results import Field, Result, arrow_fields, rows_of, sourced
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import ENCODE_OFF_LOOP_BYTES, RID, WEIGHT
-from headwater.storage.replica import PENDING, Replica, quote
+from headwater.storage.replica import Replica, quote
 from pglast.enums import OnConflictAction
 
 from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError, WrongObjectType
@@ -244,24 +245,48 @@ def _stage_point(
 def apply_staged(s: Session, w: WriteTxn) -> Result:
     """The block's staged INSERTs and point writes into its writing transaction
     (blocking), for a statement that reads or writes otherwise: from here on the block
-    writes there (its row locks are held until it ends)."""
-    by_table: dict[int, tuple[Table, list[tuple[Any, ...]]]] = {}
-    for table, rows in s.staged.parts:  # one DuckDB check and insert per table
-        by_table.setdefault(id(table), (table, []))[1].extend(rows)
-    written: dict[int, tuple[Table, list[Any]]] = {}
-    for table, key, rid, read, new in s.staged.rows.values():
-        if new == read:
-            continue
-        if s.instance.batcher.live_row(table, key) != (rid, read):  # a general writer's
+    writes there (its row locks are held until it ends). What each SAVEPOINT of the
+    block followed is written under its own stamp (WriteTxn.mark), so that ROLLBACK TO
+    can still take it back."""
+    staged = s.staged
+    tables = {id(t): t for t, _ in staged.parts}
+    for table, key, rid, read, new in staged.rows.values():
+        tables[id(table)] = table
+        if new != read and s.instance.batcher.live_row(table, key) != (rid, read):
             raise SQLError("could not serialize access due to concurrent update", "40001")
-        written.setdefault(id(table), (table, []))[1].append((rid, read, new))
     s.staged = StagedWrites()
-    for table, _ in [*by_table.values(), *written.values()]:
+    for table in tables.values():
         current = w.catalog.by_oid(table.oid)
         if current is not table and current != table:  # ALTERed or dropped meanwhile
             raise SQLError(
                 f'relation "{table.name}" changed during the transaction; retry', "40001"
             )
+    bounds = [(0, {}), *(sp.staged for sp in s.savepoints), (len(staged.parts), staged.rows)]
+    for i, ((start, before), (end, after)) in enumerate(itertools.pairwise(bounds)):
+        if i:  # what was staged before the savepoint is written now
+            s.savepoints[i - 1].written, s.savepoints[i - 1].staged = w.mark(), s.staged.mark()
+        _apply_segment(s, w, staged.parts[start:end], before, after)
+    return Result("")
+
+
+def _apply_segment(
+    s: Session,
+    w: WriteTxn,
+    parts: list[tuple[Table, Any]],
+    before: dict[tuple[int, Any], BlockRow],
+    after: dict[tuple[int, Any], BlockRow],
+) -> None:
+    """The staged INSERTs `parts`, and the point writes that took the rows from their
+    versions in `before` (or the live ones) to those in `after`."""
+    by_table: dict[int, tuple[Table, list[tuple[Any, ...]]]] = {}
+    for table, rows in parts:  # one DuckDB check and insert per table
+        by_table.setdefault(id(table), (table, []))[1].extend(rows)
+    written: dict[int, tuple[Table, list[Any]]] = {}
+    for k, row in after.items():
+        prior = before.get(k)
+        old = row.read if prior is None else prior.new
+        if prior is not row and old != row.new:
+            written.setdefault(id(row.table), (row.table, []))[1].append((row.rid, old, row.new))
     for table, rows in by_table.values():
         apply(w, table, None, rows_table(table, rows, s.instance.allocate_rids(len(rows))))
     for table, changed in written.values():
@@ -269,7 +294,6 @@ def apply_staged(s: Session, w: WriteTxn) -> Result:
         kept = [(rid, n) for rid, _, n in changed if n is not None]
         new = rows_table(table, [n for _, n in kept], [rid for rid, _ in kept]) if kept else None
         apply(w, table, old, new)
-    return Result("")
 
 
 def _returned(
@@ -649,7 +673,7 @@ def apply(
     pass the checks (COPY: the change log encodes them meanwhile)."""
     cur = w.cur
     if old is not None and old.num_rows:
-        born = w.stamp != PENDING or table.oid in w.inserted
+        born = not w.explicit or table.oid in w.inserted
         Replica.retire_versions(cur, table, old.column(RID), w.stamp, born)
     added = None
     if new is not None and new.num_rows:

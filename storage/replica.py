@@ -8,7 +8,8 @@ Each user table is stored as `hw.t{oid}` with three hidden columns:
 
 A read at epoch E sees `_hw_from <= E < _hw_to`, so any retained epoch can be read
 and rows of an epoch that is not yet durable stay invisible. A transaction with
-explicit BEGIN stamps its rows PENDING and restamps them with its epoch at COMMIT.
+explicit BEGIN stamps its rows PENDING (one lower after each SAVEPOINT, so that ROLLBACK
+TO can tell what came after it) and restamps them with its epoch at COMMIT.
 The replica is rebuilt from the change log at start (see `rebuild_table`).
 """
 
@@ -30,6 +31,7 @@ from headwater.storage.key_index import KeyIndex
 
 LIVE = 2**63 - 1  # the `_hw_to` of a row version that is still current
 PENDING = 2**63 - 2
+PENDING_LOW = PENDING - 2**32  # the lowest stamp a block's SAVEPOINTs take
 FROM = "_hw_from"
 TO = "_hw_to"
 HIDDEN = (RID, FROM, TO)
@@ -253,26 +255,36 @@ class Replica:
 
     @staticmethod
     def restamp(cur: duckdb.DuckDBPyConnection, oids: Iterable[int], epoch: int) -> None:
-        """At COMMIT: a transaction's PENDING versions take its epoch (one statement a
+        """At COMMIT: a transaction's pending versions take its epoch (one statement a
         table: each costs ~1 ms whatever it changes)."""
+        pending = f"BETWEEN {PENDING_LOW} AND {PENDING}"
         for oid in oids:
             cur.execute(
                 f"UPDATE {physical(oid)} SET "
-                f"{FROM} = CASE WHEN {FROM} = {PENDING} THEN {epoch} ELSE {FROM} END, "
-                f"{TO} = CASE WHEN {TO} = {PENDING} THEN {epoch} ELSE {TO} END "
-                f"WHERE {FROM} = {PENDING} OR {TO} = {PENDING}"
+                f"{FROM} = CASE WHEN {FROM} {pending} THEN {epoch} ELSE {FROM} END, "
+                f"{TO} = CASE WHEN {TO} {pending} THEN {epoch} ELSE {TO} END "
+                f"WHERE {FROM} {pending} OR {TO} {pending}"
             )
+
+    @staticmethod
+    def undo_stamps(cur: duckdb.DuckDBPyConnection, oids: Iterable[int], stamp: int) -> None:
+        """ROLLBACK TO SAVEPOINT: forget the versions a block added at stamps <= `stamp`
+        (those after the savepoint) and make the ones it ended there live again."""
+        since = f"BETWEEN {PENDING_LOW} AND {stamp}"
+        for oid in oids:
+            t = physical(oid)
+            cur.execute(f"DELETE FROM {t} WHERE {FROM} {since}")
+            cur.execute(f"UPDATE {t} SET {TO} = {LIVE} WHERE {TO} {since}")
 
     def undo_epochs(self, oids: Iterable[int], first_epoch: int) -> None:
         """Forget every version written by epochs >= first_epoch (they never became durable)."""
         cur = self.cursor()
         try:
+            since = f"BETWEEN {first_epoch} AND {PENDING_LOW - 1}"
             for oid in oids:
                 t = physical(oid)
-                cur.execute(f"DELETE FROM {t} WHERE {FROM} >= {first_epoch} AND {FROM} < {PENDING}")
-                cur.execute(
-                    f"UPDATE {t} SET {TO} = {LIVE} WHERE {TO} >= {first_epoch} AND {TO} < {PENDING}"
-                )
+                cur.execute(f"DELETE FROM {t} WHERE {FROM} {since}")
+                cur.execute(f"UPDATE {t} SET {TO} = {LIVE} WHERE {TO} {since}")
         finally:
             cur.close()
 

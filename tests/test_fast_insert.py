@@ -406,3 +406,121 @@ def test_a_view_over_rows_written_in_a_zone(hw_server, table_name: str) -> None:
         want = c.execute(f"SELECT k, count(*), max(at) FROM {table} GROUP BY k ORDER BY k")
         assert got == want.fetchall()
         c.execute(f"DROP MATERIALIZED VIEW {table}_v")
+
+
+# -- ROLLBACK TO SAVEPOINT after writes the block made in its writing transaction (a
+# statement the fast paths do not take: a non-key UPDATE, INSERT ... SELECT, a DELETE
+# with CASCADE), before and after staged ones (server/transactions.py undo_writes)
+SAVEPOINT_SETUP = [
+    "CREATE TABLE {t} (id serial PRIMARY KEY, k int UNIQUE, v text)",
+    "CREATE TABLE {t}_c (id int PRIMARY KEY, p int REFERENCES {t} ON DELETE CASCADE)",
+    "INSERT INTO {t} (k, v) VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    "INSERT INTO {t}_c VALUES (10, 1), (20, 2), (21, 2)",
+]
+SAVEPOINT_SCRIPT = [
+    # staged before and after a savepoint, then a general write, then back
+    "BEGIN",
+    "INSERT INTO {t} (k, v) VALUES (4, 'd')",
+    "SAVEPOINT a",
+    "INSERT INTO {t} (k, v) VALUES (5, 'e')",
+    "UPDATE {t} SET v = v || '!' WHERE v IN ('a', 'e')",  # the general path
+    "SELECT k, v FROM {t} ORDER BY k",
+    "ROLLBACK TO SAVEPOINT a",
+    "SELECT k, v FROM {t} ORDER BY k",
+    "INSERT INTO {t} (k, v) SELECT k + 10, v FROM {t} WHERE k < 3",
+    "COMMIT",
+    "SELECT k, v FROM {t} ORDER BY k",
+    # in the writing transaction: nested savepoints, a failed statement, RELEASE
+    "BEGIN",
+    "UPDATE {t} SET v = 'u' WHERE k > 10",
+    "SAVEPOINT a",
+    "DELETE FROM {t} WHERE v = 'u'",
+    "SAVEPOINT b",
+    "UPDATE {t} SET k = k + 100 WHERE k < 4",
+    "INSERT INTO {t} (k, v) SELECT 101, 'dup'",  # 23505 after the UPDATE above
+    "SELECT 1",  # 25P02
+    "ROLLBACK TO SAVEPOINT b",
+    "SELECT k, v FROM {t} ORDER BY k",
+    "ROLLBACK TO SAVEPOINT a",
+    "SELECT k, v FROM {t} ORDER BY k",
+    "SAVEPOINT c",
+    "UPDATE {t} SET v = 'w' WHERE k = 11",
+    "RELEASE SAVEPOINT c",
+    "ROLLBACK TO SAVEPOINT a",  # takes back what followed c too
+    "UPDATE {t} SET v = 'x' WHERE k = 12",
+    "COMMIT",
+    "SELECT k, v FROM {t} ORDER BY k",
+    # point writes staged on both sides of a savepoint (one row twice), then back
+    "BEGIN",
+    "UPDATE {t} SET v = 'p' WHERE id = 1",
+    "SAVEPOINT a",
+    "UPDATE {t} SET v = 'q' WHERE id = 1",
+    "DELETE FROM {t} WHERE id = 3",
+    "UPDATE {t} SET v = v || '?' WHERE k > 0",
+    "ROLLBACK TO SAVEPOINT a",
+    "SELECT id, k, v FROM {t} ORDER BY id",
+    "COMMIT",
+    # a referenced row's DELETE cascades; back, then again
+    "BEGIN",
+    "SAVEPOINT a",
+    "DELETE FROM {t} WHERE k = 2",
+    "SELECT * FROM {t}_c ORDER BY id",
+    "ROLLBACK TO SAVEPOINT a",
+    "SELECT * FROM {t}_c ORDER BY id",
+    "DELETE FROM {t} WHERE k = 1",
+    "COMMIT",
+    "SELECT id, k, v FROM {t} ORDER BY id",
+    "SELECT * FROM {t}_c ORDER BY id",
+    "SELECT last_value, is_called FROM {t}_id_seq",
+]
+
+
+def test_rollback_to_savepoint_after_writes_as_postgres(
+    hw_server, pg_oracle, table_name: str
+) -> None:  # type: ignore[no-untyped-def]
+    """ROLLBACK TO SAVEPOINT takes back what a block wrote since the savepoint in its
+    writing transaction as in PostgreSQL (it was 0A000), statement by statement; a
+    materialized view over the table follows what was committed."""
+    t = f"{table_name}_sp"
+    setup = [sql.format(t=t) for sql in SAVEPOINT_SETUP]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
+        view = f"SELECT k % 2 AS odd, count(*), string_agg(v, ',' ORDER BY v) FROM {t} GROUP BY 1"
+        hw.execute(f"CREATE MATERIALIZED VIEW {t}_mv AS {view}")
+        for sql in SAVEPOINT_SCRIPT:
+            sql = sql.format(t=t)
+            got, want = (_run(c, sql, False) for c in (hw, pg))
+            assert got == want, sql
+        assert hw.execute(f"SELECT * FROM {t}_mv ORDER BY 1").fetchall() == (
+            pg.execute(f"{view} ORDER BY 1").fetchall()
+        )
+
+
+def test_rollback_to_savepoint_refusals(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """What cannot be taken back is 0A000 naming why, and the block then takes ROLLBACK:
+    a schema change since the savepoint; a statement DuckDB failed (its transaction
+    takes nothing more). Nothing of the block is committed."""
+    t = f"{table_name}_spr"
+    with psycopg.connect(hw_server.dsn, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {t} (k int PRIMARY KEY, v text)")
+        c.execute(f"INSERT INTO {t} VALUES (1, 'a')")
+        cases = [
+            (f"CREATE TABLE {t}_x (a int)", None, "schema change"),
+            (f"UPDATE {t} SET v = (k / 0)::text WHERE v = 'b'", "22012", "failed statement"),
+        ]
+        for statement, fails, why in cases:
+            c.execute("BEGIN")
+            c.execute(f"UPDATE {t} SET v = 'b' WHERE v = 'a'")
+            c.execute("SAVEPOINT a")
+            if fails:
+                with pytest.raises(psycopg.Error) as err:
+                    c.execute(statement)
+                assert err.value.sqlstate == fails
+            else:
+                c.execute(statement)
+            with pytest.raises(psycopg.errors.FeatureNotSupported, match=why):
+                c.execute("ROLLBACK TO SAVEPOINT a")
+            with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+                c.execute("SELECT 1")
+            c.execute("ROLLBACK")
+            assert c.execute(f"SELECT * FROM {t}").fetchall() == [(1, "a")]
+        assert c.execute(f"SELECT to_regclass('{t}_x')").fetchone() == (None,)
