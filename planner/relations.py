@@ -207,6 +207,12 @@ class BoundRead:
     duckdb: Any = None  # the SQL parsed by DuckDB once (server/reads.py)
     shape: Any = None  # ((names, DuckDB types), fields) of its last result
     seconds: float = 0.0  # CPU its last execution took in DuckDB (server/reads.py)
+    tables: frozenset[int] = frozenset()  # tables read
+    depends: frozenset[int] = frozenset()  # tables and views named, plain views expanded
+    # server/result_cache.py: the tables its result follows (False: not worked out yet,
+    # None: not to be reused), and its last result with the epoch it was read at
+    deps: frozenset[int] | bool | None = False
+    result: Any = None
 
 
 class ReadPlans:

@@ -93,6 +93,8 @@ class Instance:
         self.snapshots = EngineSnapshots(self)  # --object-store: the engine's state
         # epoch -> (closed at, rows changed per table oid): headwater_catalog.epochs
         self.epoch_history: dict[int, tuple[float, dict[int, int]]] = {}
+        self.table_changed: dict[int, int] = {}  # table oid -> the last epoch that changed it
+        self.reads_reused = 0  # reads answered from their last result (server/result_cache.py)
         self.retained_from = 0  # oldest epoch AS OF can read (history before it vacuumed)
         self._vacuum_task: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
@@ -170,6 +172,7 @@ class Instance:
         for h in epochs:
             changed = {int(o): n for o, n in h.get("rows", {}).items()}
             self.epoch_history[h["epoch"]] = (h.get("closed_at", 0.0), changed)
+            self.table_changed.update(dict.fromkeys(changed, h["epoch"]))
         rows = 0
         respool_after = self.matviews.recover_before_replica()
         for table in self.catalog.tables():
@@ -195,10 +198,10 @@ class Instance:
         )
 
     def _record_epoch(self, rec: EpochRecord) -> None:
-        self.epoch_history[rec.epoch] = (
-            rec.closed_at,
-            {oid: t.num_rows for oid, t in rec.changes.items() if t.num_rows},
-        )
+        changed = {oid: t.num_rows for oid, t in rec.changes.items() if t.num_rows}
+        self.epoch_history[rec.epoch] = (rec.closed_at, changed)
+        for oid in changed:
+            self.table_changed[oid] = rec.epoch
 
     def epoch_closed_at(self, epoch: int) -> float | None:
         h = self.epoch_history.get(epoch)

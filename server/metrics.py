@@ -25,6 +25,9 @@ from what headwater_catalog.views and headwater_catalog.sinks show:
     headwater_epochs_total                   epochs made durable (rate(): epochs/s)
     headwater_commit_seconds                 histogram: an epoch sealed -> durable
     headwater_stage_restarts_total           restarts of the views' Spark stage
+    headwater_read_results_reused_total      reads answered from the statement's last
+                                             result, nothing under it changed since
+                                             (server/result_cache.py)
     headwater_connections                    client connections
     headwater_memory_rss_bytes               the server process' resident memory
 
@@ -90,6 +93,11 @@ class _Collector:
         )
         restarts.add_metric([], inst.matviews.stage_restarts)
         yield restarts
+        reused = CounterMetricFamily(
+            "headwater_read_results_reused", "reads answered from the statement's last result"
+        )
+        reused.add_metric([], inst.reads_reused)
+        yield reused
         conns = GaugeMetricFamily("headwater_connections", "client connections")
         conns.add_metric([], len(self.connections()))
         yield conns

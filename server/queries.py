@@ -20,7 +20,7 @@ from headwater.planner.output_types import output_sources
 from headwater.planner.params import epoch_parameter
 from headwater.planner.relations import Binder, ReadPlans
 from headwater.planner.serving import SERVE_FROM_IR, serving_sql
-from headwater.server import epoch_choice, point_reads, read_plans, reads
+from headwater.server import epoch_choice, point_reads, read_plans, reads, result_cache
 from headwater.server.binders import read_binder
 from headwater.server.duckdb_calls import fetch
 from headwater.server.results import ArrowRows, Field, Result, arrow_fields, sourced
@@ -89,8 +89,16 @@ async def _select(
     last = plan.seconds if plan.shape is not None else None
     if timed and last is not None:
         last = max(last, reads.INLINE)
-    names, types, out, took = await reads.run(last, reads.fetch, cur, query, args)
-    plan.seconds = took
+    # a plan the connection reuses answers from its last result while that holds
+    reused = epoch is not None and as_of is None and plans.get(stmt) is plan
+    kept = result_cache.lookup(s, plan, stmt, params, epoch) if reused else None
+    if kept is not None:
+        names, types, out = kept
+    else:
+        names, types, out, took = await reads.run(last, reads.fetch, cur, query, args)
+        plan.seconds = took
+        if reused:
+            result_cache.keep(s, plan, params, epoch, (names, types, out))
     rows = ArrowRows(out) if isinstance(out, pa.Table) else out
     shape = (names, types)
     if plan.shape is not None and plan.shape[0] == shape:

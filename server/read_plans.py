@@ -58,6 +58,8 @@ def bound(
         guards,
         output_sources(stmt if translated is None else translated, s.catalog, s.search_path()),
         used,
+        tables=frozenset(binder.tables),
+        depends=frozenset(binder.depends),
     )
     if cache and s.write is None and not binder.uses_system and plans.kept(stmt):
         plans.put(plan)

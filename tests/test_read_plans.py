@@ -129,3 +129,77 @@ def test_repeated_catalog_query_is_fresh(hw_server, table_name: str) -> None:  #
         assert c.execute(q, [pattern]).fetchone() == (2,)
         with pytest.raises(errors.UndefinedTable):
             c.execute(f"SELECT * FROM {table_name}_missing WHERE k = %s", [1])
+
+
+# -- a bound read's last result, reused while nothing under it changed (server/result_cache.py)
+REUSE_SETUP = [
+    "CREATE TABLE {t} (k int PRIMARY KEY, g int, v numeric(10,2), at timestamptz)",
+    "CREATE TABLE {t}_u (k int PRIMARY KEY, x int)",
+    "INSERT INTO {t} SELECT i, i % 3, i * 1.5, '2026-11-29 23:30+00' FROM generate_series(1, 9) i",
+    "CREATE VIEW {t}_pv AS SELECT g, v FROM {t} WHERE k > 2",
+]
+REUSE_READS = [
+    ("SELECT * FROM {t}_mv ORDER BY g", ()),
+    ("SELECT sum(n) FROM {t}_mv WHERE g >= %s", (1,)),
+    ("SELECT sum(n) FROM {t}_mv WHERE g >= %s", (2,)),
+    ("SELECT count(*), sum(v) FROM {t}_pv", ()),
+    ("SELECT m.g, m.n, u.x FROM {t}_mv m JOIN {t}_u u ON u.k = m.g ORDER BY 1", ()),
+    ("SELECT k, at::date FROM {t} WHERE k < 3 ORDER BY k", ()),  # follows TimeZone
+]
+REUSE_WRITES = [
+    "INSERT INTO {t} VALUES (10, 1, 2.5, now())",
+    "UPDATE {t} SET v = v + 1 WHERE k = 4",
+    "INSERT INTO {t}_u VALUES (1, 100), (2, 200)",  # only the join follows it
+    "UPDATE {t} SET g = 2 WHERE v > 10",  # the general path
+    "SET TimeZone = 'Asia/Tokyo'",
+    "DELETE FROM {t} WHERE k = 1",
+    "BEGIN; INSERT INTO {t} VALUES (11, 0, 1, now()); COMMIT",  # staged until COMMIT
+    "ALTER TABLE {t}_u ADD COLUMN y int",
+    "UPDATE {t}_u SET x = 1",
+]
+
+
+def test_reused_results_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """Prepared reads of materialized views, plain views and tables, run three times
+    after each kind of write (to the tables under them and to others; fast, point and
+    general; in a block; DDL; a TimeZone change): every answer is PostgreSQL's, whose
+    view is a plain view over the same tables."""
+    from tests.oracle_scripts import in_schema
+
+    t = f"{table_name}_ru"
+    setup = [sql.format(t=t) for sql in REUSE_SETUP]
+    mv = f"{t}_mv AS SELECT g, count(*) AS n, sum(v) AS s FROM {t} GROUP BY g"
+    with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
+        hw.execute(f"CREATE MATERIALIZED VIEW {mv}")
+        pg.execute(f"CREATE VIEW {mv}")
+        for write in ["SELECT 1", *REUSE_WRITES]:
+            for c in (hw, pg):
+                c.execute(write.format(t=t))
+            for sql, args in REUSE_READS:
+                for _ in range(3):
+                    got, want = (
+                        c.execute(sql.format(t=t), args, prepare=True).fetchall() for c in (hw, pg)
+                    )
+                    assert got == want, (write, sql, args)
+
+
+def test_volatile_and_temporary_reads_are_not_reused(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """A read calling a volatile function runs each time; so does one of a temporary
+    table (its writes are not epochs)."""
+    with psycopg.connect(hw_server.dsn, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {table_name} (k int PRIMARY KEY)")
+        c.execute(f"INSERT INTO {table_name} VALUES (1)")
+        c.execute(
+            f"CREATE MATERIALIZED VIEW {table_name}_mv AS SELECT count(*) AS n FROM {table_name}"
+        )
+        for sql in (
+            f"SELECT n, clock_timestamp() FROM {table_name}_mv",
+            f"SELECT n, random() FROM {table_name}_mv",
+        ):
+            seen = {c.execute(sql, prepare=True).fetchone() for _ in range(3)}
+            assert len(seen) == 3, sql
+        c.execute(f"CREATE TEMP TABLE {table_name}_tmp (k int)")
+        for i in range(3):
+            c.execute(f"INSERT INTO {table_name}_tmp VALUES (%s)", (i,))
+            got = c.execute(f"SELECT count(*) FROM {table_name}_tmp", prepare=True).fetchone()
+            assert got == (i + 1,)
