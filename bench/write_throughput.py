@@ -69,6 +69,10 @@ FK_PARENTS = 100
 UPDATE_COLUMNS = "id bigint PRIMARY KEY, name text, amount numeric(12,2), n bigint"
 UPDATE_SQL = "UPDATE {t} SET amount = $1, n = n + 1 WHERE id = $2"
 UPDATE_ROWS = 10_000
+# --form update-by: the same by a UNIQUE column that is not the key (a session token, an
+# email): server/scanned_writes.py, no write lock (PostgreSQL: its unique index)
+UPDATE_BY_COLUMNS = "id bigint PRIMARY KEY, name text UNIQUE, amount numeric(12,2), n bigint"
+UPDATE_BY_SQL = "UPDATE {t} SET amount = $1, n = n + 1 WHERE name = $2"
 
 
 def update_key(i: int) -> int:
@@ -224,12 +228,15 @@ async def _connect_asyncpg(
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
     orm_sql = (ORM_FK_INSERT if form == "orm-fk" else ORM_INSERT).format(t=table)
     update_sql = UPDATE_SQL.format(t=table)
+    update_by_sql = UPDATE_BY_SQL.format(t=table)
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, i, name, amount, ts)
         if form == "update":
             return await conn.execute(update_sql, amount, update_key(i))
+        if form == "update-by":
+            return await conn.execute(update_by_sql, amount, f"row {update_key(i)}")
         if form == "orm-fk":
             return await conn.fetchval(orm_sql, name, amount, 1 + i % FK_PARENTS)
         async with _in_transaction(conn, form):
@@ -248,12 +255,15 @@ async def _connect_psycopg(
     orm_sql = ORM_INSERT.format(t=table).replace("$1", "%s").replace("$2", "%s")
     fk_sql = ORM_FK_INSERT.format(t=table).replace("$3, $1, $2", "%s, %s, %s")
     update_sql = UPDATE_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
+    update_by_sql = UPDATE_BY_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, (i, name, amount, ts))
         if form == "update":
             return await conn.execute(update_sql, (amount, update_key(i)))
+        if form == "update-by":
+            return await conn.execute(update_by_sql, (amount, f"row {update_key(i)}"))
         if form == "orm-fk":
             return await (await conn.execute(fk_sql, (1 + i % FK_PARENTS, name, amount))).fetchone()
         async with _in_transaction(conn, form):
@@ -330,7 +340,10 @@ def bench_insert(
 ) -> tuple[float, float, float, float]:
     """Returns (acknowledged INSERT tps, p50 ms, p99 ms, server CPU ms per INSERT)."""
     table = table_name("insert")
-    columns = {"plain": COLUMNS, "update": UPDATE_COLUMNS}.get(form, ORM_COLUMNS)
+    columns = {"plain": COLUMNS, "update": UPDATE_COLUMNS, "update-by": UPDATE_BY_COLUMNS}.get(
+        form, ORM_COLUMNS
+    )
+    updates = form in ("update", "update-by")
     parent = f"{table}_parent"
     if form == "orm-fk":
         create_table(dsn, parent, "id bigint PRIMARY KEY, name text")
@@ -341,7 +354,7 @@ def bench_insert(
             )
         columns += f", parent_id bigint NOT NULL REFERENCES {parent}"
     create_table(dsn, table, columns)
-    if form == "update":
+    if updates:
         with connect(dsn) as c:
             c.execute(
                 f"INSERT INTO {table} SELECT g, 'row ' || g, 0, 0"
@@ -351,7 +364,7 @@ def bench_insert(
         in_window, total, lat, cpu = asyncio.run(
             _insert_run(dsn, table, clients, duration, warmup, driver, form)
         )
-        if form == "update":
+        if updates:
             with connect(dsn) as c:
                 row = c.execute(f"SELECT sum(n) FROM {table}").fetchone()
             if row is None or row[0] != total:
@@ -402,14 +415,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--form",
-        choices=["plain", "orm", "orm-txn", "orm-fk", "update"],
+        choices=["plain", "orm", "orm-txn", "orm-fk", "update", "update-by"],
         default="plain",
         help="the INSERT: every column a parameter (plain), or an ORM's (a serial key"
         " returned, a created-at default: " + ORM_INSERT.format(t="t") + "), or that"
         " inside BEGIN ... COMMIT (orm-txn), or into a table with a FOREIGN KEY (orm-fk: "
         + ORM_FK_INSERT.format(t="t")
         + "); or, instead of INSERTs, point UPDATEs of a"
-        f" {UPDATE_ROWS:,}-row table by key (update: " + UPDATE_SQL.format(t="t") + ")",
+        f" {UPDATE_ROWS:,}-row table by key (update: " + UPDATE_SQL.format(t="t") + ") or by a"
+        " UNIQUE column (update-by: " + UPDATE_BY_SQL.format(t="t") + ")",
     )
     p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
     p.add_argument(
@@ -447,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     }.get(args.form, "")
     if args.form == "update":
         form = f" (point UPDATE by key instead: {UPDATE_SQL.format(t='t')})"
+    if args.form == "update-by":
+        form = f" (UPDATE by a UNIQUE column instead: {UPDATE_BY_SQL.format(t='t')})"
     m_tps = report.metric(f"INSERT x{args.clients} clients{form}", "tx/s")
     m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
     m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)

@@ -315,14 +315,17 @@ class Selection:
 _ONE = "_hw_one"
 
 
-def _from_and_where(table: Table, alias: str, extra_from: Any, where: Any, binder: Binder) -> str:
+def _from_and_where(
+    table: Table, alias: str, extra_from: Any, where: Any, binder: Binder, target: str | None
+) -> str:
     """` FROM <target> AS alias[, <FROM / USING items>][ WHERE ...]`, bound as one
     query as PostgreSQL scopes it: the items may be joins, subqueries, VALUES, and
     name the target's alias in WHERE."""
     one = A.ResTarget(name=_ONE, val=A.A_Const(val=A.Integer(ival=1)))
     if not extra_from:
         where = _key_sets(table, alias, where)
-    sql = _bind_over(binder, target_rows(table), alias, (one,), extra_from, where)
+    rows = target_rows(table) if target is None else target
+    sql = _bind_over(binder, rows, alias, (one,), extra_from, where)
     prefix = f"SELECT 1 AS {_ONE} "
     assert sql.startswith(prefix), sql
     return " " + sql[len(prefix) :]
@@ -411,7 +414,11 @@ def _extras(stmt: Any, items: Any) -> tuple[tuple[str, ...], str]:
     return aliases, "".join(f", {quote(a)} AS _hw_f{i}" for i, a in enumerate(aliases))
 
 
-def update_sql(stmt: A.UpdateStmt, table: Table, binder: Binder) -> Selection:
+def update_sql(
+    stmt: A.UpdateStmt, table: Table, binder: Binder, target: str | None = None
+) -> Selection:
+    """The rows an UPDATE matches, old and new; `target`: the SQL of the target's rows
+    (by default its current rows in the replica, `target_rows`)."""
     alias = stmt.relation.alias.aliasname if stmt.relation.alias else table.name
     assignments: dict[str, str] = {}
     for rt in stmt.targetList:
@@ -434,17 +441,20 @@ def update_sql(stmt: A.UpdateStmt, table: Table, binder: Binder) -> Selection:
     a = quote(alias)
     old = ", ".join(f"{a}.{quote(c.name)}" for c in table.columns)
     new = ", ".join(assignments.get(c.name, f"{a}.{quote(c.name)}") for c in table.columns)
-    body = _from_and_where(table, alias, stmt.fromClause, stmt.whereClause, binder)
+    body = _from_and_where(table, alias, stmt.fromClause, stmt.whereClause, binder, target)
     aliases, rows = _extras(stmt, stmt.fromClause)
     return Selection(f"SELECT {a}.{RID}, {old}, {new}{rows}{body}", alias, aliases)
 
 
-def delete_sql(stmt: A.DeleteStmt, table: Table, binder: Binder) -> Selection:
+def delete_sql(
+    stmt: A.DeleteStmt, table: Table, binder: Binder, target: str | None = None
+) -> Selection:
+    """The rows a DELETE matches; `target` as for update_sql."""
     alias = stmt.relation.alias.aliasname if stmt.relation.alias else table.name
     a = quote(alias)
     cols = ", ".join(f"{a}.{quote(c.name)}" for c in table.columns)
     sep = ", " if cols else ""
-    body = _from_and_where(table, alias, stmt.usingClause, stmt.whereClause, binder)
+    body = _from_and_where(table, alias, stmt.usingClause, stmt.whereClause, binder, target)
     aliases, rows = _extras(stmt, stmt.usingClause)
     return Selection(f"SELECT {a}.{RID}{sep}{cols}{rows}{body}", alias, aliases)
 

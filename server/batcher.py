@@ -719,6 +719,24 @@ class InsertBatcher:
         live = self._live_rows(table.oid)
         return None if live is None else live.rows.get(key)
 
+    def pending_rows(self, table: Table) -> tuple[list[int], list[tuple[int, Row]]]:
+        """Changes to `table` staged but not in DuckDB yet (the flush applies them): the
+        row ids whose version there is not current, and the current versions (row id,
+        row) of those that still exist. Needs the table's live rows (`ensure_live`)."""
+        live = self._live_rows(table.oid)
+        assert live is not None
+        with self._staged_lock:
+            work = [(rows, gone) for _, t, rows, gone in self._unapplied if t.oid == table.oid]
+        stale: set[int] = set()
+        keys: set[Row] = set()
+        names = [c.name for c in live.table.columns]
+        for rows, gone in work:
+            stale.update(gone or ())
+            stale.update(py_list(rows.column(RID)))
+            keys.update(zip(*(py_list(rows.column(names[i])) for i in live.key), strict=True))
+        current = [e for e in map(live.rows.get, keys) if e is not None and e[0] in stale]
+        return sorted(stale), current
+
     def point_writable(self, table: Table) -> bool:
         """False for a table whose live rows were too many to keep (until it changes)."""
         return self._too_big.get(table.oid) is not table

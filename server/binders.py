@@ -42,12 +42,22 @@ def read_binder(s: Session, epoch_param: int, history: bool = False) -> Binder:
 
 def write_binder(s: Session, w: WriteTxn) -> Binder:
     """Writes read tables as the transaction left them and views at their frontier."""
+    return _current(s, w.catalog, lambda: w.cur)
+
+
+def current_binder(s: Session) -> Binder:
+    """A write computed outside a writing transaction (server/scanned_writes.py): tables
+    as the replica has them now, views at their frontier."""
+    return _current(s, s.catalog, s.cursor)
+
+
+def _current(s: Session, catalog: Catalog, cursor: Callable[[], Any]) -> Binder:
     mv = s.instance.matviews
     return SequenceBinder(
-        w.catalog,
+        catalog,
         s.search_path(),
         lambda t: Replica.scan(t, CURRENT),
-        system=system_sql(s, w.catalog, lambda: w.cur),
+        system=system_sql(s, catalog, cursor),
         matview=lambda m: mv.read_sql(m, str(mv.fresh_until(m.oid))),
         sequences=s.instance.sequences,
         session=s,

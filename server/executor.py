@@ -51,6 +51,7 @@ from headwater.server import (
     read_only,
     renames,
     row_locks,
+    scanned_writes,
     sequence_ddl,
     set_show,
     sink_ddl,
@@ -296,14 +297,23 @@ class Executor:
         """INSERT (an autocommitted one of constants through the batcher), UPDATE,
         DELETE, TRUNCATE."""
         s = self.s
+        paths = s.instance.write_paths  # statements per path, for /metrics
         if not temp_tables.targets_temp(s, stmt):
             fast = await writes.fast_insert(s, stmt, params)
-            if fast is None:
-                fast = await writes.fast_point(s, stmt, params)
             if fast is not None:
+                paths["insert"] += 1
+                return fast
+            fast = await writes.fast_point(s, stmt, params)
+            if fast is not None:
+                paths["point"] += 1
+                return fast
+            fast = await scanned_writes.scanned_write(s, stmt, params)
+            if fast is not None:
+                paths["scanned"] += 1
                 return fast
         if s.staged:
             await self._unstage()
+        paths["general"] += 1
         return await transactions.in_write(s, partial(writes.change, s), stmt, params)
 
     async def _unstage(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,8 @@ class Instance:
         self.epoch_history: dict[int, tuple[float, dict[int, int]]] = {}
         self.table_changed: dict[int, int] = {}  # table oid -> the last epoch that changed it
         self.reads_reused = 0  # reads answered from their last result (server/result_cache.py)
+        # INSERT/UPDATE/DELETE/TRUNCATE statements by the path that ran them (executor._write)
+        self.write_paths: Counter[str] = Counter()
         self.retained_from = 0  # oldest epoch AS OF can read (history before it vacuumed)
         self._vacuum_task: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None

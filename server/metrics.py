@@ -25,6 +25,10 @@ from what headwater_catalog.views and headwater_catalog.sinks show:
     headwater_epochs_total                   epochs made durable (rate(): epochs/s)
     headwater_commit_seconds                 histogram: an epoch sealed -> durable
     headwater_stage_restarts_total           restarts of the views' Spark stage
+    headwater_writes_total{path}             INSERT/UPDATE/DELETE/TRUNCATE statements by
+                                             the path that ran them: insert, point,
+                                             scanned (batched, no write lock), general (a
+                                             writing transaction under the write lock)
     headwater_read_results_reused_total      reads answered from the statement's last
                                              result, nothing under it changed since
                                              (server/result_cache.py)
@@ -98,6 +102,12 @@ class _Collector:
         )
         reused.add_metric([], inst.reads_reused)
         yield reused
+        writes = CounterMetricFamily(
+            "headwater_writes", "write statements by the path that ran them", labels=["path"]
+        )
+        for path in ("insert", "point", "scanned", "general"):
+            writes.add_metric([path], inst.write_paths[path])
+        yield writes
         conns = GaugeMetricFamily("headwater_connections", "client connections")
         conns.add_metric([], len(self.connections()))
         yield conns

@@ -80,14 +80,14 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
             return None
         await s.instance.batcher.check_keys(rel, fast.rows, s.staged)
         s.staged.add(rel, fast.rows)
-        return _returned(rel, fast.rows, fast.returning, tag)
+        return returned(rel, fast.rows, fast.returning, tag)
     try:
         s.last_write_epoch = await s.instance.batcher.insert([(rel, fast.rows)])
     except SQLError as e:
         if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
             return None  # ALTERed meanwhile: the general path, on the new table
         raise
-    return _returned(rel, fast.rows, fast.returning, tag)
+    return returned(rel, fast.rows, fast.returning, tag)
 
 
 async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
@@ -135,7 +135,7 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
             locks.release(owner)
         return None
     if now:
-        return _returned(rel, rows, write.returning, f"{verb} {len(rows)}")
+        return returned(rel, rows, write.returning, f"{verb} {len(rows)}")
     try:
         row, epoch = await batcher.point(write, staged=lambda: locks.release(owner))
     except SQLError as e:
@@ -145,7 +145,7 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
         raise
     if epoch:
         s.last_write_epoch = epoch
-    return _returned(rel, [row] if row else [], write.returning, f"{verb} {int(bool(row))}")
+    return returned(rel, [row] if row else [], write.returning, f"{verb} {int(bool(row))}")
 
 
 async def _point_rows(
@@ -296,7 +296,7 @@ def _apply_segment(
         apply(w, table, old, new)
 
 
-def _returned(
+def returned(
     table: Table, rows: list[tuple[Any, ...]], returning: tuple[tuple[str, int], ...], tag: str
 ) -> Result:
     """A fast write's RETURNING columns, typed as PostgreSQL types them (the column's

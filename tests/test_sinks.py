@@ -363,6 +363,9 @@ def test_metrics_scrape(hw: HeadwaterServer, tmp_path: Path) -> None:
         _wait_caught_up(c, ["sk_m_p"], _current_epoch(c))
         c.execute("CREATE MATERIALIZED VIEW sk_m_v AS SELECT count(*) AS n FROM sk_m")
         c.execute("INSERT INTO sk_m VALUES (51)")  # a batch of the view
+        c.execute("CREATE TABLE sk_w (id int PRIMARY KEY, v int)")
+        c.execute("INSERT INTO sk_w VALUES (1, 1), (2, 2)")
+        c.execute("UPDATE sk_w SET v = v + 1 WHERE v > 1")  # server/scanned_writes.py
         for _ in range(3):  # the first read runs; the next two reuse its result
             assert c.execute("SELECT n FROM sk_m_v", prepare=True).fetchone() == (51,)
         views = {
@@ -383,6 +386,9 @@ def test_metrics_scrape(hw: HeadwaterServer, tmp_path: Path) -> None:
     assert samples["headwater_commit_seconds_count"][()] >= 1
     assert samples["headwater_connections"][()] >= 0
     assert samples["headwater_read_results_reused_total"][()] >= 2
+    by_path = samples["headwater_writes_total"]
+    assert by_path[(("path", "insert"),)] >= 1 and by_path[(("path", "general"),)] >= 1
+    assert by_path[(("path", "scanned"),)] >= 1
     assert samples["headwater_memory_rss_bytes"][()] > 0
     shown = {dict(k)["view"] for k in samples.get("headwater_view_status", {})}
     assert shown == views
