@@ -157,7 +157,8 @@ def _rows(rel: Table, both: pa.Table, delete: bool) -> list[tuple[Row, int, Row,
     new: list[Any] = [None] * len(old) if delete else list(zip(*cols[1 + n :], strict=True))
     pk = rel.primary_key
     assert pk is not None
-    at = [i for i, c in enumerate(rel.columns) if c.name in pk.columns]
+    names = [c.name for c in rel.columns]
+    at = [names.index(c) for c in pk.columns]  # the key's values in its own order
     return [
         (tuple(r[i] for i in at), rid, r, v) for rid, r, v in zip(cols[0], old, new, strict=True)
     ]

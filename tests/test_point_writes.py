@@ -582,6 +582,11 @@ SCANNED = [
     " DATE '2026-01-01' + g, NULL FROM generate_series(1, 40) g",
     "!CREATE TABLE public.grp (g int PRIMARY KEY, label text)",
     "!INSERT INTO public.grp VALUES (0, 'zero'), (1, 'one'), (2, 'two'), (3, 'three')",
+    "!CREATE TABLE public.pair (a int, b text, v int, PRIMARY KEY (b, a))",
+    "!INSERT INTO public.pair SELECT g, 'k' || (g % 3), g FROM generate_series(1, 9) g",
+    "UPDATE pair SET v = v * 10 WHERE v > 4 RETURNING *",  # a key in another order
+    "DELETE FROM pair WHERE v < 3",
+    "SELECT * FROM pair ORDER BY a",
     "UPDATE inv SET qty = qty + 1, note = 'touched' WHERE sku = 'sku7'",
     "UPDATE inv SET price = price * 1.1 WHERE grp = 2 RETURNING id, price",
     "UPDATE inv SET note = coalesce(note, '') || '!'"
