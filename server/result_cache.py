@@ -91,7 +91,7 @@ def lookup(s: Session, plan: BoundRead, stmt: Any, params: list[Any], epoch: int
     if kept is None or plan.deps is None or s.write is not None or s.staged:
         return None
     read_at, args, zone, result = kept
-    if epoch < read_at or args != params or zone != s.settings.values.get("TimeZone"):
+    if epoch < read_at or zone != s.settings.values.get("TimeZone") or args != repr(params):
         return None
     changed = s.instance.table_changed
     if any(changed.get(oid, 0) > read_at for oid in plan.deps):
@@ -110,4 +110,5 @@ def keep(
     if len(rows) > MAX_ROWS or (isinstance(rows, pa.Table) and rows.nbytes > MAX_BYTES):
         plan.result = None
         return
-    plan.result = (epoch, list(params), s.settings.values.get("TimeZone"), result)
+    # parameters by their repr: equal values may still print differently (1.0, 1.00)
+    plan.result = (epoch, repr(params), s.settings.values.get("TimeZone"), result)

@@ -185,7 +185,8 @@ def test_reused_results_as_postgres(hw_server, pg_oracle, table_name: str) -> No
 
 def test_volatile_and_temporary_reads_are_not_reused(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """A read calling a volatile function runs each time; so does one of a temporary
-    table (its writes are not epochs)."""
+    table (its writes are not epochs); parameters equal but printed otherwise (0.0,
+    -0.0) are not the same."""
     with psycopg.connect(hw_server.dsn, autocommit=True) as c:
         c.execute(f"CREATE TABLE {table_name} (k int PRIMARY KEY)")
         c.execute(f"INSERT INTO {table_name} VALUES (1)")
@@ -198,6 +199,11 @@ def test_volatile_and_temporary_reads_are_not_reused(hw_server, table_name: str)
         ):
             seen = {c.execute(sql, prepare=True).fetchone() for _ in range(3)}
             assert len(seen) == 3, sql
+        # equal parameters that print otherwise: each its own result
+        read = f"SELECT n, %s::float8::text AS x FROM {table_name}_mv"
+        for v in (0.0, -0.0, 0.0):
+            shown = c.execute(read, (v,), prepare=True).fetchone()[1]
+            assert shown.startswith("-") == (str(v)[0] == "-"), (v, shown)
         c.execute(f"CREATE TEMP TABLE {table_name}_tmp (k int)")
         for i in range(3):
             c.execute(f"INSERT INTO {table_name}_tmp VALUES (%s)", (i,))
