@@ -53,3 +53,32 @@ def test_psql_session_matches_postgres(hw_server, pg_oracle) -> None:  # type: i
     expected = _psql(pg_oracle.host, pg_oracle.port)
     actual = _psql(hw_server.host, hw_server.port)
     assert actual.splitlines() == expected.splitlines()
+
+
+ROLLBACK_SCRIPT = r"""
+\set ON_ERROR_ROLLBACK on
+CREATE TABLE psql_sp (id int PRIMARY KEY, k text UNIQUE, n int);
+INSERT INTO psql_sp VALUES (1, 'a', 0), (2, 'b', 0);
+BEGIN;
+UPDATE psql_sp SET n = n + 1 WHERE k = 'a';
+INSERT INTO psql_sp SELECT 3, 'c', 0;
+INSERT INTO psql_sp VALUES (4, 'a', 0);
+UPDATE psql_sp SET n = n + 10 WHERE n >= 0;
+INSERT INTO psql_sp VALUES (5, NULL, NULL), (3, 'x', 1);
+COMMIT;
+SELECT * FROM psql_sp ORDER BY id;
+DROP TABLE psql_sp;
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("psql") is None,
+    reason="psql is not installed (apt-get install postgresql-client-15)",
+)
+def test_psql_on_error_rollback_matches_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
+    """psql's ON_ERROR_ROLLBACK wraps each statement of a block in a savepoint and rolls
+    back to it on an error: after a write in the block's writing transaction (here an
+    INSERT ... SELECT) that was 0A000 and lost the block."""
+    expected = run_psql(pg_oracle.host, pg_oracle.port, ROLLBACK_SCRIPT, quiet=True)
+    actual = run_psql(hw_server.host, hw_server.port, ROLLBACK_SCRIPT, quiet=True)
+    assert actual.splitlines() == expected.splitlines()
