@@ -56,8 +56,8 @@ _SEQUENCE_CALLS = frozenset({"nextval", "currval", "setval", "lastval"})
 ATTEMPTS = 3  # reads of a statement whose rows other writers keep changing, then general
 
 
-def _takes(s: Session, stmt: Any) -> Table | None:
-    """The statement's table if this module takes the statement."""
+def _takes(s: Session, stmt: Any) -> tuple[Table, tuple[tuple[str, int], ...]] | None:
+    """The statement's table and RETURNING columns if this module takes the statement."""
     if s.status != "I" or s.write is not None:
         return None
     if not isinstance(stmt, A.UpdateStmt | A.DeleteStmt) or stmt.withClause is not None:
@@ -69,7 +69,8 @@ def _takes(s: Session, stmt: Any) -> Table | None:
         return None
     if not point_writes.eligible(rel) or not s.instance.batcher.point_writable(rel):
         return None
-    if returning_columns(stmt, rel) is None:
+    returning = returning_columns(stmt, rel)
+    if returning is None:  # RETURNING of expressions
         return None
     for node in nodes(stmt):
         if isinstance(node, A.CurrentOfExpr):  # WHERE CURRENT OF a cursor
@@ -77,18 +78,19 @@ def _takes(s: Session, stmt: Any) -> Table | None:
         if isinstance(node, A.FuncCall) and node.funcname[-1].sval.lower() in _SEQUENCE_CALLS:
             return None
     if isinstance(stmt, A.DeleteStmt):
-        return None if references(s.catalog, rel) else rel
+        return None if references(s.catalog, rel) else (rel, returning)
     keyed = {c for k in rel.keys for c in k.columns}
     keyed |= {c for fk in rel.foreign_keys for c in fk.columns}
-    return None if any(rt.name in keyed for rt in stmt.targetList) else rel
+    return None if any(rt.name in keyed for rt in stmt.targetList) else (rel, returning)
 
 
 async def scanned_write(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     """The statement's result, or None for the general path (see the module's docstring)."""
-    rel = _takes(s, stmt)
+    taken = _takes(s, stmt)
     batcher = s.instance.batcher
-    if rel is None or not await batcher.ensure_live(rel):
+    if taken is None or not await batcher.ensure_live(taken[0]):
         return None
+    rel, returning = taken
     delete = isinstance(stmt, A.DeleteStmt)
     binder = current_binder(s)
     sqls: dict[tuple[bool, bool], str] = {}
@@ -117,7 +119,8 @@ async def scanned_write(s: Session, stmt: Any, params: list[Any]) -> Result | No
                 locks.release(owner)
                 return None
             rows = _rows(rel, both, delete)
-            for key, *_ in sorted(rows, key=_order):
+            # in key order, as point writes lock theirs (keys are never NULL, one type)
+            for key in sorted(key for key, *_ in rows):
                 await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
             if not await batcher.ensure_live(rel):  # (too many rows to keep by now)
                 locks.release(owner)
@@ -146,7 +149,7 @@ async def scanned_write(s: Session, stmt: Any, params: list[Any]) -> Result | No
         locks.release(owner)
     verb = "DELETE" if delete else "UPDATE"
     out = [read if delete else n for _, _, read, n in rows]  # in the order read, as PostgreSQL
-    return returned(rel, out, returning_columns(stmt, rel) or (), f"{verb} {len(rows)}")
+    return returned(rel, out, returning, f"{verb} {len(rows)}")
 
 
 def _rows(rel: Table, both: pa.Table, delete: bool) -> list[tuple[Row, int, Row, Row | None]]:
@@ -196,8 +199,3 @@ def _check(s: Session, rel: Table, both: pa.Table) -> None:
     versions = both.select([0, *range(1 + n, 1 + 2 * n)]).rename_columns(names)
     before = both.select(list(range(1 + n))).rename_columns(names)
     constraints.check(rel, versions, s.cursor(), before)
-
-
-def _order(entry: tuple[Any, ...]) -> Any:
-    """Keys in one order whatever their values (two statements lock shared rows alike)."""
-    return tuple((v is None, str(type(v)), v) for v in entry[0])

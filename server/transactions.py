@@ -203,8 +203,9 @@ async def begin_write(s: Session) -> WriteTxn:
         catalog=instance.catalog.copy(),
     )
     s.write.catalog.creator = s.role_oid  # owner of what this transaction creates
+    begun = WriteMark(PENDING, {}, s.write.ddl())
     for sp in s.savepoints:  # taken before it began: ROLLBACK TO takes back all of it
-        sp.written = WriteMark(PENDING, {}, s.write.ddl())
+        sp.written = begun
     return s.write
 
 

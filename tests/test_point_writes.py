@@ -272,6 +272,14 @@ def _url(server: HeadwaterServer) -> str:
     return f"postgresql://headwater@127.0.0.1:{server.port}/headwater"
 
 
+async def _admin(url: str, *setup: str) -> asyncpg.Connection:
+    """A connection that has run `setup`."""
+    admin = await asyncpg.connect(url, ssl=False)
+    for sql in setup:
+        await admin.execute(sql)
+    return admin
+
+
 def test_concurrent_point_writes_share_an_epoch(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """Concurrent UPDATEs of different rows share epochs (each was a writing
     transaction, and an epoch, of its own: 2 change rows per epoch); the sum, a view
@@ -280,11 +288,11 @@ def test_concurrent_point_writes_share_an_epoch(hw_server, table_name: str) -> N
 
     async def run() -> None:
         url = _url(hw_server)
-        admin = await asyncpg.connect(url, ssl=False)
-        await admin.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, n int, s text)")
-        await admin.execute(f"INSERT INTO {t} SELECT g, 0, 'x' FROM generate_series(1, 20) g")
-        await admin.execute(
-            f"CREATE MATERIALIZED VIEW {t}_sum AS SELECT sum(n) AS total, count(*) AS c FROM {t}"
+        admin = await _admin(
+            url,
+            f"CREATE TABLE {t} (id int PRIMARY KEY, n int, s text)",
+            f"INSERT INTO {t} SELECT g, 0, 'x' FROM generate_series(1, 20) g",
+            f"CREATE MATERIALIZED VIEW {t}_sum AS SELECT sum(n) AS total, count(*) AS c FROM {t}",
         )
         reader = await asyncpg.connect(url, ssl=False)
         read = await reader.prepare(f"SELECT n FROM {t} WHERE id = $1")
@@ -623,17 +631,17 @@ def test_scanned_writes_as_postgres(hw_server, pg_oracle) -> None:  # type: igno
 
 def test_concurrent_scanned_writes(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """Clients updating overlapping groups of rows by a non-key column at once: no update
-    is lost (a row changed between the read and the lock sends its statement to the
-    general path), and a view over the table sees every change."""
+    is lost (a row changed between the read and the lock is read again under its lock),
+    and a view over the table sees every change."""
     t = table_name
 
     async def run() -> None:
         url = _url(hw_server)
-        admin = await asyncpg.connect(url, ssl=False)
-        await admin.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, g int, n int)")
-        await admin.execute(f"INSERT INTO {t} SELECT i, i % 6, 0 FROM generate_series(1, 24) i")
-        await admin.execute(
-            f"CREATE MATERIALIZED VIEW {t}_v AS SELECT g, sum(n) AS total FROM {t} GROUP BY g"
+        admin = await _admin(
+            url,
+            f"CREATE TABLE {t} (id int PRIMARY KEY, g int, n int)",
+            f"INSERT INTO {t} SELECT i, i % 6, 0 FROM generate_series(1, 24) i",
+            f"CREATE MATERIALIZED VIEW {t}_v AS SELECT g, sum(n) AS total FROM {t} GROUP BY g",
         )
         clients = [await asyncpg.connect(url, ssl=False) for _ in range(12)]
         sql = f"UPDATE {t} SET n = n + 1 WHERE g = $1"
