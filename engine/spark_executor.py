@@ -44,6 +44,7 @@ from headwater.engine.rules.output import output
 from headwater.engine.spark_batch import SparkBatch, batch_steps, column_types
 from headwater.engine.spark_sql import to_spark
 from headwater.planner.functions import json as json_functions
+from headwater.planner.functions import text_casts
 from sqlglot import exp
 
 log = logging.getLogger("headwater.engine")
@@ -74,6 +75,7 @@ def register_udfs(spark: Any) -> None:
         warnings.simplefilter("ignore", UserWarning)
         spark.udf.register("hw_json_list", arrow_udf(_json_list, "string", scalar))
         spark.udf.register("hw_jsonb_in", arrow_udf(pg_compat._jsonb_in_udf, "string", scalar))
+        spark.udf.register(text_casts.UDF, arrow_udf(text_casts.pg_text, "string", scalar))
         for name in ("hw_json_agg_text", "hw_json_object_agg_text", "hw_json_merge_objects"):
             fn, params, _, strict = json_functions._UDFS[name]
             lifted = json_functions._lift(fn, pa.string, strict, len(params))

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import sqlglot
+from headwater.planner.functions import text_casts
 from sqlglot import exp
 
 Types = Mapping[str, str]  # column name -> DuckDB type
@@ -469,6 +470,13 @@ SPARK_FUNCTIONS = (
     SparkFunction(
         "hw_avg_w(avg OVER w, x)", "-", "none", "window functions are not in views' scope"
     ),
+    SparkFunction(
+        "hw_text(x): x::text, numbers as PostgreSQL prints them",
+        "CASE typeof(x) WHEN 'double' THEN hw_pg_text(CAST(x AS STRING), 'float8') ... END",
+        "udf",
+        "Java prints doubles its own way ('1.0E15', 'NaN'); the same Python as DuckDB's "
+        "reformats its (round-trip exact) text (planner/functions/text_casts.py)",
+    ),
 )
 
 
@@ -486,6 +494,12 @@ def hw_functions(tree: exp.Expression, types: Types) -> exp.Expression:
         if not isinstance(node, exp.Anonymous):
             return node
         name = node.name.lower()
+        if name == text_casts.NAME:  # its argument fixed first: it appears in each branch
+            arg = node.expressions[0].transform(fix)
+            case = sqlglot.parse_one(text_casts.spark_sql("_hw_x"), read="spark")
+            return case.transform(
+                lambda n: arg.copy() if isinstance(n, exp.Column) and n.name == "_hw_x" else n
+            )
         if name not in ("hw_sum", "hw_sum_distinct", "hw_avg", "hw_avg_distinct"):
             return node
         x = node.expressions[0]

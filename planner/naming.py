@@ -42,9 +42,8 @@ def pg_column_name(node: Any) -> str:
     if isinstance(node, A.FuncCall):
         return node.funcname[-1].sval
     if isinstance(node, A.TypeCast):
-        inner = pg_column_name(node.arg)
-        if inner != "?column?":
-            return inner
+        if _strong_name(node.arg):
+            return pg_column_name(node.arg)
         name = node.typeName.names[-1].sval
         return _TYPE_NAMES.get(name, name)
     if isinstance(node, A.CaseExpr):
@@ -83,6 +82,15 @@ def pg_column_name(node: Any) -> str:
             14: "current_schema",
         }.get(node.op, "?column?")
     return "?column?"
+
+
+def _strong_name(node: Any) -> bool:
+    """Whether a cast keeps the name of what it casts: FigureColname's strength 2 (a
+    CASE's name, and a cast's type name, are weaker: `x::float8::text` is "x", but
+    `1.5::float8::text` is "text")."""
+    if isinstance(node, A.TypeCast):
+        return _strong_name(node.arg)
+    return not isinstance(node, A.CaseExpr) and pg_column_name(node) != "?column?"
 
 
 def output_select(stmt: Any) -> A.SelectStmt | None:

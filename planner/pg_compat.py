@@ -29,15 +29,16 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.pgtypes import (
+    QUOTIENT_SCALE,
     normalize_jsonb,
     numeric_div_scale,
-    quotient_scale,
     text_decoder,
 )
 from headwater.catalog.pgtypes.arrays import array_in, parse_array_literal
 from headwater.catalog.types import resolve_type_name
 from headwater.catalog.version import SERVER_VERSION_TEXT
 from headwater.planner import constant_lists, functions
+from headwater.planner.functions import text_casts
 from pglast import parse_sql
 from pglast.enums import (
     A_Expr_Kind,
@@ -56,6 +57,7 @@ SYSTEM_QUALIFIERS = ("pg_catalog", "information_schema")
 
 _REG_TYPES = ("regclass", "regtype", "regnamespace", "regrole", "regproc", "regprocedure")
 _TEXT_TYPES = ("text", "varchar", "name", "bpchar", "char")
+_NUMBER_TYPES = ("float4", "float8", "real", "float", "numeric", "decimal")
 
 # Casts to PostgreSQL-only types: the DuckDB type that stores their values.
 _TYPE_MAP: dict[str, tuple[str, bool]] = {  # name -> (DuckDB type, list of it)
@@ -1317,12 +1319,32 @@ def interval_literal(tc: A.TypeCast) -> A.TypeCast | None:
     )
 
 
-def _is_division(node: Any) -> bool:
-    return (
-        isinstance(node, A.A_Expr)
-        and node.kind == A_Expr_Kind.AEXPR_OP
-        and _names(node.name or ()) == ["/"]
-    )
+def _text_cast(arg: Any) -> A.FuncCall:
+    """`arg` as text, numbers as PostgreSQL prints them (planner/functions/text_casts.py)."""
+    return A.FuncCall(funcname=(A.String(sval=text_casts.NAME),), args=(arg,))
+
+
+def _text_operand(node: Any) -> bool:
+    """Whether `node || x` is surely text concatenation: `node` is a text constant (not
+    an array's or bytea's), a cast to text, or a chain of || holding such a constant."""
+    if isinstance(node, A.A_Const):
+        text = node.val.sval if isinstance(node.val, A.String) else None
+        return text is not None and not text.startswith(("{", "\\x"))
+    if isinstance(node, A.TypeCast):
+        return _type_of(node) in ("text", "varchar")
+    if isinstance(node, A.A_Expr) and _names(node.name or ()) == ["||"]:
+        return _text_operand(node.lexpr) or _text_operand(node.rexpr)
+    return False
+
+
+def _printed_by_type(arg: Any) -> bool:
+    """Whether `arg::text` may print a number (not a constant's or a parameter's text,
+    not a cast to another kind of type, not already hw_text)."""
+    if isinstance(arg, A.A_Const | A.ParamRef):
+        return False
+    if isinstance(arg, A.TypeCast):
+        return _type_of(arg) in _NUMBER_TYPES
+    return not (isinstance(arg, A.FuncCall) and _names(arg.funcname) == [text_casts.NAME])
 
 
 def _typecast(tc: A.TypeCast) -> Any:
@@ -1351,8 +1373,9 @@ def _typecast(tc: A.TypeCast) -> Any:
     arg = tc.arg
     if name in ("bpchar", "varchar"):
         _fit_string_constant(arg, name, tn)
-    if name in ("text", "varchar") and not tn.typmods and _is_division(arg):
-        return A.FuncCall(funcname=(A.String(sval="hw_division_text"),), args=(arg,))
+    if name in ("text", "varchar") and not tn.typmods and _printed_by_type(arg):
+        tc.arg = _text_cast(arg)
+        return tc
     if not tn.arrayBounds and (ranged := functions.range_cast(name, arg)) is not None:
         return ranged
     if name in ("inet", "cidr") and not tn.arrayBounds:
@@ -1509,6 +1532,12 @@ def _a_expr(node: A.A_Expr) -> Any:
     if node.kind == A_Expr_Kind.AEXPR_OP and len(names) == 1:  # jsonb's operators
         if (new := functions.rewrite_operator(names[0], node.lexpr, node.rexpr)) is not None:
             return new
+    if node.kind == A_Expr_Kind.AEXPR_OP and names == ["||"] and node.lexpr is not None:
+        # text || number prints the number with its output function, as ::text does
+        if _text_operand(node.rexpr) and _printed_by_type(node.lexpr):
+            node.lexpr = _text_cast(node.lexpr)
+        elif _text_operand(node.lexpr) and _printed_by_type(node.rexpr):
+            node.rexpr = _text_cast(node.rexpr)
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _COMPARISONS:
         # arr = '{1,2}': the constant takes the other side's type, an array
         for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
@@ -1793,9 +1822,6 @@ def _avg_udf(scale: int) -> Any:
 _INT_TYPES = ("SMALLINT", "INTEGER", "BIGINT")
 _DIV = Context(prec=120, rounding=ROUND_HALF_UP)
 _NUMERIC = "DECIMAL(38,16)"  # unconstrained numeric
-# PostgreSQL's quotients have 16 significant digits, 20 decimals below 1 (1/3 is
-# 0.33333333333333333333); 24+ decimals (below 0.0001) are cut to 20
-QUOTIENT_SCALE = 20
 _QUOTIENT = f"DECIMAL(37,{QUOTIENT_SCALE})"
 
 
@@ -1828,12 +1854,6 @@ def _sum_avg_macros() -> list[str]:
     # avg over a window (a macro cannot hold the window): DuckDB's avg a, or, for integers
     # and numerics, the window's exact sum s over its count n
     out.append(f"CREATE OR REPLACE MACRO hw_try_numeric(x) AS TRY_CAST(x AS {_NUMERIC})")
-    # (a / b)::text: a numeric quotient at its own scale (typeof is known when planned)
-    out.append(
-        "CREATE OR REPLACE MACRO hw_division_text(x) AS CASE WHEN typeof(x) = "
-        f"'{_QUOTIENT}' THEN hw_quotient_text(TRY_CAST(x AS {_QUOTIENT})) "
-        "ELSE CAST(x AS VARCHAR) END"
-    )
     out.append(
         "CREATE OR REPLACE MACRO hw_array_to_json_pretty(a) AS '[' || array_to_string("
         "list_transform(a, lambda x: CAST(to_json(x) AS VARCHAR)), ',' || chr(10) || ' ') || ']'"
@@ -1879,21 +1899,6 @@ def _numeric_div_udf(dividends: Any, divisors: Any) -> Any:
         q = _DIV.divide(a, b).quantize(Decimal(1).scaleb(-r), context=_DIV)
         out.append(_in_quotient_range(q))
     return pa.array(out, pa.decimal128(37, QUOTIENT_SCALE))
-
-
-def _quotient_text_udf(values: Any) -> Any:
-    """A quotient's text as PostgreSQL prints it: its scale found from the value (the
-    DECIMAL(37,20) it is kept in shows 20 digits)."""
-    import pyarrow as pa
-
-    out = []
-    for v in values.to_pylist():
-        if v is None:
-            out.append(None)
-            continue
-        text = format(v.quantize(Decimal(1).scaleb(-quotient_scale(v, QUOTIENT_SCALE))), "f")
-        out.append(text[1:] if text[0] == "-" and not v else text)
-    return pa.array(out, pa.string())
 
 
 def _in_quotient_range(q: Decimal) -> Decimal:
@@ -1970,7 +1975,6 @@ def install_functions(db: Any) -> None:
     other = db.cursor()
     other.create_function("//", _numeric_div_udf, [_NUMERIC, _NUMERIC], _QUOTIENT, type="arrow")
     _REGISTRARS.append(other)
-    db.create_function("hw_quotient_text", _quotient_text_udf, [_QUOTIENT], "VARCHAR", type="arrow")
     # avg from an exact sum and a count, at most 16 decimals (DECIMAL(37,16)): reads,
     # and views' running sums (engine/rules/linear_aggregate.py; Spark: the same UDF)
     for name, total in (("hw_avg_int", "DECIMAL(38,0)"), ("hw_avg_exact", _NUMERIC)):

@@ -251,6 +251,12 @@ def clock_value(
     raise NotFast
 
 
+def _numeric(d: Any) -> Any:
+    """A numeric constant's value: numeric has no negative zero (-0.0 into a float8
+    column is 0, as '-0' is -0)."""
+    return d.copy_abs() if isinstance(d, decimal.Decimal) and not d else d
+
+
 def constant(node: Any, params: list[Any]) -> Any:
     if isinstance(node, A.ParamRef):
         return params[node.number - 1]
@@ -261,7 +267,7 @@ def constant(node: Any, params: list[Any]) -> Any:
         if isinstance(v, A.Integer):
             return v.ival
         if isinstance(v, A.Float):
-            return decimal.Decimal(v.fval)
+            return _numeric(decimal.Decimal(v.fval))
         if isinstance(v, A.String):
             return v.sval
         if isinstance(v, A.Boolean):
@@ -270,7 +276,7 @@ def constant(node: Any, params: list[Any]) -> Any:
         if node.name[0].sval == "-":
             inner = constant(node.rexpr, params)
             if isinstance(inner, int | decimal.Decimal) and not isinstance(inner, bool):
-                return -inner
+                return _numeric(-inner)
     if isinstance(node, A.SQLValueFunction) and node.op in _CLOCK_KEYWORDS:
         return _CLOCK_KEYWORDS[node.op]
     if (

@@ -125,3 +125,68 @@ def test_matview_avg_prints_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
                 want = text_rows(pg, sql.format(t=t))
                 assert text_rows(hw, f"SELECT * FROM {t}_{name}") == want, (name, step)
                 assert text_rows(hw, sql.format(t=t)) == want, (name, step, "read")
+
+
+# numbers whose text DuckDB (and Spark) print otherwise: '0.0', '1000000000000000.0',
+# 'nan', 'inf', a float4's digits, 16 decimals of an unconstrained numeric
+NUMBER_ROWS = [
+    "(1, 0, 0, 1.5, 3)",
+    "(2, 1e15, 1e6, 2, 4)",
+    "(3, 'NaN', 'Infinity', NULL, NULL)",
+    "(4, '-0', '-0', 0.125, 0)",
+    "(5, 1234567890123456, 123456789, 1, 1)",
+    "(6, 1e-5, 0.1, 100, -7)",
+    "(7, '-Infinity', 16777217, 12345.5, 2)",
+    "(8, 9007199254740993, 3.4e38, -2.5, 5)",
+]
+NUMBER_LATER = [
+    "INSERT INTO {t} VALUES (9, 1e16, 1.5e-5, 7, 6), (10, 0.1, 1e-45, 3, 1),"
+    " (11, -0.0, -0.0, 1, 1)",
+    "UPDATE {t} SET d = d * 2, r = r / 4 WHERE id IN (1, 2, 5, 6)",
+]
+NUMBER_VIEWS = {
+    "texts": (
+        "SELECT id, d::text AS dt, CAST(r AS varchar) AS rt, n::text AS nt, (n / 7)::text AS q,"
+        " 'd=' || d || ', r=' || r AS cat, (d * 2)::text AS d2, (i::float8 / 8)::text AS f"
+        " FROM {t}"
+    ),
+    "joined": "SELECT i % 2 AS k, string_agg(d::text, ',' ORDER BY id) AS ds FROM {t}"
+    " GROUP BY i % 2",
+}
+
+
+def test_numbers_as_text_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
+    """float8, real and numeric values cast to text or concatenated with text print as
+    PostgreSQL prints them (not DuckDB's '0.0', '1000000000000000.0', 'nan', 'inf', nor
+    an unconstrained numeric's 16 decimals), in reads and in views maintained by the
+    engine, with the output column names PostgreSQL gives casts of casts."""
+    t = f"ntext_{secrets.token_hex(3)}"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        hw.execute("SET headwater.freshness_timeout = '600s'")
+        for conn in (hw, pg):
+            conn.execute(
+                f"CREATE TABLE {t} (id int PRIMARY KEY, d float8, r real, n numeric, i int)"
+            )
+            conn.execute(f"INSERT INTO {t} VALUES {', '.join(NUMBER_ROWS)}")
+        for name, sql in NUMBER_VIEWS.items():
+            hw.execute(f"CREATE MATERIALIZED VIEW {t}_{name} AS {sql.format(t=t)}")
+        for step in ["backfill", *NUMBER_LATER]:
+            if step != "backfill":
+                for conn in (hw, pg):
+                    conn.execute(step.format(t=t))
+            for name, sql in NUMBER_VIEWS.items():
+                want = text_rows(pg, sql.format(t=t))
+                assert text_rows(hw, f"SELECT * FROM {t}_{name}") == want, (name, step)
+                assert text_rows(hw, sql.format(t=t)) == want, (name, step, "read")
+        consts = (
+            "SELECT 0.0::float8::text, 'nan'::float8::text, 1e15::float8::text,"
+            " 1.5::real::text, 100::float8::text, 2.50::numeric::text, 1::int::text"
+        )
+        for conn in (hw, pg):
+            conn.execute(consts)
+        got = hw.execute(consts)
+        assert [d.name for d in got.description] == ["text"] * 7
+        assert got.fetchall() == pg.execute(consts).fetchall()

@@ -35,6 +35,11 @@ VIEWS = {
     " mode() WITHIN GROUP (ORDER BY b) AS m FROM sx_t GROUP BY a",
     "sx_reach": "WITH RECURSIVE r(src, dst) AS (SELECT a, x FROM sx_u UNION"
     " SELECT r.src, u.x FROM r JOIN sx_u u ON r.dst = u.a) SELECT src, dst FROM r",
+    # numbers as text as PostgreSQL prints them (Java's would be '0.0', '2.0E15', 'NaN'):
+    # planner/functions/text_casts.py's UDF on the Spark executors
+    "sx_text": "SELECT id, (b::float8 / 4)::text AS f8, (b::real * 1e6::real)::text AS f4,"
+    " (b::numeric / 7)::text AS q, (b + 0.5)::numeric::text AS n,"
+    " 'x=' || (b * 1e15::float8) || ',' || (b + 'Infinity'::float8) AS cat FROM sx_t",
 }
 
 

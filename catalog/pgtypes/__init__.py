@@ -36,7 +36,12 @@ from headwater.catalog.pgtypes.days import (
 )
 from headwater.catalog.pgtypes.interval import Interval
 from headwater.catalog.pgtypes.jsonb import normalize_jsonb
-from headwater.catalog.pgtypes.numeric import QUOTIENT_PRECISION, numeric_div_scale, quotient_scale
+from headwater.catalog.pgtypes.numeric import (
+    QUOTIENT_PRECISION,
+    QUOTIENT_SCALE,
+    numeric_div_scale,
+    quotient_scale,
+)
 from headwater.catalog.pgtypes.registry import (
     binary_decoder,
     binary_encoder,
@@ -53,6 +58,7 @@ __all__ = [
     "TIMESTAMP_INFINITY",
     "TIMESTAMP_NEG_INFINITY",
     "QUOTIENT_PRECISION",
+    "QUOTIENT_SCALE",
     "Decoder",
     "Encoder",
     "Interval",

@@ -41,6 +41,9 @@ def to_decimal(v: Any) -> Decimal:
 # DECIMAL has one scale per column, so such results come as DECIMAL(37, s), exact at
 # PostgreSQL's scale, and print at the scale PostgreSQL would have chosen (below).
 QUOTIENT_PRECISION = 37
+# 16 significant digits, 20 decimals below 1 (1/3 is 0.33333333333333333333); 24+
+# decimals (below 0.0001) are cut to 20
+QUOTIENT_SCALE = 20
 
 
 def _weight_first(v: Decimal) -> tuple[int, int]:

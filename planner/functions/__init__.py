@@ -27,6 +27,7 @@ from headwater.planner.functions import (
     regex,
     strings,
     sysinfo,
+    text_casts,
     typeof,
 )
 
@@ -122,3 +123,4 @@ def install(db: Any) -> None:
     sysinfo.install(db)
     network.install(db)
     ranges.install(db)
+    text_casts.install(db)

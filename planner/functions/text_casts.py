@@ -1,0 +1,84 @@
+"""`x::text` of numbers as PostgreSQL prints them, in both executors.
+
+DuckDB's and Spark's casts to text print doubles and reals their own way: '0.0' and
+'1000000000000000.0' where PostgreSQL prints '0' and '1e+15', 'nan'/'inf' (Spark:
+'NaN', '1.0E15') for 'NaN'/'Infinity'; an unconstrained numeric (kept as
+DECIMAL(38,16)) shows 16 decimals where the wire shows the value trimmed; a quotient
+(DECIMAL(37,20)) shows 20. planner/pg_compat.py makes every cast to text of a
+non-constant `hw_text(x)`: by the argument's type, the wire's own text functions
+(catalog/pgtypes) over the executor's text of the value, which reads back exactly
+(DuckDB's and Java's float text are round-trip exact); other types keep the cast.
+
+typeof(x) is a constant both optimizers fold, so one branch runs. Spark evaluates a
+Python UDF for every row even under a CASE branch not taken, so the UDF answers NULL
+for text it cannot read instead of failing.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from headwater.catalog.pgtypes.floats import float_text
+from headwater.catalog.pgtypes.numeric import QUOTIENT_PRECISION, QUOTIENT_SCALE, quotient_scale
+
+NAME = "hw_text"
+UDF = "hw_pg_text"
+_FLOAT8, _FLOAT4 = float_text(15, 1), float_text(6, 1)
+
+
+def _quotient(s: str) -> str:
+    v = Decimal(s)
+    text = format(v.quantize(Decimal(1).scaleb(-quotient_scale(v, QUOTIENT_SCALE))), "f")
+    return text[1:] if text[0] == "-" and not v else text
+
+
+_KINDS = {
+    "float8": lambda s: _FLOAT8(float(s)).decode(),
+    "float4": lambda s: _FLOAT4(float(s)).decode(),
+    "quotient": _quotient,
+}
+
+
+def pg_text(texts: Any, kinds: Any) -> Any:
+    """Arrow UDF: each value's text (as the executor cast it) as PostgreSQL prints it."""
+    import pyarrow as pa
+
+    out: list[str | None] = []
+    for s, kind in zip(texts.to_pylist(), kinds.to_pylist(), strict=True):
+        try:
+            out.append(None if s is None else _KINDS[kind](s))
+        except (ValueError, InvalidOperation, KeyError):
+            out.append(None)  # a branch not taken (see the module's docstring)
+    return pa.array(out, pa.string())
+
+
+def _case(typeof: str, to_text: str, types: dict[str, str], trim: str) -> str:
+    """The CASE over typeof(x), in one dialect's type names and text cast."""
+    branches = "".join(f" WHEN '{types[kind]}' THEN {UDF}({to_text}, '{kind}')" for kind in _KINDS)
+    return (
+        f"CASE {typeof}{branches} WHEN '{types['numeric']}' THEN"
+        f" regexp_replace({to_text}, '{trim}', '') ELSE {to_text} END"
+    )
+
+
+_DUCKDB_TYPES = {
+    "float8": "DOUBLE",
+    "float4": "FLOAT",
+    "quotient": f"DECIMAL({QUOTIENT_PRECISION},{QUOTIENT_SCALE})",
+    "numeric": "DECIMAL(38,16)",  # unconstrained numeric: trimmed, as the wire prints it
+}
+_SPARK_TYPES = {k: v.lower() for k, v in _DUCKDB_TYPES.items()}
+# trailing zeros of the fraction, and its point if nothing is left of it
+_TRIM = r"[.]?0+$"
+
+
+def spark_sql(arg: str) -> str:
+    """hw_text(arg) as Spark SQL (engine/spark_sql.py), `arg` already Spark's."""
+    return _case(f"typeof({arg})", f"CAST({arg} AS STRING)", _SPARK_TYPES, _TRIM)
+
+
+def install(db: Any) -> None:
+    db.create_function(UDF, pg_text, ["VARCHAR", "VARCHAR"], "VARCHAR", type="arrow")
+    body = _case("typeof(x)", "CAST(x AS VARCHAR)", _DUCKDB_TYPES, _TRIM)
+    db.execute(f"CREATE OR REPLACE MACRO {NAME}(x) AS {body}")
