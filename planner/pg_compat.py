@@ -1338,12 +1338,16 @@ def _text_operand(node: Any) -> bool:
 
 
 def _printed_by_type(arg: Any) -> bool:
-    """Whether `arg::text` may print a number (not a constant's or a parameter's text,
-    not a cast to another kind of type, not already hw_text)."""
+    """Whether `arg::text` may print a number: not a constant's or a parameter's text,
+    not a cast to another kind of type, not a concatenation (text), not already hw_text.
+    (hw_text names its argument in each branch: wrapping a chain of || link by link
+    would copy it 6^n times.)"""
     if isinstance(arg, A.A_Const | A.ParamRef):
         return False
     if isinstance(arg, A.TypeCast):
         return _type_of(arg) in _NUMBER_TYPES
+    if isinstance(arg, A.A_Expr) and _names(arg.name or ()) == ["||"]:
+        return False
     return not (isinstance(arg, A.FuncCall) and _names(arg.funcname) == [text_casts.NAME])
 
 
