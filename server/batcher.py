@@ -531,9 +531,10 @@ class _Pending:
 
 class _LiveRows:
     """A table's live rows by primary key, each with its row id, for point writes:
-    exact while the write lock is held (every staged batch and `observe` keep it)."""
+    exact while the write lock is held (every staged batch and `observe` keep it).
+    Change them with `put` and `drop`, which keep the UNIQUE keys' indexes in step."""
 
-    __slots__ = ("table", "key", "rows")
+    __slots__ = ("table", "key", "rows", "_unique")
 
     def __init__(self, table: Table) -> None:
         self.table = table
@@ -542,9 +543,47 @@ class _LiveRows:
         assert pk is not None
         self.key = tuple(names.index(c) for c in pk.columns)
         self.rows: dict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = {}
+        # a UNIQUE key's column positions -> its values -> the row's primary key; built
+        # at the first `find` by that key (most tables are never looked up so)
+        self._unique: dict[tuple[int, ...], dict[Row, Row]] = {}
 
     def key_of(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(row[i] for i in self.key)
+
+    def put(self, key: Row, rid: int, row: Row) -> None:
+        old = self.rows.get(key)
+        if old is not None and self._unique:
+            self._unindex(key, old[1])
+        self.rows[key] = (rid, row)
+        for at, index in self._unique.items():
+            values = tuple(row[i] for i in at)
+            if None not in values:
+                index[values] = key
+
+    def drop(self, key: Row) -> None:
+        _, row = self.rows.pop(key)
+        if self._unique:
+            self._unindex(key, row)
+
+    def _unindex(self, key: Row, row: Row) -> None:
+        # only if it still points here: another row may hold the values by now (a
+        # general transaction's changes come in any order)
+        for at, index in self._unique.items():
+            values = tuple(row[i] for i in at)
+            if index.get(values) == key:
+                del index[values]
+
+    def find(self, at: tuple[int, ...], values: Row) -> Row | None:
+        """The primary key of the live row whose columns at `at` (a UNIQUE key's) hold
+        `values`; None if none does."""
+        index = self._unique.get(at)
+        if index is None:
+            index = self._unique[at] = {}
+            for key, (_, row) in self.rows.items():
+                v = tuple(row[i] for i in at)
+                if None not in v:
+                    index[v] = key
+        return index.get(values)
 
 
 def _key_values(table: Table, rows: Rows) -> list[tuple[Key, list[tuple[Any, ...]]]]:
@@ -725,6 +764,12 @@ class InsertBatcher:
         live = self._live_rows(table.oid)
         return None if live is None else live.rows.get(key)
 
+    def find(self, table: Table, at: tuple[int, ...], values: Row) -> Row | None:
+        """The primary key of the table's live row whose UNIQUE key columns (positions
+        `at`) hold `values`, None if none does (after `ensure_live`)."""
+        live = self._live_rows(table.oid)
+        return None if live is None else live.find(at, values)
+
     def pending_rows(self, table: Table) -> tuple[list[int], list[tuple[int, Row]]]:
         """Changes to `table` staged but not in DuckDB yet (the flush applies them): the
         row ids whose version there is not current, and the current versions (row id,
@@ -896,7 +941,7 @@ class InsertBatcher:
         rows = cur.execute(f"SELECT * FROM {Replica.scan_with_rid(table)} AS t").to_arrow_table()
         live = _LiveRows(table)
         for r in zip(*(py_list(c) for c in rows.columns), strict=True):
-            live.rows[live.key_of(r[1:])] = (r[0], r[1:])
+            live.put(live.key_of(r[1:]), r[0], r[1:])
         self._live[table.oid] = live
 
     def _live_rows(self, oid: int) -> _LiveRows | None:
@@ -991,7 +1036,7 @@ class InsertBatcher:
                 for i, row in enumerate(rows):
                     key = live.key_of(row)
                     before.setdefault(key, None)  # else deleted earlier in the batch
-                    live.rows[key] = (first + i, row)
+                    live.put(key, first + i, row)
         changes: dict[int, pa.Table] = {}
         for oid, (table, rows) in inserts.items():
             if not rows:
@@ -1154,6 +1199,9 @@ class InsertBatcher:
         live = self._live_rows(w.table.oid)
         if live is None:  # too many rows to keep: the general path (server/writes.py)
             return SQLError(f'relation "{w.table.name}" is read whole; retry', "40001")
+        if w.unique and live.find(w.unique, w.by) != (w.key or None):
+            # another row holds the values by now (a general transaction moved them)
+            return SQLError(f'a key of "{w.table.name}" moved to another row; retry', "40001")
         entry = live.rows.get(w.key)
         if entry is None:
             return None
@@ -1213,9 +1261,9 @@ class InsertBatcher:
         self.refs.add(live.table, [row], -1)
         if new is not None:
             self.refs.add(live.table, [new], 1)
-            live.rows[key] = (rid, new)
+            live.put(key, rid, new)
             return
-        del live.rows[key]
+        live.drop(key)
         names = [c.name for c in live.table.columns]
         for k in live.table.keys:
             values = self._keys.get((oid, k.name))
@@ -1440,7 +1488,7 @@ def _observe_rows(live: _LiveRows, changes: pa.Table) -> None:
     for rid, w, row in zip(rids, weights, rows, strict=True):  # retractions first
         key = live.key_of(row)
         if w < 0 and key in live.rows and live.rows[key][0] == rid:
-            del live.rows[key]
+            live.drop(key)
     for rid, w, row in zip(rids, weights, rows, strict=True):
         if w > 0:
-            live.rows[live.key_of(row)] = (rid, row)
+            live.put(live.key_of(row), rid, row)

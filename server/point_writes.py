@@ -15,7 +15,9 @@ Taken here: SET of constants, parameters, the clock, and `c + k` / `c - k` (inte
 columns and integer `k`, as pgbench's `abalance = abalance + :delta`), FOREIGN KEY
 columns included (checked by server/fast_refs.py); the WHERE clause names each
 primary-key column once with `=` (or `IN` of one value, as Django deletes one object),
-or a one-column key's `IN (v, ...)` / `= ANY($1)` of up to MANY_MAX keys (bulk deletes
+or each column of a UNIQUE key of integer, text or uuid columns (`WHERE token = $1`:
+the row is found through an index of the live rows by that key, `_LiveRows.find`),
+or a one-column primary key's `IN (v, ...)` / `= ANY($1)` of up to MANY_MAX keys (bulk deletes
 and updates: the rows are computed at once under their locks and go to the batcher as
 one unit, server/writes.py `_point_rows`); RETURNING of columns; a DELETE from a
 referenced table of a row nothing references (server/ref_counts.py). Not taken (the
@@ -96,23 +98,30 @@ class SetItem:
 
 @dataclass(frozen=True)
 class _Shape:
-    key: tuple[tuple[Column, Any], ...]  # per primary-key column: (column, value node)
+    # per primary-key column (or per column of the UNIQUE key `unique`): (column, value)
+    key: tuple[tuple[Column, Any], ...]
     sets: tuple[SetItem, ...]  # () for a DELETE
     returning: tuple[tuple[str, int], ...]  # RETURNING: (output name, column position)
     # a one-column key's `IN (v, ...)` (value nodes), or `= ANY(v)` (one node: an array)
     many: tuple[Any, ...] | None = None
     array: bool = False
+    unique: tuple[int, ...] = ()  # the positions of a UNIQUE key's columns the WHERE names
 
 
 @dataclass(frozen=True)
 class PointWrite:
-    """A point UPDATE or DELETE, its constants coerced: what the batcher applies."""
+    """A point UPDATE or DELETE, its constants coerced: what the batcher applies. By a
+    UNIQUE key (`unique`: its columns' positions, `by`: their values), `key` is the
+    primary key of the row that held them when looked up (() none did): the batcher
+    applies it only if that row still holds them."""
 
     table: Table
     key: Row  # the primary key's values
     sets: tuple[tuple[SetItem, Any], ...]  # (item, its coerced value); () for a DELETE
     delete: bool
     returning: tuple[tuple[str, int], ...] = ()  # (output name, column position)
+    unique: tuple[int, ...] = ()
+    by: Row = ()
 
     def new_row(self, row: Row) -> Row:
         """The row after the SET list (each item reads the old row, as in PostgreSQL);
@@ -149,7 +158,7 @@ def eligible(table: Table) -> bool:
         pk is not None
         and (not table.checks or compiled(table) is not None)
         and all(c.type.pg in SIMPLE_TYPES for c in table.columns)
-        and all(table.column(c).type.pg in _KEY_TYPES for c in pk.columns)  # type: ignore[union-attr]
+        and _comparable(table, pk.columns)
     )
 
 
@@ -188,20 +197,22 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
         if value is None:
             return None
         name = column_of(cond.lexpr)
-        if name is None or name not in pk.columns or name in found:
+        if name is None or name in found:
             return None
         kind, found[name] = value
         if kind == "in":
             many = found[name]
         elif kind == "any":
             many, array = (found[name],), True
-    if set(found) != set(pk.columns) or (many is not None and len(pk.columns) > 1):
+    named = _named_key(table, set(found))
+    if named is None or (many is not None and (len(named) > 1 or named != pk.columns)):
         return None
     if many is not None and not array and len(many) > MANY_MAX:
         return None
-    key = tuple((table.column(c), found[c]) for c in pk.columns)
+    key = tuple((table.column(c), found[c]) for c in named)
+    unique = () if named == pk.columns else tuple(position[c] for c in named)
     if isinstance(stmt, A.DeleteStmt):
-        return _Shape(key, (), returning, many, array)  # type: ignore[arg-type]
+        return _Shape(key, (), returning, many, array, unique)  # type: ignore[arg-type]
     keyed = {c for k in table.keys for c in k.columns}  # (the general path checks them)
     sets: list[SetItem] = []
     for rt in stmt.targetList:
@@ -225,7 +236,22 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
                 return None  # PostgreSQL's arithmetic would run in the other type
             source, sign, node = position[left], (1 if op == "+" else -1), node_k
         sets.append(SetItem(position[rt.name], col, node, source, sign))
-    return _Shape(key, tuple(sets), returning, many, array)  # type: ignore[arg-type]
+    return _Shape(key, tuple(sets), returning, many, array, unique)  # type: ignore[arg-type]
+
+
+def _named_key(table: Table, columns: set[str]) -> tuple[str, ...] | None:
+    """The primary key, or else a UNIQUE key, whose columns are `columns` (their values
+    compared exactly in Python: _KEY_TYPES)."""
+    pk = table.primary_key
+    assert pk is not None
+    if set(pk.columns) == columns:
+        return pk.columns
+    named = (k.columns for k in table.keys if set(k.columns) == columns)
+    return next((c for c in named if _comparable(table, c)), None)
+
+
+def _comparable(table: Table, columns: tuple[str, ...]) -> bool:
+    return all(table.column(c).type.pg in _KEY_TYPES for c in columns)  # type: ignore[union-attr]
 
 
 def _equal_to(cond: Any) -> tuple[str, Any] | None:
@@ -289,6 +315,8 @@ def point_writes(
     if shape.many is None and None in keys[0]:
         return None
     delete = isinstance(stmt, A.DeleteStmt)
+    if shape.unique:  # (the primary key is found by the caller)
+        return [PointWrite(table, (), tuple(sets), delete, shape.returning, shape.unique, keys[0])]
     return [PointWrite(table, key, tuple(sets), delete, shape.returning) for key in keys]
 
 

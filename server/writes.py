@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -114,17 +115,27 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     if not writes or _references_change(s, writes[0]):
         return None
     write, now = writes[0], block or len(writes) > 1  # now: computed at the statement
+    verb = "DELETE" if write.delete else "UPDATE"
+    if write.unique:  # by a UNIQUE key: the row's primary key, from the live rows
+        if not await batcher.ensure_live(rel):
+            return None
+        key = batcher.find(rel, write.unique, write.by)
+        if key is None:
+            return returned(rel, [], write.returning, f"{verb} 0")
+        write = dataclasses.replace(write, key=key)
+        writes = [write]
     if sets_reference(rel, {item.column.name for item, _ in write.sets}):
         if ref_checks(rel, s.catalog.by_oid) is None:
             return None
         if now:  # (else the batcher reads them at its turn)
             await batcher.load_keys([fk.ref_table for fk in rel.foreign_keys])
-    verb = "DELETE" if write.delete else "UPDATE"
     locks, owner = s.instance.key_locks, id(s)
     try:
         for w in writes:  # (in key order: two statements lock shared keys in one order)
             await locks.acquire(owner, (rel.oid, w.key), s.instance.config.write_lock_timeout)
         live = await batcher.ensure_live(rel)  # False: too many rows to keep
+        if live and write.unique:  # False: the row gave the values away while we waited
+            live = batcher.find(rel, write.unique, write.by) == write.key
         rows = await _point_rows(s, rel, writes, block) if live and now else []
     except BaseException:
         if not block:  # (a block's locks go when it ends)

@@ -656,3 +656,100 @@ def test_concurrent_scanned_writes(hw_server, table_name: str) -> None:  # type:
             await c.close()
 
     asyncio.run(run())
+
+
+BY_UNIQUE = [
+    "!CREATE TABLE public.users (id int PRIMARY KEY, email text NOT NULL UNIQUE, logins int,"
+    " seen date, code varchar(3), org int, badge int, UNIQUE (org, badge))",
+    "!INSERT INTO public.users SELECT g, 'u' || g || '@x', 0, NULL, 'c', g % 3, g"
+    " FROM generate_series(1, 12) g",
+    "UPDATE users SET logins = logins + 1, seen = '2026-11-29' WHERE email = 'u3@x' RETURNING *",
+    "UPDATE users SET logins = logins + 1 WHERE email = 'nobody@x'",  # UPDATE 0
+    "UPDATE users SET code = 'toolong' WHERE email = 'nobody@x'",  # the constant fails anyway
+    "UPDATE users SET code = 'toolong' WHERE email = 'u4@x'",
+    "UPDATE users SET logins = NULL WHERE users.email IN ('u5@x') RETURNING id, logins",
+    "UPDATE users SET code = 'b' WHERE org = 1 AND badge = 4 RETURNING id, code",  # two columns
+    "UPDATE users SET code = 'b' WHERE badge = 5",  # not the whole key: scanned
+    "UPDATE users SET email = 'moved@x' WHERE id = 6",  # a key column: the general path
+    "UPDATE users SET logins = 9 WHERE email = 'u6@x'",  # no longer there
+    "UPDATE users SET logins = 9 WHERE email = 'moved@x' RETURNING id",
+    "UPDATE users SET email = 'u6@x' WHERE id = 7",  # now another row holds it
+    "UPDATE users SET logins = 7 WHERE email = 'u6@x' RETURNING id",
+    "DELETE FROM users WHERE email = 'u8@x' RETURNING id, email",
+    "DELETE FROM users WHERE email = 'u8@x'",
+    "INSERT INTO users VALUES (13, 'u8@x', 0, NULL, 'n', 9, 9)",  # the value is free again
+    "UPDATE users SET logins = logins + 2 WHERE email = 'u8@x' RETURNING id, logins",
+    "BEGIN",
+    "UPDATE users SET logins = 100 WHERE email = 'u9@x'",
+    "DELETE FROM users WHERE email = 'u10@x'",
+    "UPDATE users SET logins = 101 WHERE email = 'u10@x'",  # deleted in the block
+    "UPDATE users SET logins = logins + 1 WHERE email = 'u9@x' RETURNING logins",
+    "COMMIT",
+    "BEGIN",
+    "UPDATE users SET logins = 200 WHERE email = 'u11@x'",
+    "ROLLBACK",
+    "SELECT * FROM users ORDER BY id",
+]
+
+
+def test_point_writes_by_unique_key_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
+    """UPDATE and DELETE by a UNIQUE key's columns (`WHERE email = ...`): point writes
+    through the live rows' index of that key, PostgreSQL's results after the values
+    moved to other rows, were deleted and inserted again, and in blocks."""
+    assert_same_as_postgres(
+        pg_oracle.dsn, hw_server.dsn, "pw_unique", BY_UNIQUE, ignore=("position",)
+    )
+
+
+ROUNDS = 40
+
+
+def test_point_writes_by_unique_key_while_keys_move(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """Clients updating rows by a UNIQUE token while another session swaps tokens between
+    rows in transactions: every statement updates exactly the row holding its token when
+    it runs (a point write whose row gave its token away goes the general path), none is
+    lost, and a view sees them all."""
+    t = table_name
+
+    async def run() -> None:
+        url = _url(hw_server)
+        admin = await _admin(
+            url,
+            f"CREATE TABLE {t} (id int PRIMARY KEY, token text UNIQUE, n int)",
+            f"INSERT INTO {t} SELECT i, 't' || i, 0 FROM generate_series(1, 8) i",
+            f"CREATE MATERIALIZED VIEW {t}_v AS SELECT sum(n) AS total FROM {t}",
+        )
+        clients = [await asyncpg.connect(url, ssl=False) for _ in range(8)]
+        mover = await asyncpg.connect(url, ssl=False)
+        sql = f"UPDATE {t} SET n = n + 1 WHERE token = $1 RETURNING token"
+        moving = True
+
+        async def move() -> int:
+            swaps = 0
+            while moving:
+                a, b = (swaps % 8) + 1, ((swaps + 3) % 8) + 1
+                async with mover.transaction():
+                    ta = await mover.fetchval(f"SELECT token FROM {t} WHERE id = $1", a)
+                    tb = await mover.fetchval(f"SELECT token FROM {t} WHERE id = $1", b)
+                    await mover.execute(f"UPDATE {t} SET token = 'tmp' WHERE id = $1", a)
+                    await mover.execute(f"UPDATE {t} SET token = $1 WHERE id = $2", ta, b)
+                    await mover.execute(f"UPDATE {t} SET token = $1 WHERE id = $2", tb, a)
+                swaps += 1
+            return swaps
+
+        mover_task = asyncio.create_task(move())
+        for _ in range(ROUNDS):
+            done = await asyncio.gather(
+                *(c.fetch(sql, f"t{i + 1}") for i, c in enumerate(clients))
+            )
+            assert done == [[(f"t{i + 1}",)] for i in range(8)]  # the row holding it
+        moving = False
+        assert await mover_task > 0
+        assert await admin.fetchval(f"SELECT sum(n) FROM {t}") == ROUNDS * 8
+        assert await admin.fetchval(f"SELECT total FROM {t}_v") == ROUNDS * 8
+        tokens = await admin.fetch(f"SELECT token FROM {t} ORDER BY token")
+        assert sorted(r[0] for r in tokens) == sorted(f"t{i}" for i in range(1, 9))
+        for c in [admin, mover, *clients]:
+            await c.close()
+
+    asyncio.run(run())
