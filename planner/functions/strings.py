@@ -312,7 +312,7 @@ def install(db: Any) -> None:
     db.execute(
         "CREATE OR REPLACE MACRO hw_text_out(x) AS CASE WHEN typeof(x) = 'BOOLEAN' THEN"
         " CASE WHEN CAST(x AS VARCHAR) = 'true' THEN 't' WHEN x IS NULL THEN NULL ELSE 'f' END"
-        " ELSE CAST(x AS VARCHAR) END"
+        " ELSE hw_text(x) END"  # numbers as PostgreSQL prints them (text_casts.py)
     )
     udf.register(db, "hw_format", _format, ["VARCHAR", "VARCHAR[]"], "VARCHAR", strict=False)
     db.execute("CREATE OR REPLACE MACRO hw_format0(f) AS hw_format(f, CAST([] AS VARCHAR[]))")
