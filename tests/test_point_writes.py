@@ -739,9 +739,7 @@ def test_point_writes_by_unique_key_while_keys_move(hw_server, table_name: str) 
 
         mover_task = asyncio.create_task(move())
         for _ in range(ROUNDS):
-            done = await asyncio.gather(
-                *(c.fetch(sql, f"t{i + 1}") for i, c in enumerate(clients))
-            )
+            done = await asyncio.gather(*(c.fetch(sql, f"t{i + 1}") for i, c in enumerate(clients)))
             assert done == [[(f"t{i + 1}",)] for i in range(8)]  # the row holding it
         moving = False
         assert await mover_task > 0
