@@ -53,6 +53,24 @@ def text_rows(conn: psycopg.Connection, sql: str) -> list[tuple[str | None, ...]
     return sorted(rows, key=lambda row: tuple((v is None, v or "") for v in row))
 
 
+def _views_as_postgres(
+    hw: psycopg.Connection, pg: psycopg.Connection, t: str, views: dict[str, str], steps: list[str]
+) -> None:
+    """Create `views` over table `t` as materialized views, then after the backfill and
+    after each of `steps` (run on both) each view and a read of its query print as
+    PostgreSQL's query does."""
+    for name, sql in views.items():
+        hw.execute(f"CREATE MATERIALIZED VIEW {t}_{name} AS {sql.format(t=t)}")
+    for step in ["backfill", *steps]:
+        if step != "backfill":
+            for conn in (hw, pg):
+                conn.execute(step.format(t=t))
+        for name, sql in views.items():
+            want = text_rows(pg, sql.format(t=t))
+            assert text_rows(hw, f"SELECT * FROM {t}_{name}") == want, (name, step)
+            assert text_rows(hw, sql.format(t=t)) == want, (name, step, "read")
+
+
 def test_matview_extract_to_char(hw_server: Any, pg_oracle: Any) -> None:
     t = f"fmt_{secrets.token_hex(3)}"
     with (
@@ -115,16 +133,7 @@ def test_matview_avg_prints_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
         for conn in (hw, pg):
             conn.execute(f"CREATE TABLE {t} (g int, i int, n numeric, f float8)")
             conn.execute(AVG_STEPS[0].format(t=t))
-        for name, sql in AVG_VIEWS.items():
-            hw.execute(f"CREATE MATERIALIZED VIEW {t}_{name} AS {sql.format(t=t)}")
-        for step in ["backfill", *AVG_STEPS[1:]]:
-            if step != "backfill":
-                for conn in (hw, pg):
-                    conn.execute(step.format(t=t))
-            for name, sql in AVG_VIEWS.items():
-                want = text_rows(pg, sql.format(t=t))
-                assert text_rows(hw, f"SELECT * FROM {t}_{name}") == want, (name, step)
-                assert text_rows(hw, sql.format(t=t)) == want, (name, step, "read")
+        _views_as_postgres(hw, pg, t, AVG_VIEWS, AVG_STEPS[1:])
 
 
 # numbers whose text DuckDB (and Spark) print otherwise: '0.0', '1000000000000000.0',
@@ -171,16 +180,7 @@ def test_numbers_as_text_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
                 f"CREATE TABLE {t} (id int PRIMARY KEY, d float8, r real, n numeric, i int)"
             )
             conn.execute(f"INSERT INTO {t} VALUES {', '.join(NUMBER_ROWS)}")
-        for name, sql in NUMBER_VIEWS.items():
-            hw.execute(f"CREATE MATERIALIZED VIEW {t}_{name} AS {sql.format(t=t)}")
-        for step in ["backfill", *NUMBER_LATER]:
-            if step != "backfill":
-                for conn in (hw, pg):
-                    conn.execute(step.format(t=t))
-            for name, sql in NUMBER_VIEWS.items():
-                want = text_rows(pg, sql.format(t=t))
-                assert text_rows(hw, f"SELECT * FROM {t}_{name}") == want, (name, step)
-                assert text_rows(hw, sql.format(t=t)) == want, (name, step, "read")
+        _views_as_postgres(hw, pg, t, NUMBER_VIEWS, NUMBER_LATER)
         consts = (
             "SELECT 0.0::float8::text, 'nan'::float8::text, 1e15::float8::text,"
             " 1.5::real::text, 100::float8::text, 2.50::numeric::text, 1::int::text"
