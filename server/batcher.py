@@ -1356,8 +1356,9 @@ class InsertBatcher:
         """Apply every staged row to DuckDB (blocking; any thread); returns the epoch covered."""
         with self._apply_lock:
             with self._staged_lock:
-                work, self._unapplied = self._unapplied, []
-                upto = self._staged_epoch
+                # the rows stay in _unapplied until DuckDB has them: a scanned write
+                # reading meanwhile (pending_rows, then DuckDB) must not miss them
+                work, upto = list(self._unapplied), self._staged_epoch
             if not work:
                 return upto
             cur = self._cursor()
@@ -1385,10 +1386,10 @@ class InsertBatcher:
             except BaseException:
                 if several:
                     cur.execute("ROLLBACK")
-                with self._staged_lock:  # kept for the next flush: their epochs stay unreadable
-                    self._unapplied = work + self._unapplied
-                raise
+                raise  # (kept for the next flush: their epochs stay unreadable)
             with self._staged_lock:
+                done = {id(w) for w in work}
+                self._unapplied = [w for w in self._unapplied if id(w) not in done]
                 self._unapplied_epochs.subtract(e for e, _, _, _ in work)
                 self._unapplied_epochs += Counter()  # drops the epochs now at zero
             return upto

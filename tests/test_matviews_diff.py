@@ -9,7 +9,7 @@ statement sometimes in autocommit), the same SQL text sent to both servers, and 
 epoch in Headwater is the freshness token the server reports after the commit.
 
 Every view at every one of those epochs equals PostgreSQL's view after that batch,
-and so does one statement joining a table with a materialized view:
+and so do the tables and one statement joining a table with a materialized view:
 - at about one epoch in 16 (and every 30 at least), right after the write, with a
   plain SELECT of each view: the read waits until the view reflects the session's
   write (read-your-writes), and the stage runs single-epoch batches;
@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -133,6 +134,20 @@ def hw(hw_server: HeadwaterServer) -> Iterator[psycopg.Connection]:
         yield c
 
 
+def _only_in(a: list[tuple], b: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """The rows of a not in b and of b not in a, as multisets (a short diff to print)."""
+    ca, cb = Counter(a), Counter(b)
+    return sorted((ca - cb).elements(), key=repr), sorted((cb - ca).elements(), key=repr)
+
+
+def reads_of(views: dict[str, str]) -> dict[str, str]:
+    """The reads compared at an epoch: each view, each table, and JOIN_READ."""
+    queries = {name: f"SELECT * FROM {name}" for name in [*views, *TABLES]}
+    if "v1" in views:
+        queries["join"] = JOIN_READ
+    return queries
+
+
 def _seed() -> int:
     return int(os.environ.get("HW_SEED", random.randrange(1_000_000)))
 
@@ -157,16 +172,14 @@ def test_matviews_equal_postgres_at_every_epoch(
     t0 = t1 = time.monotonic()
     reads = {"fresh": 0, "as of": 0}
     spent = {"writes": 0.0, "fresh": 0.0, "as of": 0.0}  # seconds
-    # epoch -> (the views that exist then, PostgreSQL's rows of each and of JOIN_READ)
+    # epoch -> (the views that exist then, PostgreSQL's rows of reads_of(views))
     expected: dict[int, tuple[dict[str, str], dict[str, list[tuple]]]] = {}
     pending: list[int] = []  # epochs not checked yet
     checked: set[int] = set()  # epochs at which every view was read and equal
+    history: list[tuple[int, list[str]]] = []  # (epoch, batch) in order, for failures
 
     def pg_rows(views: dict[str, str]) -> dict[str, list[tuple]]:
-        queries = {name: f"SELECT * FROM {name}" for name in views}
-        if "v1" in views:
-            queries["join"] = JOIN_READ
-        return read_all(pg, queries)
+        return read_all(pg, reads_of(views))
 
     def apply(batch: list[str], views: dict[str, str]) -> int:
         """One transaction in both; PostgreSQL's rows computed while Headwater commits.
@@ -184,6 +197,7 @@ def test_matviews_equal_postgres_at_every_epoch(
                 rows = oracle.submit(pg_rows, dict(views))
         epoch = int(hw.info.parameter_status("headwater_epoch") or 0)
         expected[epoch] = (dict(views), rows.result())
+        history.append((epoch, batch))
         for table in work.live:  # set-based deletes: follow what is there
             work.live[table] = {r[0] for r in pg.execute(f"SELECT id FROM {table}")}
         spent["writes"] += time.monotonic() - start
@@ -192,16 +206,14 @@ def test_matviews_equal_postgres_at_every_epoch(
     def compare(epoch: int, as_of: bool, where: str) -> None:
         start = time.monotonic()
         views, exp = expected[epoch]
+        queries = reads_of(views)
         suffix = f" AS OF EPOCH {epoch}" if as_of else ""
-        queries = {name: f"SELECT * FROM {name}{suffix}" for name in views}
-        if "join" in exp:
-            queries["join"] = JOIN_READ + suffix
-        got = read_all(hw, queries)
+        got = read_all(hw, {name: sql + suffix for name, sql in queries.items()})
         checked.add(epoch)
         reads["as of" if as_of else "fresh"] += len(got)
         spent["as of" if as_of else "fresh"] += time.monotonic() - start
         bad = [
-            (name, {**views, "join": JOIN_READ}[name], exp[name][:6], got[name][:6])
+            (name, queries[name], _only_in(exp[name], got[name]))
             for name in got
             if got[name] != exp[name]
         ]
@@ -213,7 +225,8 @@ def test_matviews_equal_postgres_at_every_epoch(
             pytest.fail(
                 f"seed {seed} (epoch {epoch}, {where}, {'AS OF' if as_of else 'fresh'} "
                 f"read): {len(bad)} of {len(got)} reads differ; first (name, query, "
-                f"PostgreSQL, Headwater): {bad[0]}\nview status: {status}"
+                f"rows only in PostgreSQL, only in Headwater): {bad[0]}\nview status: {status}\n"
+                f"batches near it: {[h for h in history if abs(h[0] - epoch) <= 3]}"
             )
 
     def check_now(where: str) -> None:
