@@ -477,6 +477,12 @@ SPARK_FUNCTIONS = (
         "Java prints doubles its own way ('1.0E15', 'NaN'); the same Python as DuckDB's "
         "reformats its (round-trip exact) text (planner/functions/text_casts.py)",
     ),
+    SparkFunction(
+        "hw_text_out(x): format('%s', x) and concat()'s arguments",
+        "CASE WHEN typeof(x) = 'boolean' THEN ... 't' / 'f' ... ELSE <hw_text(x)> END",
+        "udf",
+        "booleans print t / f there (their cast to text is true / false), numbers as hw_text",
+    ),
 )
 
 
@@ -494,9 +500,10 @@ def hw_functions(tree: exp.Expression, types: Types) -> exp.Expression:
         if not isinstance(node, exp.Anonymous):
             return node
         name = node.name.lower()
-        if name == text_casts.NAME:  # its argument fixed first: it appears in each branch
-            arg = node.expressions[0].transform(fix)
-            case = sqlglot.parse_one(text_casts.spark_sql("_hw_x"), read="spark")
+        if name in (text_casts.NAME, text_casts.OUT_NAME):  # its argument fixed first: it
+            arg = node.expressions[0].transform(fix)  # appears in each branch
+            sql = text_casts.spark_sql("_hw_x", out=name == text_casts.OUT_NAME)
+            case = sqlglot.parse_one(sql, read="spark")
             return case.transform(
                 lambda n: arg.copy() if isinstance(n, exp.Column) and n.name == "_hw_x" else n
             )

@@ -39,7 +39,9 @@ VIEWS = {
     # planner/functions/text_casts.py's UDF on the Spark executors
     "sx_text": "SELECT id, (b::float8 / 4)::text AS f8, (b::real * 1e6::real)::text AS f4,"
     " (b::numeric / 7)::text AS q, (b + 0.5)::numeric::text AS n,"
-    " 'x=' || (b * 1e15::float8) || ',' || (b + 'Infinity'::float8) AS cat FROM sx_t",
+    " 'x=' || (b * 1e15::float8) || ',' || (b + 'Infinity'::float8) AS cat,"
+    " concat(b::float8 / 8, '|', b > 2, '|', b) AS con,"
+    " concat_ws(',', b::real / 3, b < 2, b::float8 * 1e20) AS ws FROM sx_t",
 }
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from headwater.planner.functions import udf
+import pglast.ast as A
+from headwater.planner.functions import text_casts, udf
 from headwater.planner.functions.nodes import call, cast, const
 from pglast import keywords
 
@@ -234,8 +235,44 @@ def _octet_length(args: list[Any]) -> Any:
 
 
 def _text_arg(node: Any) -> Any:
-    """An argument as PostgreSQL's text output (booleans as t/f)."""
-    return call("hw_text_out", node)
+    """An argument as PostgreSQL's text output (booleans as t/f, numbers as the wire
+    prints them: planner/functions/text_casts.py)."""
+    return call(text_casts.OUT_NAME, node)
+
+
+# calls whose value is text already: not wrapped again (the macros name their argument
+# in each branch: wrapping nested calls would copy the innermost exponentially often)
+_TEXT_CALLS = frozenset(
+    {"concat", "concat_ws", "hw_format", "hw_format0", text_casts.NAME, text_casts.OUT_NAME}
+)
+
+
+def _concat_arg(node: Any) -> Any:
+    """concat()'s argument as PostgreSQL prints it (DuckDB: 'true', '1e+15' as
+    '1000000000000000.0'), unless it is text already: a string constant, a parameter,
+    a || chain, a call returning text."""
+    if isinstance(node, A.ParamRef):
+        return node
+    if isinstance(node, A.A_Const) and isinstance(node.val, A.String):
+        return node
+    if isinstance(node, A.A_Expr) and [n.sval for n in node.name or ()] == ["||"]:
+        return node
+    if isinstance(node, A.FuncCall) and node.funcname[-1].sval.lower() in _TEXT_CALLS:
+        return node
+    return _text_arg(node)
+
+
+def _concat(name: str, kept: int) -> Any:
+    """concat(...) / concat_ws(sep, ...) with its arguments after the first `kept` as
+    text; None once they are (the rewrite's own call comes back here)."""
+
+    def rewrite(args: list[Any]) -> Any:
+        texts = [_concat_arg(a) for a in args[kept:]]
+        if all(t is a for t, a in zip(texts, args[kept:], strict=True)):
+            return None
+        return call(name, *args[:kept], *texts)
+
+    return rewrite
 
 
 def rewrite_format(args: list[Any]) -> Any:
@@ -282,6 +319,8 @@ def _simple(name: str, arity: int) -> Any:
 
 REWRITES = {
     "format": rewrite_format,
+    "concat": _concat("concat", 0),
+    "concat_ws": _concat("concat_ws", 1),
     "initcap": _simple("hw_initcap", 1),
     "quote_ident": _simple("hw_quote_ident", 1),
     "parse_ident": lambda a: call("hw_parse_ident", a[0], a[1] if len(a) > 1 else const(True)),
@@ -309,11 +348,6 @@ REWRITES = {
 def install(db: Any) -> None:
     for sql in MACROS:
         db.execute(sql)
-    db.execute(
-        "CREATE OR REPLACE MACRO hw_text_out(x) AS CASE WHEN typeof(x) = 'BOOLEAN' THEN"
-        " CASE WHEN CAST(x AS VARCHAR) = 'true' THEN 't' WHEN x IS NULL THEN NULL ELSE 'f' END"
-        " ELSE hw_text(x) END"  # numbers as PostgreSQL prints them (text_casts.py)
-    )
     udf.register(db, "hw_format", _format, ["VARCHAR", "VARCHAR[]"], "VARCHAR", strict=False)
     db.execute("CREATE OR REPLACE MACRO hw_format0(f) AS hw_format(f, CAST([] AS VARCHAR[]))")
     udf.register(db, "hw_initcap", _initcap, ["VARCHAR"], "VARCHAR")

@@ -23,6 +23,7 @@ from headwater.catalog.pgtypes.floats import float_text
 from headwater.catalog.pgtypes.numeric import QUOTIENT_PRECISION, QUOTIENT_SCALE, quotient_scale
 
 NAME = "hw_text"
+OUT_NAME = "hw_text_out"  # format('%s') and concat(): hw_text, and booleans as t / f
 UDF = "hw_pg_text"
 _FLOAT8, _FLOAT4 = float_text(15, 1), float_text(6, 1)
 
@@ -73,12 +74,25 @@ _SPARK_TYPES = {k: v.lower() for k, v in _DUCKDB_TYPES.items()}
 _TRIM = r"[.]?0+$"
 
 
-def spark_sql(arg: str) -> str:
-    """hw_text(arg) as Spark SQL (engine/spark_sql.py), `arg` already Spark's."""
-    return _case(f"typeof({arg})", f"CAST({arg} AS STRING)", _SPARK_TYPES, _TRIM)
+def _out_case(typeof: str, to_text: str, boolean: str, arg: str, text: str) -> str:
+    """hw_text_out: a boolean as t / f (its text cast is 'true' / 'false'), else `text`."""
+    return (
+        f"CASE WHEN {typeof} = '{boolean}' THEN CASE WHEN {to_text} = 'true' THEN 't'"
+        f" WHEN {arg} IS NULL THEN NULL ELSE 'f' END ELSE {text} END"
+    )
+
+
+def spark_sql(arg: str, out: bool = False) -> str:
+    """hw_text(arg) (or hw_text_out(arg)) as Spark SQL (engine/spark_sql.py), `arg`
+    already Spark's."""
+    typeof, to_text = f"typeof({arg})", f"CAST({arg} AS STRING)"
+    text = _case(typeof, to_text, _SPARK_TYPES, _TRIM)
+    return _out_case(typeof, to_text, "boolean", arg, text) if out else text
 
 
 def install(db: Any) -> None:
     db.create_function(UDF, pg_text, ["VARCHAR", "VARCHAR"], "VARCHAR", type="arrow")
     body = _case("typeof(x)", "CAST(x AS VARCHAR)", _DUCKDB_TYPES, _TRIM)
     db.execute(f"CREATE OR REPLACE MACRO {NAME}(x) AS {body}")
+    out = _out_case("typeof(x)", "CAST(x AS VARCHAR)", "BOOLEAN", "x", f"{NAME}(x)")
+    db.execute(f"CREATE OR REPLACE MACRO {OUT_NAME}(x) AS {out}")
