@@ -210,9 +210,8 @@ class BoundRead:
     tables: frozenset[int] = frozenset()  # tables read
     depends: frozenset[int] = frozenset()  # tables and views named, plain views expanded
     # server/result_cache.py: the tables its result follows (False: not worked out yet,
-    # None: not to be reused), and its last result with the epoch it was read at
+    # None: not to be reused)
     deps: frozenset[int] | bool | None = False
-    result: Any = None
 
 
 class ReadPlans:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,11 @@ class Instance:
         # epoch -> (closed at, rows changed per table oid): headwater_catalog.epochs
         self.epoch_history: dict[int, tuple[float, dict[int, int]]] = {}
         self.table_changed: dict[int, int] = {}  # table oid -> the last epoch that changed it
-        self.reads_reused = 0  # reads answered from their last result (server/result_cache.py)
+        self.reads_reused = 0  # reads answered from a kept result (server/result_cache.py)
+        # (DuckDB SQL, parameters, TimeZone) -> (epoch read at, catalog, result, bytes),
+        # least recently used first; and their bytes (server/result_cache.py)
+        self.read_results: OrderedDict[tuple[str, str, str | None], Any] = OrderedDict()
+        self.read_results_bytes = 0
         # INSERT/UPDATE/DELETE/TRUNCATE statements by the path that ran them (executor._write)
         self.write_paths: Counter[str] = Counter()
         self.retained_from = 0  # oldest epoch AS OF can read (history before it vacuumed)

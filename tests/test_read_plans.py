@@ -183,6 +183,40 @@ def test_reused_results_as_postgres(hw_server, pg_oracle, table_name: str) -> No
                     assert got == want, (write, sql, args)
 
 
+def test_results_shared_by_connections_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """Three connections on each server (one in another TimeZone) take turns running
+    the same prepared reads after each kind of write: a result one connection read is
+    reused by the others while it holds (server/result_cache.py: one cache for the
+    instance), never across TimeZones, parameters or a change under it; every answer is
+    PostgreSQL's."""
+    from tests.oracle_scripts import in_schema
+
+    t = f"{table_name}_sh"
+    setup = [sql.format(t=t) for sql in REUSE_SETUP]
+    mv = f"{t}_mv AS SELECT g, count(*) AS n, sum(v) AS s FROM {t} GROUP BY g"
+    dsns = (hw_server.dsn, pg_oracle.dsn)
+    with (
+        in_schema(dsns, t, setup) as (hw, pg),
+        in_schema(dsns, f"{t}_2") as (hw2, pg2),
+        in_schema(dsns, f"{t}_3") as (hw3, pg3),
+    ):
+        hw.execute(f"CREATE MATERIALIZED VIEW {mv}")
+        pg.execute(f"CREATE VIEW {mv}")
+        for c in (hw2, pg2, hw3, pg3):
+            c.execute(f"SET search_path = {t}")
+        for c in (hw3, pg3):
+            c.execute("SET TimeZone = 'Asia/Tokyo'")
+        pairs = [(hw, pg), (hw2, pg2), (hw3, pg3)]
+        writes = [w for w in REUSE_WRITES if not w.startswith(("SET", "ALTER"))]
+        for write in ["SELECT 1", *writes]:
+            hw.execute(write.format(t=t))
+            pg.execute(write.format(t=t))
+            for sql, args in REUSE_READS:
+                for h, p in [*pairs, *reversed(pairs)]:
+                    got, want = (c.execute(sql.format(t=t), args, prepare=True) for c in (h, p))
+                    assert got.fetchall() == want.fetchall(), (write, sql, args)
+
+
 def test_volatile_and_temporary_reads_are_not_reused(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """A read calling a volatile function runs each time; so does one of a temporary
     table (its writes are not epochs); parameters equal but printed otherwise (0.0,

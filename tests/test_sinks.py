@@ -368,6 +368,8 @@ def test_metrics_scrape(hw: HeadwaterServer, tmp_path: Path) -> None:
         c.execute("UPDATE sk_w SET v = v + 1 WHERE v > 1")  # server/scanned_writes.py
         for _ in range(3):  # the first read runs; the next two reuse its result
             assert c.execute("SELECT n FROM sk_m_v", prepare=True).fetchone() == (51,)
+        with _conn(hw) as other:  # and so does another connection's
+            assert other.execute("SELECT n FROM sk_m_v", prepare=True).fetchone() == (51,)
         views = {
             f"{r[0]}.{r[1]}" for r in c.execute("SELECT schema, name FROM headwater_catalog.views")
         }
@@ -385,7 +387,7 @@ def test_metrics_scrape(hw: HeadwaterServer, tmp_path: Path) -> None:
     assert samples["headwater_epochs_total"][()] >= 3
     assert samples["headwater_commit_seconds_count"][()] >= 1
     assert samples["headwater_connections"][()] >= 0
-    assert samples["headwater_read_results_reused_total"][()] >= 2
+    assert samples["headwater_read_results_reused_total"][()] >= 3
     by_path = samples["headwater_writes_total"]
     assert by_path[(("path", "insert"),)] >= 1 and by_path[(("path", "general"),)] >= 1
     assert by_path[(("path", "scanned"),)] >= 1
