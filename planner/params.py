@@ -2,10 +2,10 @@
 
 Clients such as asyncpg encode parameters by the types the server announces in
 ParameterDescription, so `WHERE id = $1` must say the type of `id`. Contexts:
-an explicit cast (to an array type too), a comparison or arithmetic with a column or a
-number, `x op ANY/ALL ($1)` (x's array type, as for `id = ANY($1)`), an INSERT
-value, an UPDATE assignment, LIMIT/OFFSET. Anything else is text (as PostgreSQL would
-resolve an unknown literal).
+an explicit cast (to an array type too), a comparison or arithmetic with a column, a
+number or arithmetic on those (`id % 10 = $1`), `x op ANY/ALL ($1)` (x's array type,
+as for `id = ANY($1)`), an INSERT value, an UPDATE assignment, LIMIT/OFFSET. Anything
+else is text (as PostgreSQL would resolve an unknown literal).
 """
 
 from __future__ import annotations
@@ -16,7 +16,17 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.system_shapes import system_columns
-from headwater.catalog.types import ARRAY_TYPES, INT2, INT4, INT8, NUMERIC, TEXT, ColumnType
+from headwater.catalog.types import (
+    ARRAY_TYPES,
+    FLOAT4,
+    FLOAT8,
+    INT2,
+    INT4,
+    INT8,
+    NUMERIC,
+    TEXT,
+    ColumnType,
+)
 from headwater.planner.ddl import type_of
 from headwater.planner.pg_compat import cast_to
 from headwater.planner.scope import Item, Scope, find_relation, named_relations
@@ -35,6 +45,45 @@ def _param(node: Any) -> int | None:
 # the type of a constant beside a parameter in an operator (`$1 + 1`), as PostgreSQL
 # resolves the unknown parameter to the other operand's type
 _LITERAL_TYPES = {A.Integer: INT4, A.Float: NUMERIC}
+
+
+_ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
+_NUMBER_RANK = {INT2: 0, INT4: 1, INT8: 2, NUMERIC: 3}
+# functions of numbers whose type is their arguments' (promoted), or always integer
+_SAME_TYPE_FUNCTIONS = frozenset({"abs", "mod", "greatest", "least", "nullif", "trunc"})
+_INTEGER_FUNCTIONS = {
+    "length": INT4,
+    "char_length": INT4,
+    "octet_length": INT4,
+    "strpos": INT4,
+    "position": INT4,
+    "ascii": INT4,
+}
+
+
+def _promoted(*types: ColumnType | None) -> ColumnType | None:
+    """The numeric type arithmetic on `types` gives in PostgreSQL: the widest integer,
+    numeric over integers, double precision over anything but two reals; None when
+    one is unknown or not a number."""
+    if not types or any(t is None for t in types):
+        return None
+    pgs = {t.pg for t in types if t is not None}
+    if pgs == {FLOAT4}:
+        return ColumnType(FLOAT4)
+    if pgs <= {FLOAT4, FLOAT8, *_NUMBER_RANK}:
+        if pgs & {FLOAT4, FLOAT8}:
+            return ColumnType(FLOAT8)
+        return ColumnType(max(pgs, key=_NUMBER_RANK.__getitem__))
+    return None
+
+
+def _common(types: list[ColumnType | None]) -> ColumnType | None:
+    """COALESCE's, greatest's, abs's type: their arguments' if all have one, else the
+    promoted number type."""
+    known = [t for t in types if t is not None]
+    if known and len(known) == len(types) and all(t.pg is known[0].pg for t in known):
+        return known[0]
+    return _promoted(*types)
 
 
 _ANY_ALL = (A_Expr_Kind.AEXPR_OP_ANY, A_Expr_Kind.AEXPR_OP_ALL)
@@ -89,7 +138,9 @@ class _Inferrer:
         return hits[0] if hits else None
 
     def operand_type(self, node: Any) -> ColumnType | None:
-        """The type of a column or number beside a parameter."""
+        """The type of an expression beside a parameter, where it is plain: a column, a
+        number, a cast, arithmetic on those (`id % 10 = $1` is bigint, as PostgreSQL
+        resolves it) and functions whose type follows their arguments'; else None."""
         if isinstance(node, A.ColumnRef):
             return self.column_type(node)
         if isinstance(node, A.A_Const) and not node.isnull:
@@ -100,6 +151,21 @@ class _Inferrer:
                 return cast_type(node.typeName)
             except SQLError:
                 return None
+        if isinstance(node, A.A_Expr) and node.kind == A_Expr_Kind.AEXPR_OP:
+            op = _op_name(node)
+            if op not in _ARITHMETIC:
+                return None
+            if node.lexpr is None:  # -x
+                return self.operand_type(node.rexpr)
+            return _promoted(self.operand_type(node.lexpr), self.operand_type(node.rexpr))
+        if isinstance(node, A.CoalesceExpr | A.MinMaxExpr):
+            return _common([self.operand_type(a) for a in node.args])
+        if isinstance(node, A.FuncCall) and len(node.funcname) == 1 and node.args:
+            name = node.funcname[0].sval.lower()
+            if name in _INTEGER_FUNCTIONS:
+                return ColumnType(_INTEGER_FUNCTIONS[name])
+            if name in _SAME_TYPE_FUNCTIONS:
+                return _common([self.operand_type(a) for a in node.args])
         return None
 
     def walk(self, node: Any) -> None:
@@ -127,16 +193,10 @@ class _Inferrer:
                 self.note(n, ColumnType(TEXT))  # a pattern is text, whatever it matches
             for a, b in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
                 n = _param(a)
-                if n is not None and isinstance(b, A.ColumnRef):
-                    ct = self.column_type(b)
-                    if ct is not None:
-                        self.note(n, ct)
-                if n is not None and isinstance(b, A.A_Const) and not b.isnull:
-                    literal = _LITERAL_TYPES.get(type(b.val))  # $1 + 1: integer
-                    if literal is not None:
-                        self.note(n, ColumnType(literal))
-            if isinstance(node.rexpr, tuple | list) and isinstance(node.lexpr, A.ColumnRef):
-                ct = self.column_type(node.lexpr)
+                if n is not None and (ct := self.operand_type(b)) is not None:
+                    self.note(n, ct)  # (`$1 + 1`: integer)
+            if isinstance(node.rexpr, tuple | list):  # IN (...), BETWEEN
+                ct = self.operand_type(node.lexpr)
                 for item in node.rexpr:
                     if (n := _param(item)) is not None and ct is not None:
                         self.note(n, ct)

@@ -28,6 +28,10 @@ SETUP = (
     "CREATE TABLE arrp (id int, name text, d date)",
     "INSERT INTO arrp VALUES (1, 'a', '2024-01-01'), (2, 'b', '2024-01-02'), "
     "(3, 'c', NULL), (4, NULL, '2024-01-04')",
+    "DROP TABLE IF EXISTS arrx",
+    "CREATE TABLE arrx (id bigint, n numeric(12,2), r real, f float8, s smallint, t text)",
+    "INSERT INTO arrx SELECT g, g * 1.25, g / 4.0, g * 0.5, g % 7, 't' || g"
+    " FROM generate_series(1, 40) g",
 )
 
 
@@ -219,6 +223,24 @@ def test_parameter_description_of_array_contexts(both: Any) -> None:
         assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
 
 
+def test_parameter_description_of_expressions(both: Any) -> None:
+    """A parameter compared with arithmetic, a function or COALESCE of columns gets the
+    type PostgreSQL resolves (it was text: asyncpg then refused an int for
+    `id % 10 = $1`)."""
+    hw, pg = both
+    for sql in (
+        "SELECT 1 FROM arrx WHERE id % 10 = $1",
+        "SELECT 1 FROM arrx WHERE $1 = s % 3",
+        "SELECT 1 FROM arrx WHERE s + s = $1 OR s * 2 = $2 OR -s = $3",
+        "SELECT 1 FROM arrx WHERE n * 2 > $1 AND r * 2 < $2 AND r * r < $3 AND f / 2 < $4",
+        "SELECT 1 FROM arrx WHERE abs(s) = $1 AND length(t) > $2 AND coalesce(n, s) < $3",
+        "SELECT 1 FROM arrx WHERE greatest(id, s) = $1 AND coalesce(t, 'x') = $2",
+        "SELECT 1 FROM arrx WHERE id % 10 IN ($1, $2) AND id + 1 BETWEEN $3 AND $4",
+        "SELECT 1 FROM arrx WHERE id % 10 = $1 + 1 AND lower(t) = $2",
+    ):
+        assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
+
+
 def test_parameter_description_of_system_columns(both: Any) -> None:
     """A parameter compared with a system catalog's column is announced with the column's
     type (oid, name, ...), as PostgreSQL does: asyncpg refused an int for `oid = $1`
@@ -287,6 +309,9 @@ async def _asyncpg_answers(dsn: dict[str, Any]) -> list[Any]:
             ("SELECT $1::numeric[], $2::bool[]", ([Decimal("1.50"), None], [True, False])),
             ("SELECT $1::float8[], $2::int2[]", ([1.5, -0.25], [1, 2])),
             ("SELECT DATE '2020-01-01' + g FROM generate_series(1, $1) AS g", 2),
+            ("SELECT count(*) FROM arrx WHERE id % 10 = $1", 3),
+            ("SELECT id FROM arrx WHERE n * 2 > $1 AND s % 3 = $2 ORDER BY id", (Decimal(90), 1)),
+            ("SELECT id FROM arrx WHERE r * 2 BETWEEN $1 AND $2 ORDER BY id", (3.0, 4.5)),
             ("SELECT '{30,22}'::oid[], 26::oid, ARRAY[1::oid, 2::oid]", None),
             ("SELECT typname, typelem, typarray FROM pg_type WHERE oid = ANY('{22,30}')", None),
             (
