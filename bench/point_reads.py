@@ -60,12 +60,13 @@ def pct(values: list[float], q: float) -> float:
 
 
 def tree_cpu_seconds(root: int) -> float:
-    """User + system CPU time of `root` and its descendants (threads included)."""
+    """User + system CPU time of `root` and its descendants (threads included), and of
+    the children they reaped (PostgreSQL's parallel workers exit after each query)."""
     ticks = 0
     for pid in process_tree(root):
         with contextlib.suppress(OSError):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
+            ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
