@@ -18,6 +18,7 @@ from headwater.catalog.catalog import Catalog
 from headwater.catalog.system_shapes import system_columns
 from headwater.catalog.types import (
     ARRAY_TYPES,
+    BPCHAR,
     FLOAT4,
     FLOAT8,
     INT2,
@@ -50,7 +51,9 @@ _LITERAL_TYPES = {A.Integer: INT4, A.Float: NUMERIC}
 _ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
 _NUMBER_RANK = {INT2: 0, INT4: 1, INT8: 2, NUMERIC: 3}
 # functions of numbers whose type is their arguments' (promoted), or always integer
-_SAME_TYPE_FUNCTIONS = frozenset({"abs", "mod", "greatest", "least", "nullif", "trunc"})
+_SAME_TYPE_FUNCTIONS = frozenset(
+    {"abs", "mod", "greatest", "least", "nullif", "trunc", "round", "ceil", "floor"}
+)
 _INTEGER_FUNCTIONS = {
     "length": INT4,
     "char_length": INT4,
@@ -75,6 +78,14 @@ def _promoted(*types: ColumnType | None) -> ColumnType | None:
             return ColumnType(FLOAT8)
         return ColumnType(max(pgs, key=_NUMBER_RANK.__getitem__))
     return None
+
+
+def _untyped(ct: ColumnType) -> ColumnType:
+    """A compared parameter's type: the operand's without its modifier. PostgreSQL
+    compares `amount = $1` with 1.234 as numeric, not rounded to numeric(12,2)'s
+    scale, and `name = $1` with a longer text than varchar(3)'s is just unequal. (A
+    char(n)'s keeps n: its decoder drops the trailing blanks char(n) ignores.)"""
+    return ColumnType(ct.pg) if ct.typmod != -1 and ct.pg is not BPCHAR else ct
 
 
 def _common(types: list[ColumnType | None]) -> ColumnType | None:
@@ -160,10 +171,16 @@ class _Inferrer:
             return _promoted(self.operand_type(node.lexpr), self.operand_type(node.rexpr))
         if isinstance(node, A.CoalesceExpr | A.MinMaxExpr):
             return _common([self.operand_type(a) for a in node.args])
-        if isinstance(node, A.FuncCall) and len(node.funcname) == 1 and node.args:
-            name = node.funcname[0].sval.lower()
+        if isinstance(node, A.FuncCall) and node.args:
+            name = node.funcname[-1].sval.lower()
             if name in _INTEGER_FUNCTIONS:
                 return ColumnType(_INTEGER_FUNCTIONS[name])
+            if name in ("extract", "date_part"):  # (PostgreSQL 14+: numeric; date_part:
+                return ColumnType(NUMERIC if name == "extract" else FLOAT8)  # double)
+            if name == "date_trunc" and len(node.args) >= 2:
+                return self.operand_type(node.args[1])
+            if name == "round" and len(node.args) == 2:
+                return ColumnType(NUMERIC)
             if name in _SAME_TYPE_FUNCTIONS:
                 return _common([self.operand_type(a) for a in node.args])
         return None
@@ -194,12 +211,17 @@ class _Inferrer:
             for a, b in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
                 n = _param(a)
                 if n is not None and (ct := self.operand_type(b)) is not None:
-                    self.note(n, ct)  # (`$1 + 1`: integer)
+                    self.note(n, _untyped(ct))  # (`$1 + 1`: integer)
             if isinstance(node.rexpr, tuple | list):  # IN (...), BETWEEN
                 ct = self.operand_type(node.lexpr)
                 for item in node.rexpr:
                     if (n := _param(item)) is not None and ct is not None:
-                        self.note(n, ct)
+                        self.note(n, _untyped(ct))
+            if isinstance(node.lexpr, A.RowExpr) and isinstance(node.rexpr, A.RowExpr):
+                for a, b in zip(node.lexpr.args or (), node.rexpr.args or (), strict=False):
+                    for x, y in ((a, b), (b, a)):  # (a, b) = ($1, $2)
+                        if (n := _param(x)) is not None and (ct := self.operand_type(y)):
+                            self.note(n, _untyped(ct))
         elif isinstance(node, A.FuncCall) and _is_series(node):
             # generate_series(1, $1): PostgreSQL picks its integer overload
             known = [self.operand_type(a) for a in node.args if _param(a) is None]

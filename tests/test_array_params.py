@@ -29,9 +29,10 @@ SETUP = (
     "INSERT INTO arrp VALUES (1, 'a', '2024-01-01'), (2, 'b', '2024-01-02'), "
     "(3, 'c', NULL), (4, NULL, '2024-01-04')",
     "DROP TABLE IF EXISTS arrx",
-    "CREATE TABLE arrx (id bigint, n numeric(12,2), r real, f float8, s smallint, t text)",
-    "INSERT INTO arrx SELECT g, g * 1.25, g / 4.0, g * 0.5, g % 7, 't' || g"
-    " FROM generate_series(1, 40) g",
+    "CREATE TABLE arrx (id bigint, n numeric(12,2), r real, f float8, s smallint, t text,"
+    " v varchar(3), at timestamptz)",
+    "INSERT INTO arrx SELECT g, g * 1.25, g / 4.0, g * 0.5, g % 7, 't' || g, 'v' || g % 10,"
+    " TIMESTAMPTZ '2024-01-01 00:00+00' + g * INTERVAL '7 hours' FROM generate_series(1, 40) g",
 )
 
 
@@ -237,6 +238,8 @@ def test_parameter_description_of_expressions(both: Any) -> None:
         "SELECT 1 FROM arrx WHERE greatest(id, s) = $1 AND coalesce(t, 'x') = $2",
         "SELECT 1 FROM arrx WHERE id % 10 IN ($1, $2) AND id + 1 BETWEEN $3 AND $4",
         "SELECT 1 FROM arrx WHERE id % 10 = $1 + 1 AND lower(t) = $2",
+        "SELECT 1 FROM arrx WHERE (s, t) = ($1, $2) AND extract(hour FROM at) = $3",
+        "SELECT 1 FROM arrx WHERE date_trunc('day', at) = $1 AND round(n) > $2",
     ):
         assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
 
@@ -312,6 +315,12 @@ async def _asyncpg_answers(dsn: dict[str, Any]) -> list[Any]:
             ("SELECT count(*) FROM arrx WHERE id % 10 = $1", 3),
             ("SELECT id FROM arrx WHERE n * 2 > $1 AND s % 3 = $2 ORDER BY id", (Decimal(90), 1)),
             ("SELECT id FROM arrx WHERE r * 2 BETWEEN $1 AND $2 ORDER BY id", (3.0, 4.5)),
+            # compared as numeric and text, not as numeric(12,2) and varchar(3): 1.251 is
+            # not rounded to 1.25 (a wrong match), 'v1xyz' is not too long (an error)
+            ("SELECT count(*) FROM arrx WHERE n = $1 OR n * 1 = $1", Decimal("1.251")),
+            ("SELECT id FROM arrx WHERE n IN ($1, $2)", (Decimal(2.5), Decimal("3.749"))),
+            ("SELECT count(*) FROM arrx WHERE v = $1", "v1xyz"),
+            ("SELECT count(*) FROM arrx WHERE (s, v) = ($1, $2)", (1, "v1")),
             ("SELECT '{30,22}'::oid[], 26::oid, ARRAY[1::oid, 2::oid]", None),
             ("SELECT typname, typelem, typarray FROM pg_type WHERE oid = ANY('{22,30}')", None),
             (
