@@ -24,6 +24,7 @@ from headwater.catalog.types import (
     INT2,
     INT4,
     INT8,
+    INTERVAL,
     NUMERIC,
     TEXT,
     ColumnType,
@@ -208,9 +209,12 @@ class _Inferrer:
         elif isinstance(node, A.A_Expr):
             if _op_name(node) in _PATTERN_OPS and (n := _param(node.rexpr)) is not None:
                 self.note(n, ColumnType(TEXT))  # a pattern is text, whatever it matches
+            scaling = _op_name(node) in ("*", "/")
             for a, b in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
                 n = _param(a)
                 if n is not None and (ct := self.operand_type(b)) is not None:
+                    if scaling and ct.pg is INTERVAL:  # $1 * interval '1 second'
+                        ct = ColumnType(FLOAT8)
                     self.note(n, _untyped(ct))  # (`$1 + 1`: integer)
             if isinstance(node.rexpr, tuple | list):  # IN (...), BETWEEN
                 ct = self.operand_type(node.lexpr)
@@ -222,6 +226,11 @@ class _Inferrer:
                     for x, y in ((a, b), (b, a)):  # (a, b) = ($1, $2)
                         if (n := _param(x)) is not None and (ct := self.operand_type(y)):
                             self.note(n, _untyped(ct))
+        elif isinstance(node, A.CoalesceExpr | A.MinMaxExpr):  # coalesce(n, $1): n's type
+            known = _common([self.operand_type(a) for a in node.args if _param(a) is None])
+            for a in node.args:
+                if (n := _param(a)) is not None and known is not None:
+                    self.note(n, _untyped(known))
         elif isinstance(node, A.FuncCall) and _is_series(node):
             # generate_series(1, $1): PostgreSQL picks its integer overload
             known = [self.operand_type(a) for a in node.args if _param(a) is None]

@@ -240,6 +240,8 @@ def test_parameter_description_of_expressions(both: Any) -> None:
         "SELECT 1 FROM arrx WHERE id % 10 = $1 + 1 AND lower(t) = $2",
         "SELECT 1 FROM arrx WHERE (s, t) = ($1, $2) AND extract(hour FROM at) = $3",
         "SELECT 1 FROM arrx WHERE date_trunc('day', at) = $1 AND round(n) > $2",
+        "SELECT coalesce(s, $1), greatest($2, n) FROM arrx WHERE s = COALESCE($3, s)",
+        "UPDATE arrx SET at = at + $1 * interval '1 second' WHERE id = $2",
     ):
         assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
 
