@@ -207,6 +207,13 @@ _DUCKDB_SIMPLE: dict[str, str] = {
 }
 
 
+# element types of array columns: DuckDB reads their PostgreSQL text as PostgreSQL does
+_ARRAY_COLUMN_ELEMENTS = frozenset(
+    ("bool", "int2", "int4", "int8", "float4", "float8", "text", "varchar")
+    + ("date", "time", "timestamp", "timestamptz", "uuid")
+)
+
+
 def duckdb_type(ct: ColumnType) -> str:
     if ct.pg is NUMERIC:
         ps = ct.precision_scale
@@ -261,8 +268,17 @@ def resolve_type_name(names: list[str], mods: list[int], array_bounds: int = 0) 
     >>> resolve_type_name(["pg_catalog", "varchar"], [10]).sql()
     'character varying(10)'
     """
-    if array_bounds:
-        raise FeatureNotSupported("array types are not supported yet")
+    if array_bounds:  # int[], int[][] (one type: PostgreSQL ignores the dimensions)
+        element = resolve_type_name(names, mods)
+        array = ARRAY_TYPES.get(element.pg.name)
+        # (the elements' modifiers, varchar(3)[], would go unchecked: refused)
+        if array is None or element.pg.name not in _ARRAY_COLUMN_ELEMENTS or mods:
+            raise FeatureNotSupported(
+                f"type {element.sql()}[] is not supported",
+                hint="Arrays of text, varchar, integers, floats, booleans, dates, times,"
+                " timestamps and uuid are, without a length.",
+            )
+        return ColumnType(array)
     name = names[-1].lower()
     if len(names) > 1 and names[0] not in ("pg_catalog",):
         raise UndefinedObject(f'type "{".".join(names)}" does not exist')

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.objects import Check, Column, Key, Table
-from headwater.catalog.types import ColumnType, resolve_type_name
+from headwater.catalog.types import ARRAY_ELEMENT, ColumnType, resolve_type_name
 from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
 from headwater.planner.syntax import nodes
@@ -81,6 +82,17 @@ def check_from(con: A.Constraint, table: str, names: set[str], taken: set[str]) 
     return Check(name, deparse(con.raw_expr), valid=not con.skip_validation)
 
 
+def check_key_columns(columns: Sequence[Column], key: Sequence[str]) -> None:
+    """A PRIMARY KEY or UNIQUE key on an array column is not supported (point writes and
+    key sets hold keys as scalars)."""
+    for c in columns:
+        if c.name in key and c.type.pg.name in ARRAY_ELEMENT:
+            raise FeatureNotSupported(
+                f'a PRIMARY KEY or UNIQUE constraint on the array column "{c.name}" '
+                "is not supported"
+            )
+
+
 def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
     name = stmt.relation.relname
     if stmt.inhRelations or stmt.partspec or stmt.ofTypename:
@@ -152,6 +164,7 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
         for c in k.columns:
             if c not in names:
                 raise UndefinedColumn(f'column "{c}" named in key does not exist')
+        check_key_columns(columns, k.columns)
         if len(set(k.columns)) != len(k.columns):
             raise InvalidColumnReference(
                 f"column appears twice in {'primary key' if k.primary else 'unique'} constraint"

@@ -15,9 +15,11 @@ from typing import Any
 import pglast.ast as A
 import pyarrow as pa
 from headwater.catalog.objects import Column, Table
+from headwater.catalog.pgtypes.arrays import parse_array_literal
 from headwater.catalog.pgtypes.bytea import bytea_in
 from headwater.catalog.pgtypes.integers import bool_in
 from headwater.catalog.types import (
+    ARRAY_ELEMENT,
     BOOL,
     BYTEA,
     DUCKDB_MAX_PRECISION,
@@ -30,6 +32,7 @@ from headwater.catalog.types import (
 )
 from headwater.planner import constant_lists
 from headwater.planner.naming import name_targets
+from headwater.planner.pg_compat import check_array_literal, duckdb_list_text
 from headwater.planner.relations import Binder, deparse
 from headwater.planner.sequences import check_identity_update, identity_defaults
 from headwater.storage.changelog import RID
@@ -61,6 +64,9 @@ def default_sql(col: Column, binder: Binder) -> str:
 def cast_sql(expr: Any, col: Column, binder: Binder) -> str:
     if isinstance(expr, A.SetToDefault):
         return default_sql(col, binder)
+    if isinstance(expr, A.A_Const) and isinstance(expr.val, A.String):
+        if col.type.pg.name in ARRAY_ELEMENT:  # SET tags = '{a,b}'
+            return to_column_sql(_text_literal(expr.val.sval, col), col)
     return to_column_sql(binder.to_sql(expr), col)
 
 
@@ -179,12 +185,27 @@ def _value_sql(expr: Any, col: Column, binder: Binder) -> str:
 
 def _text_literal(text: str, col: Column) -> str:
     """A string constant as SQL for a column: read with PostgreSQL's input function where
-    DuckDB's cast reads otherwise (bytea's '\\x0102', boolean's 'off')."""
+    DuckDB's cast reads otherwise (bytea's '\\x0102', boolean's 'off', an array's
+    '{a,"b c"}')."""
+    element = ARRAY_ELEMENT.get(col.type.pg.name)
+    if element is not None:
+        text = list_text(text, element.name)
     if col.type.pg is BYTEA:
         return f"from_hex('{bytea_in(text).hex()}')"
     if col.type.pg is BOOL:
         return "TRUE" if bool_in(text) else "FALSE"
     return "'" + text.replace("'", "''") + "'"
+
+
+def list_text(text: str, element: str) -> str:
+    """PostgreSQL's array input ('{1,2}') as DuckDB's list input, which the column's
+    cast reads; PostgreSQL's errors for a malformed one (22P02) or a bad element."""
+    check_array_literal(text, [element])
+    elements = parse_array_literal(text)
+    assert elements is not None  # (else check_array_literal raised)
+    if any(isinstance(e, list) for e in elements):
+        raise FeatureNotSupported("multidimensional arrays are not supported in columns")
+    return duckdb_list_text(elements)
 
 
 def _check_assignable(col: Column, source: str) -> None:
@@ -204,6 +225,10 @@ def _typed_constants(values: pa.Table, targets: list[Column]) -> pa.Table:
         arr = values.column(i)
         if col.type.pg is BOOL and pa.types.is_string(arr.type):
             new = pa.array([None if t is None else bool_in(t) for t in arr.to_pylist()], pa.bool_())
+        elif col.type.pg.name in ARRAY_ELEMENT and pa.types.is_string(arr.type):
+            element = ARRAY_ELEMENT[col.type.pg.name].name
+            texts = [None if t is None else list_text(t, element) for t in arr.to_pylist()]
+            new = pa.array(texts, pa.string())
         elif col.type.pg is BYTEA and pa.types.is_string(arr.type):
             new = pa.array(
                 [None if t is None else bytea_in(t) for t in arr.to_pylist()], pa.binary()

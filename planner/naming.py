@@ -41,6 +41,9 @@ def pg_column_name(node: Any) -> str:
         return last.sval if isinstance(last, A.String) else "?column?"
     if isinstance(node, A.FuncCall):
         return node.funcname[-1].sval
+    if isinstance(node, A.A_Indirection):  # (r).f is "f"; tags[1] keeps "tags"
+        fields = [i.sval for i in node.indirection if isinstance(i, A.String)]
+        return fields[-1] if fields else pg_column_name(node.arg)
     if isinstance(node, A.TypeCast):
         if _strong_name(node.arg):
             return pg_column_name(node.arg)

@@ -21,6 +21,7 @@ plain reads and the expressions of views (planner/ir.py's pg_semantics).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -1360,7 +1361,7 @@ def _typecast(tc: A.TypeCast) -> Any:
     tn = tc.typeName
     if tn.arrayBounds:
         if isinstance(tc.arg, A.A_Const) and isinstance(tc.arg.val, A.String):
-            _check_array_literal(tc.arg.val.sval, _names(tn.names))
+            check_array_literal(tc.arg.val.sval, _names(tn.names))
         _to_duckdb_list(tc.arg)  # '{1,2}'::int[]; '{{1,2},{3,4}}'::int[] a list of lists
         tn.arrayBounds = (A.Integer(ival=-1),) * _list_depth(tc.arg)
     elif _names(tn.names)[-1:] == ["jsonb"]:
@@ -1549,6 +1550,11 @@ def _a_expr(node: A.A_Expr) -> Any:
                 kind = _arrayish(other)
                 if kind == "array" or (kind == "maybe" and _numbers_only(const)):
                     _to_duckdb_list(const)
+    if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in ("@>", "<@", "&&"):
+        # tags @> '{x}': an array constant (a jsonb one, '{"a": 1}', reads as JSON)
+        for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
+            if _arrayish(other) != "no" and _array_not_json(const):
+                _to_duckdb_list(const)
     if node.kind == A_Expr_Kind.AEXPR_OP and names == ["-"] and node.lexpr is not None:
         kinds = {_type_of(x) if isinstance(x, A.TypeCast) else "" for x in (node.lexpr, node.rexpr)}
         if kinds == {"date"}:  # date - date is an integer (DuckDB: bigint)
@@ -1613,20 +1619,20 @@ def _a_expr(node: A.A_Expr) -> Any:
 # -- array constants and ANY/ALL ----------
 
 
-def _duckdb_list_text(elements: list[Any]) -> str:
+def duckdb_list_text(elements: list[Any]) -> str:
     """DuckDB's list input syntax for the same elements (every string quoted)."""
     parts = []
     for e in elements:
         if e is None:
             parts.append("NULL")
         elif isinstance(e, list):
-            parts.append(_duckdb_list_text(e))
+            parts.append(duckdb_list_text(e))
         else:
             parts.append('"' + e.replace("\\", "\\\\").replace('"', '\\"') + '"')
     return "[" + ", ".join(parts) + "]"
 
 
-def _check_array_literal(text: str, type_names: list[str]) -> None:
+def check_array_literal(text: str, type_names: list[str]) -> None:
     """PostgreSQL's errors for a bad '{...}'::t[] constant: 22P02 when malformed, and
     the element type's input errors (22P02, 22003 out of range, 22008); date/time items
     read in the default DateStyle, as scalar date/time constants are
@@ -1643,7 +1649,18 @@ def _to_duckdb_list(node: Any) -> None:
     if isinstance(node, A.A_Const) and isinstance(node.val, A.String):
         elements = parse_array_literal(node.val.sval)
         if elements is not None:
-            node.val = A.String(sval=_duckdb_list_text(elements))
+            node.val = A.String(sval=duckdb_list_text(elements))
+
+
+def _array_not_json(node: Any) -> bool:
+    """A '{...}' string constant that reads as an array literal and not as JSON."""
+    if not (isinstance(node, A.A_Const) and isinstance(node.val, A.String)):
+        return False
+    try:
+        json.loads(node.val.sval)
+    except ValueError:
+        return parse_array_literal(node.val.sval) is not None
+    return False
 
 
 def _numbers_only(const: A.A_Const) -> bool:

@@ -40,7 +40,13 @@ from headwater.catalog.objects import (
 from headwater.catalog.types import BPCHAR, TEXT, VARCHAR, ColumnType
 from headwater.planner import dependencies as deps
 from headwater.planner import foreign_keys as fk_plan
-from headwater.planner.ddl import check_from, column_refs, constraint_word, type_of
+from headwater.planner.ddl import (
+    check_from,
+    check_key_columns,
+    column_refs,
+    constraint_word,
+    type_of,
+)
 from headwater.planner.dml import default_sql, to_column_sql
 from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
@@ -513,6 +519,7 @@ def _add_key(work: TableChange, cols: list[str], primary: bool, conname: str | N
         while name in taken:
             n += 1
             name = make_object_name(table.name, joined, f"{label}{n}")
+    check_key_columns(table.columns, cols)
     key = Key(name, tuple(cols), primary)
     work.table = replace(table, keys=(*table.keys, key))
     work.new_keys.append(key)

@@ -92,8 +92,6 @@ def execute(s: Session, w: WriteTxn, stmt: A.CreateTableAsStmt, params: list[Any
     for c in cols:
         if c.name in HIDDEN:
             raise FeatureNotSupported(f'column name "{c.name}" is reserved by Headwater')
-        if c.type.pg.name.startswith("_"):  # as CREATE TABLE says of such a column
-            raise FeatureNotSupported("array types are not supported yet")
         try:
             c.type.duckdb()
         except KeyError:

@@ -27,7 +27,7 @@ from headwater.catalog.objects import (
 )
 from headwater.planner import foreign_keys as fk_plan
 from headwater.planner import pg_compat
-from headwater.planner.ddl import table_from_create
+from headwater.planner.ddl import check_key_columns, table_from_create
 from headwater.planner.naming import name_targets
 from headwater.planner.relations import deparse
 from headwater.planner.sequences import with_sequence_defaults
@@ -270,6 +270,7 @@ def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
                 f'could not create unique index "{name}"',
                 detail=f"Key ({', '.join(cols)})=({shown}) is duplicated.",
             )
+        check_key_columns(table.columns, cols)
         table = replace(table, keys=table.keys + (Key(name, cols, False),))
         cat.replace_relation(table)
     cat.add_relation(

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from headwater.catalog.catalog import is_temp_schema
 from headwater.catalog.objects import Column, Key, Sequence, Table
 from headwater.catalog.pgtypes import SessionFormat
-from headwater.catalog.types import arrow_type
+from headwater.catalog.types import ARRAY_ELEMENT, arrow_type
 from headwater.planner import dml, pg_compat
 from headwater.planner.output_types import returning_sources
 from headwater.planner.params import epoch_parameter
@@ -644,6 +644,12 @@ def copy_rows(
         )
     binder = write_binder(s, w)
     given = {c.name for c in cols}
+    for i, c in enumerate(cols):  # arrays' text ('{a,"b c"}') as DuckDB's list input
+        element = ARRAY_ELEMENT.get(c.type.pg.name)
+        if element is not None:
+            values = data.column(i).to_pylist()
+            texts = [None if v is None else dml.list_text(v, element.name) for v in values]
+            data = data.set_column(i, data.field(i).name, pa.array(texts, pa.string()))
     name = "_hw_copy"
     w.cur.register(name, data)
     try:

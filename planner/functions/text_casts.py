@@ -9,6 +9,10 @@ non-constant `hw_text(x)`: by the argument's type, the wire's own text functions
 (catalog/pgtypes) over the executor's text of the value, which reads back exactly
 (DuckDB's and Java's float text are round-trip exact); other types keep the cast.
 
+Arrays (DuckDB lists) print as PostgreSQL's array_out prints them ('{a,"b c",NULL}',
+not '[a, b c, NULL]'): their JSON text read back by a UDF (DuckDB only so far; Spark
+keeps its own text of arrays).
+
 typeof(x) is a constant both optimizers fold, so one branch runs. Spark evaluates a
 Python UDF for every row even under a CASE branch not taken, so the UDF answers NULL
 for text it cannot read instead of failing.
@@ -19,12 +23,14 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from headwater.catalog.pgtypes.arrays import array_out
 from headwater.catalog.pgtypes.floats import float_text
 from headwater.catalog.pgtypes.numeric import QUOTIENT_PRECISION, QUOTIENT_SCALE, quotient_scale
 
 NAME = "hw_text"
 OUT_NAME = "hw_text_out"  # format('%s') and concat(): hw_text, and booleans as t / f
 UDF = "hw_pg_text"
+ARRAY_UDF = "hw_pg_array_text"
 _FLOAT8, _FLOAT4 = float_text(15, 1), float_text(6, 1)
 
 
@@ -54,13 +60,37 @@ def pg_text(texts: Any, kinds: Any) -> Any:
     return pa.array(out, pa.string())
 
 
-def _case(typeof: str, to_text: str, types: dict[str, str], trim: str) -> str:
-    """The CASE over typeof(x), in one dialect's type names and text cast."""
+def _case(typeof: str, to_text: str, types: dict[str, str], trim: str, other: str = "") -> str:
+    """The CASE over typeof(x), in one dialect's type names and text cast (`other`: the
+    text of any other type; by default the cast)."""
     branches = "".join(f" WHEN '{types[kind]}' THEN {UDF}({to_text}, '{kind}')" for kind in _KINDS)
     return (
         f"CASE {typeof}{branches} WHEN '{types['numeric']}' THEN"
-        f" regexp_replace({to_text}, '{trim}', '') ELSE {to_text} END"
+        f" regexp_replace({to_text}, '{trim}', '') ELSE {other or to_text} END"
     )
+
+
+def _element(kind: str) -> Any:
+    """An array element's text (array_out quotes it), by the list's DuckDB type."""
+    if kind.startswith("BOOLEAN"):
+        return lambda v: b"t" if v else b"f"
+    if kind.startswith(("DOUBLE", "FLOAT")):
+        enc = _FLOAT8 if kind.startswith("DOUBLE") else _FLOAT4
+        return lambda v: enc(float(v))
+    return lambda v: str(v).encode()
+
+
+def pg_array_text(texts: Any, kinds: Any) -> Any:
+    """Arrow UDF: a list's JSON text (DuckDB's to_json: round-trip exact floats,
+    Infinity, NaN) as PostgreSQL's array_out prints the array."""
+    import json
+
+    import pyarrow as pa
+
+    out: list[str | None] = []
+    for s, kind in zip(texts.to_pylist(), kinds.to_pylist(), strict=True):
+        out.append(None if s is None else array_out(_element(kind))(json.loads(s)).decode())
+    return pa.array(out, pa.string())
 
 
 _DUCKDB_TYPES = {
@@ -92,7 +122,12 @@ def spark_sql(arg: str, out: bool = False) -> str:
 
 def install(db: Any) -> None:
     db.create_function(UDF, pg_text, ["VARCHAR", "VARCHAR"], "VARCHAR", type="arrow")
-    body = _case("typeof(x)", "CAST(x AS VARCHAR)", _DUCKDB_TYPES, _TRIM)
+    db.create_function(ARRAY_UDF, pg_array_text, ["VARCHAR", "VARCHAR"], "VARCHAR", type="arrow")
+    lists = (  # a list: PostgreSQL's '{a,"b c"}', not DuckDB's '[a, b c]'
+        f"CASE WHEN typeof(x) LIKE '%[]' THEN {ARRAY_UDF}(CAST(to_json(x) AS VARCHAR),"
+        " typeof(x)) ELSE CAST(x AS VARCHAR) END"
+    )
+    body = _case("typeof(x)", "CAST(x AS VARCHAR)", _DUCKDB_TYPES, _TRIM, lists)
     db.execute(f"CREATE OR REPLACE MACRO {NAME}(x) AS {body}")
     out = _out_case("typeof(x)", "CAST(x AS VARCHAR)", "BOOLEAN", "x", f"{NAME}(x)")
     db.execute(f"CREATE OR REPLACE MACRO {OUT_NAME}(x) AS {out}")
