@@ -1378,7 +1378,12 @@ def _typecast(tc: A.TypeCast) -> Any:
     arg = tc.arg
     if name in ("bpchar", "varchar"):
         _fit_string_constant(arg, name, tn)
-    if name in ("text", "varchar") and not tn.typmods and _printed_by_type(arg):
+    if (
+        name in ("text", "varchar")
+        and not tn.typmods
+        and not tn.arrayBounds
+        and _printed_by_type(arg)
+    ):
         tc.arg = _text_cast(arg)
         return tc
     if not tn.arrayBounds and (ranged := functions.range_cast(name, arg)) is not None:
