@@ -20,8 +20,9 @@ depends on the values) run as Arrow UDFs wrapping the DuckDB executor's own func
 (planner/pg_compat.py), registered on the session: their Python runs on the Spark
 executors (the same interpreter: PYSPARK_PYTHON); so do json_agg & co.'s texts (DuckDB's
 to_json of the ordered list, then planner/functions/json.py's text functions, `_json_list`).
-Views whose rules need functions without a Spark form (NO_SPARK_FORM) or INTERVAL
-columns are not expressible: `expressible` says why.
+Views whose rules need functions without a Spark form (NO_SPARK_FORM, or any hw_
+function not in SPARK_UDFS: DuckDB's UDFs and macros) or INTERVAL columns are not
+expressible: `expressible` says why, and their batches run on DuckDB.
 """
 
 from __future__ import annotations
@@ -51,7 +52,15 @@ log = logging.getLogger("headwater.engine")
 
 # functions the rendered rules may call that Spark does not have (no UDF registered)
 NO_SPARK_FORM = ("hw_avg_w",)
+_HW_CALL = re.compile(r"\b(hw_\w+)\s*\(", re.IGNORECASE)
 _AVG_DECIMAL = "decimal(37,16)"  # what DuckDB's hw_avg_int / hw_avg_exact return
+
+
+_JSON_UDFS = ("hw_json_agg_text", "hw_json_object_agg_text", "hw_json_merge_objects")
+# the functions register_udfs gives Spark (all other hw_ functions are DuckDB's only)
+SPARK_UDFS = frozenset(
+    ("hw_avg_exact", "hw_numeric_div", "hw_json_list", "hw_jsonb_in", text_casts.UDF, *_JSON_UDFS)
+)
 
 
 def register_udfs(spark: Any) -> None:
@@ -76,7 +85,7 @@ def register_udfs(spark: Any) -> None:
         spark.udf.register("hw_json_list", arrow_udf(_json_list, "string", scalar))
         spark.udf.register("hw_jsonb_in", arrow_udf(pg_compat._jsonb_in_udf, "string", scalar))
         spark.udf.register(text_casts.UDF, arrow_udf(text_casts.pg_text, "string", scalar))
-        for name in ("hw_json_agg_text", "hw_json_object_agg_text", "hw_json_merge_objects"):
+        for name in _JSON_UDFS:
             fn, params, _, strict = json_functions._UDFS[name]
             lifted = json_functions._lift(fn, pa.string, strict, len(params))
             spark.udf.register(name, arrow_udf(lifted, "string", scalar))
@@ -136,6 +145,11 @@ class SparkExecutor:
                     bad = [f for f in NO_SPARK_FORM if f in sql]
                     if bad:
                         why = f"{bad[0]} has no Spark form yet (PostgreSQL's numeric scale)"
+                        break
+                    # a function installed in DuckDB only (hw_cardinality, hw_format, ...)
+                    unknown = sorted({f.lower() for f in _HW_CALL.findall(sql)} - SPARK_UDFS)
+                    if unknown:
+                        why = f"{unknown[0]} has no Spark form yet"
                         break
             except (sqlglot.errors.SqlglotError, ValueError, KeyError) as e:
                 why = f"its rules do not render as Spark SQL: {e}"

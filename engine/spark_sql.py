@@ -181,12 +181,35 @@ def spark_types(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
+def array_subscripts(tree: exp.Expression) -> exp.Expression:
+    """`arr[i]` as `get(arr, i - 1)`: NULL past the end, as PostgreSQL's subscript and
+    DuckDB's (Spark's `arr[i]` raises INVALID_ARRAY_INDEX under ANSI mode); sqlglot has
+    already made a constant index 0-based, not an expression.
+
+    >>> to_spark("SELECT nums[2], nums[i + 1], m['k'] FROM t")
+    "SELECT GET(nums, 1), GET(nums, (i + 1) - 1), m['k'] FROM t"
+    """
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Bracket) or len(node.expressions) != 1:
+            return node
+        index = node.expressions[0]
+        if isinstance(index, exp.Slice) or (isinstance(index, exp.Literal) and index.is_string):
+            return node
+        if not (isinstance(index, exp.Literal) and index.is_int):
+            index = exp.Sub(this=exp.paren(index.copy()), expression=exp.Literal.number(1))
+        return exp.Anonymous(this="GET", expressions=[node.this.copy(), index])
+
+    return tree.transform(fix)
+
+
 FIXUPS: list[Callable[[exp.Expression], exp.Expression]] = [
     drop_materialized,
     row_to_struct,
     lateral_series,
     frameless_ranking,
     spark_types,
+    array_subscripts,
 ]
 
 
