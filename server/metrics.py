@@ -29,8 +29,8 @@ from what headwater_catalog.views and headwater_catalog.sinks show:
                                              the path that ran them: insert, point,
                                              scanned (batched, no write lock), general (a
                                              writing transaction under the write lock)
-    headwater_read_results_reused_total      reads answered from the statement's last
-                                             result, nothing under it changed since
+    headwater_read_results_reused_total      reads answered from a result kept by any
+                                             connection, nothing under it changed since
                                              (server/result_cache.py)
     headwater_connections                    client connections
     headwater_memory_rss_bytes               the server process' resident memory
@@ -98,7 +98,7 @@ class _Collector:
         restarts.add_metric([], inst.matviews.stage_restarts)
         yield restarts
         reused = CounterMetricFamily(
-            "headwater_read_results_reused", "reads answered from the statement's last result"
+            "headwater_read_results_reused", "reads answered from a kept result of the statement"
         )
         reused.add_metric([], inst.reads_reused)
         yield reused

@@ -89,7 +89,8 @@ async def _select(
     last = plan.seconds if plan.shape is not None else None
     if timed and last is not None:
         last = max(last, reads.INLINE)
-    # a plan the connection reuses answers from its last result while that holds
+    # a plan the connection reuses answers from a kept result (any connection's) while
+    # that holds (server/result_cache.py)
     reused = epoch is not None and as_of is None and plans.get(stmt) is plan
     kept = result_cache.lookup(s, plan, stmt, params, epoch) if reused else None
     if kept is not None:
