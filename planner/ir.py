@@ -403,6 +403,37 @@ SUPPORTED_AGGS = {
     "json_object_agg": "json_object_agg",
     "jsonb_object_agg": "jsonb_object_agg",
 }
+# Statistics: PostgreSQL's float8 or exact numeric results, as planner/pg_compat.py
+# translates them for reads (render.py `agg_sql`); re-aggregated per changed group.
+STATISTICS_AGGS = {
+    "stddev": "stddev_samp",
+    "stddev_samp": "stddev_samp",
+    "stddev_pop": "stddev_pop",
+    "variance": "var_samp",
+    "var_samp": "var_samp",
+    "var_pop": "var_pop",
+    "bit_and": "bit_and",
+    "bit_or": "bit_or",
+    "bit_xor": "bit_xor",
+    **{
+        f: f
+        for f in (
+            "corr",
+            "covar_pop",
+            "covar_samp",
+            "regr_avgx",
+            "regr_avgy",
+            "regr_count",
+            "regr_intercept",
+            "regr_r2",
+            "regr_slope",
+            "regr_sxx",
+            "regr_sxy",
+            "regr_syy",
+        )
+    },
+}
+SUPPORTED_AGGS |= STATISTICS_AGGS
 # calls whose value depends on the order of their rows: ORDER BY inside them is kept
 ORDERED_AGGS = (
     "string_agg",
@@ -413,36 +444,16 @@ ORDERED_AGGS = (
     "jsonb_object_agg",
 )
 # calls of two arguments (the second in AggCall.extra)
-TWO_ARG_AGGS = ("string_agg", "json_object_agg", "jsonb_object_agg")
+TWO_ARG_AGGS = (
+    "string_agg",
+    "json_object_agg",
+    "jsonb_object_agg",
+    *(f for f in STATISTICS_AGGS if f.startswith(("corr", "covar", "regr"))),
+)
 # aggregates bound here in views only: not as window functions (the window rule
 # renders the others) nor in plain reads (relations.Binder binds those)
-VIEW_ONLY_AGGS = ("mode", *ORDERED_AGGS[1:])
-OTHER_AGGS = {
-    "stddev",
-    "stddev_pop",
-    "stddev_samp",
-    "variance",
-    "var_pop",
-    "var_samp",
-    "bit_and",
-    "bit_or",
-    "bit_xor",
-    "xmlagg",
-    "corr",
-    "covar_pop",
-    "covar_samp",
-    "regr_slope",
-    "regr_intercept",
-    "regr_count",
-    "regr_r2",
-    "regr_avgx",
-    "regr_avgy",
-    "regr_sxx",
-    "regr_syy",
-    "regr_sxy",
-    "range_agg",
-    "any_value",
-}
+VIEW_ONLY_AGGS = ("mode", *ORDERED_AGGS[1:], *STATISTICS_AGGS)
+OTHER_AGGS = {"xmlagg", "range_agg", "any_value"}
 VOLATILE_FUNCS = {
     "random",
     "now",

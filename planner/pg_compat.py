@@ -22,6 +22,7 @@ plain reads and the expressions of views (planner/ir.py's pg_semantics).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -30,7 +31,9 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.pgtypes import (
+    QUOTIENT_PRECISION,
     QUOTIENT_SCALE,
+    SPREAD_PRECISION,
     normalize_jsonb,
     numeric_div_scale,
     text_decoder,
@@ -959,6 +962,9 @@ def _func(fc: A.FuncCall) -> Any:
         return _sum_avg(fc, name, args[0])
     if name in _SPREADS and len(args) == 1 and not (fc.agg_order or fc.agg_within_group):
         return _spread(fc, name, args[0])
+    if name in _PAIR_STATISTICS and len(args) == 2 and fc.over is None:
+        if not (fc.agg_distinct or fc.agg_within_group or _has_aggregate(tuple(args))):
+            return _as_macro(fc, f"hw_{name}", args)
     if name == "version" and not args:
         return _const(SERVER_VERSION_TEXT)
     if name == "current_database" and not args:
@@ -1240,11 +1246,40 @@ def _spread(fc: A.FuncCall, name: str, arg: Any) -> Any:
     macros: install_functions); other types keep DuckDB's (double). Windows keep DuckDB's."""
     if fc.over is not None or _has_aggregate(arg):
         return fc
-    if fc.agg_filter is not None:
-        arg = A.CaseExpr(args=(A.CaseWhen(expr=fc.agg_filter, result=arg),))
-        fc.agg_filter = None
     suffix = "_distinct" if fc.agg_distinct else ""
-    return A.FuncCall(funcname=(A.String(sval=f"hw_{_SPREADS[name]}{suffix}"),), args=(arg,))
+    return _as_macro(fc, f"hw_{_SPREADS[name]}{suffix}", [arg])
+
+
+# Two-variable statistics as PostgreSQL computes them (float.c): its Youngs-Cramer sums
+# over the group's (y, x) pairs in Python (DuckDB's co-moments differ in the last
+# digits, and its corr is NaN where PostgreSQL's is NULL), then float8_corr & co.
+# The hw_ macros (_sum_avg_macros) hand the pairs to hw_pairs_<name>.
+_PAIR_STATISTICS = (
+    "corr",
+    "covar_pop",
+    "covar_samp",
+    "regr_avgx",
+    "regr_avgy",
+    "regr_intercept",
+    "regr_r2",
+    "regr_slope",
+    "regr_sxx",
+    "regr_sxy",
+    "regr_syy",
+)
+
+
+def _as_macro(fc: A.FuncCall, macro: str, args: list[Any]) -> Any:
+    """The aggregate call `fc` as a call of `macro` on `args`. A macro takes no FILTER:
+    it moves into the arguments (NULL where it is not true), which these aggregates skip."""
+    if fc.agg_filter is not None:
+        args = [
+            A.CaseExpr(
+                args=(A.CaseWhen(expr=_copy(fc.agg_filter) if i else fc.agg_filter, result=a),)
+            )
+            for i, a in enumerate(args)
+        ]
+    return A.FuncCall(funcname=(A.String(sval=macro),), args=tuple(args))
 
 
 _AGGREGATES = frozenset(
@@ -1894,12 +1929,22 @@ def _sum_avg_macros() -> list[str]:
     )
     win = [f"(a, x {t}, s, n) AS hw_avg_exact(s, n)" for t in (*_INT_TYPES, _NUMERIC)]
     out.append(f"CREATE OR REPLACE MACRO hw_avg_w{', '.join(win)}, (a, x, s, n) AS a")
+    pairs = (
+        "list([CAST(y AS DOUBLE), CAST(x AS DOUBLE)])"
+        " FILTER (WHERE y IS NOT NULL AND x IS NOT NULL)"
+    )
+    for name in _PAIR_STATISTICS:
+        out.append(f"CREATE OR REPLACE MACRO hw_{name}(y, x) AS hw_pairs_{name}({pairs})")
     for kind in sorted(set(_SPREADS.values())):
         for d in ("", "DISTINCT "):
             sfx = "_distinct" if d else ""
             exact = [
                 f"(x {t}) AS hw_spread_{kind}(list({d}CAST(x AS {_NUMERIC})))"
                 for t in (*_INT_TYPES, _NUMERIC)
+            ]
+            exact += [
+                f"(x {t}) AS hw_float_{kind}(list({d}CAST(x AS DOUBLE)))"
+                for t in ("DOUBLE", "FLOAT")
             ]
             out.append(
                 f"CREATE OR REPLACE MACRO hw_{kind}{sfx}{', '.join(exact)}, (x) AS {kind}({d}x)"
@@ -1927,10 +1972,118 @@ def _numeric_div_udf(dividends: Any, divisors: Any) -> Any:
     return pa.array(out, pa.decimal128(37, QUOTIENT_SCALE))
 
 
-def _in_quotient_range(q: Decimal) -> Decimal:
-    if q.adjusted() >= 37 - QUOTIENT_SCALE:
-        raise ValueError(f"numeric value out of range for {_QUOTIENT}")
+def _in_quotient_range(q: Decimal, precision: int = QUOTIENT_PRECISION) -> Decimal:
+    if q.adjusted() >= precision - QUOTIENT_SCALE:
+        raise ValueError(f"numeric value out of range for DECIMAL({precision},{QUOTIENT_SCALE})")
     return q
+
+
+def _float_spread_udf(kind: str) -> Any:
+    """stddev/variance of float8/float4 values (a list) as float8_accum sums them
+    (Youngs-Cramer, step by step in the same doubles) and float8_var_samp & co. end."""
+    sample, root = kind.endswith("_samp"), kind.startswith("stddev")
+
+    def spread(lists: Any) -> Any:
+        import pyarrow as pa
+
+        out: list[float | None] = []
+        for values in lists.to_pylist():
+            n = sx = sxx = 0.0
+            for x in values or ():
+                if x is None:
+                    continue
+                n0, sx0 = n, sx
+                n += 1.0
+                sx += x
+                if n0 > 0.0:
+                    t = x * n - sx
+                    sxx += t * t / (n * n0)
+                    if math.isinf(sx) or math.isinf(sxx):
+                        if not math.isinf(sx0) and not math.isinf(x):
+                            raise ValueError("value out of range: overflow")
+                        sxx = math.nan
+                elif math.isnan(x) or math.isinf(x):
+                    sxx = math.nan
+            if n == 0.0 or (sample and n <= 1.0):
+                out.append(None)
+                continue
+            v = sxx / (n - 1.0 if sample else n)
+            out.append(math.sqrt(v) if root else v)
+        return pa.array(out, pa.float64())
+
+    return spread
+
+
+def _pair_sums(pairs: list[list[float]]) -> tuple[float, float, float, float, float, float]:
+    """float8_regr_accum: N, Sx, Sxx, Sy, Syy, Sxy by the Youngs-Cramer algorithm,
+    step by step as PostgreSQL takes it (the same doubles, the same roundings)."""
+    n = sx = sxx = sy = syy = sxy = 0.0
+    for y, x in pairs:
+        n0, sx0, sy0 = n, sx, sy
+        n += 1.0
+        sx += x
+        sy += y
+        if n0 > 0.0:
+            tx, ty = x * n - sx, y * n - sy
+            scale = 1.0 / (n * n0)
+            sxx += tx * tx * scale
+            syy += ty * ty * scale
+            sxy += tx * ty * scale
+            if any(map(math.isinf, (sx, sxx, sy, syy, sxy))):
+                finite_x = not math.isinf(sx0) and not math.isinf(x)
+                finite_y = not math.isinf(sy0) and not math.isinf(y)
+                if (
+                    ((math.isinf(sx) or math.isinf(sxx)) and finite_x)
+                    or ((math.isinf(sy) or math.isinf(syy)) and finite_y)
+                    or (math.isinf(sxy) and finite_x and finite_y)
+                ):
+                    raise ValueError("value out of range: overflow")
+                sxx, syy, sxy = (math.nan if math.isinf(v) else v for v in (sxx, syy, sxy))
+        else:
+            if math.isnan(x) or math.isinf(x):
+                sxx = sxy = math.nan
+            if math.isnan(y) or math.isinf(y):
+                syy = sxy = math.nan
+    return n, sx, sxx, sy, syy, sxy
+
+
+def _pair_statistic(
+    name: str, n: float, sx: float, sxx: float, sy: float, syy: float, sxy: float
+) -> float | None:
+    """float8_corr, float8_covar_pop, ... from the sums (NULL on no pairs)."""
+    if n < 1.0 or (name == "covar_samp" and n < 2.0):
+        return None
+    if name in ("corr", "regr_slope", "regr_intercept", "regr_r2") and sxx == 0:
+        return None  # a vertical line
+    if name == "corr":
+        return None if syy == 0 else sxy / math.sqrt(sxx * syy)
+    if name == "regr_r2":
+        return 1.0 if syy == 0 else (sxy * sxy) / (sxx * syy)
+    return {
+        "covar_pop": lambda: sxy / n,
+        "covar_samp": lambda: sxy / (n - 1.0),
+        "regr_avgx": lambda: sx / n,
+        "regr_avgy": lambda: sy / n,
+        "regr_slope": lambda: sxy / sxx,
+        "regr_intercept": lambda: (sy - sx * sxy / sxx) / n,
+        "regr_sxx": lambda: sxx,
+        "regr_syy": lambda: syy,
+        "regr_sxy": lambda: sxy,
+    }[name]()
+
+
+def _pairs_udf(name: str) -> Any:
+    """Arrow UDF: the statistic `name` of each group's list of [y, x] pairs."""
+
+    def statistic(lists: Any) -> Any:
+        import pyarrow as pa
+
+        return pa.array(
+            [_pair_statistic(name, *_pair_sums(pairs or ())) for pairs in lists.to_pylist()],
+            pa.float64(),
+        )
+
+    return statistic
 
 
 def _spread_udf(kind: str) -> Any:
@@ -1961,8 +2114,8 @@ def _spread_udf(kind: str) -> Any:
             v = _DIV.divide(num, den).quantize(quantum, context=_DIV)
             if root:
                 v = v.sqrt(_DIV).quantize(quantum, context=_DIV)
-            out.append(_in_quotient_range(v))
-        return pa.array(out, pa.decimal128(37, QUOTIENT_SCALE))
+            out.append(_in_quotient_range(v, SPREAD_PRECISION))
+        return pa.array(out, pa.decimal128(SPREAD_PRECISION, QUOTIENT_SCALE))
 
     return spread
 
@@ -2010,9 +2163,27 @@ def install_functions(db: Any) -> None:
             f"hw_spread_{kind}",
             _spread_udf(kind),
             [f"{_NUMERIC}[]"],
-            _QUOTIENT,
+            f"DECIMAL({SPREAD_PRECISION},{QUOTIENT_SCALE})",
             type="arrow",
             null_handling="special",  # it returns NULL (one row's sample variance)
+        )
+    for kind in sorted(set(_SPREADS.values())):
+        db.create_function(
+            f"hw_float_{kind}",
+            _float_spread_udf(kind),
+            ["DOUBLE[]"],
+            "DOUBLE",
+            type="arrow",
+            null_handling="special",  # NULL on no values
+        )
+    for name in _PAIR_STATISTICS:
+        db.create_function(
+            f"hw_pairs_{name}",
+            _pairs_udf(name),
+            ["DOUBLE[][]"],
+            "DOUBLE",
+            type="arrow",
+            null_handling="special",  # NULL on no pairs
         )
     for sql in _sum_avg_macros():
         db.execute(sql)

@@ -17,12 +17,14 @@ whose type (numeric, not double) and digits the views must share with reads.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from headwater.catalog.identifiers import quote as q
 from headwater.planner import pg_compat
 from headwater.planner.ir import (
     RECURSIVE_OID,
+    STATISTICS_AGGS,
     AggCall,
     Aggregate,
     Difference,
@@ -53,6 +55,8 @@ def agg_sql(call: AggCall, pg_aggregates: bool = False) -> str:
     filt = f" FILTER (WHERE {call.filter})" if call.filter is not None else ""
     if call.func in ("array_agg", *JSON_AGGS, "mode"):
         return _collection_agg(call, d, order, filt)
+    if call.func in STATISTICS_AGGS:
+        return _as_read(call)
     if call.func == "count" and call.arg is None:
         body = "count(*)"
     elif call.func == "string_agg":
@@ -74,6 +78,21 @@ def agg_sql(call: AggCall, pg_aggregates: bool = False) -> str:
     if pg_aggregates:
         body = pg_compat.translate_sql(f"SELECT {body}").removeprefix("SELECT ")
     return body
+
+
+def _as_read(call: AggCall) -> str:
+    """The call as planner/pg_compat.py translates it for plain reads (stddev of
+    integers exact, corr NULL on a zero variance, ...). Its operands are translated
+    already: placeholders stand for them in the translation."""
+    operands = [call.arg, *call.extra, call.filter]
+    args = ", ".join(f"__hwarg{i}" for i in range(1 + len(call.extra)))
+    d = "DISTINCT " if call.distinct else ""
+    filt = f" FILTER (WHERE __hwarg{len(operands) - 1})" if call.filter is not None else ""
+    sql = pg_compat.translate_sql(f"SELECT {call.func}({d}{args}){filt}")
+    return _PLACEHOLDER.sub(lambda m: f"({operands[int(m[1])]})", sql.removeprefix("SELECT "))
+
+
+_PLACEHOLDER = re.compile(r"\b__hwarg(\d+)\b")
 
 
 # json_agg & co. as planner/functions/json.py renders them for plain reads: DuckDB's

@@ -38,9 +38,12 @@ from headwater.catalog.pgtypes.interval import Interval
 from headwater.catalog.pgtypes.jsonb import normalize_jsonb
 from headwater.catalog.pgtypes.numeric import (
     QUOTIENT_PRECISION,
+    QUOTIENT_PRECISIONS,
     QUOTIENT_SCALE,
+    SPREAD_PRECISION,
     numeric_div_scale,
     quotient_scale,
+    quotient_text,
 )
 from headwater.catalog.pgtypes.registry import (
     binary_decoder,
@@ -58,7 +61,9 @@ __all__ = [
     "TIMESTAMP_INFINITY",
     "TIMESTAMP_NEG_INFINITY",
     "QUOTIENT_PRECISION",
+    "QUOTIENT_PRECISIONS",
     "QUOTIENT_SCALE",
+    "SPREAD_PRECISION",
     "Decoder",
     "Encoder",
     "Interval",
@@ -72,5 +77,6 @@ __all__ = [
     "normalize_jsonb",
     "numeric_div_scale",
     "quotient_scale",
+    "quotient_text",
     "resolve_timezone",
 ]

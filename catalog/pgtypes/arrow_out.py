@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from headwater.catalog.pgtypes.numeric import QUOTIENT_PRECISION
+from headwater.catalog.pgtypes.numeric import QUOTIENT_PRECISIONS
 from headwater.catalog.pgtypes.session import SessionFormat
 from headwater.catalog.types import (
     BOOL,
@@ -93,7 +93,7 @@ def column_encoder(
         # a column's scale is its values' text scale (unconstrained or quotient
         # numerics are trimmed or rescaled per value: numeric.py); Arrow writes an
         # exponent below 1e-6, as Java's BigDecimal does, hence scales up to 6
-        if ps is not None and ps[0] != QUOTIENT_PRECISION and ps[1] == arrow_type.scale <= 6:
+        if ps is not None and ps[0] not in QUOTIENT_PRECISIONS and ps[1] == arrow_type.scale <= 6:
             return _text_cast
     return None
 
@@ -108,7 +108,7 @@ def _binary_encoder(arrow_type: pa.DataType, ct: ColumnType) -> ColumnEncoder | 
         return lambda a: _fixed(a, "u1")
     if oid == NUMERIC.oid and pa.types.is_decimal128(arrow_type):
         ps = ct.precision_scale
-        if ps is not None and ps[0] != QUOTIENT_PRECISION and ps[1] == arrow_type.scale:
+        if ps is not None and ps[0] not in QUOTIENT_PRECISIONS and ps[1] == arrow_type.scale:
             return lambda a: _numeric_send(a, arrow_type.scale)
     if oid == DATE.oid and pa.types.is_date32(arrow_type):
 

@@ -44,6 +44,10 @@ QUOTIENT_PRECISION = 37
 # 16 significant digits, 20 decimals below 1 (1/3 is 0.33333333333333333333); 24+
 # decimals (below 0.0001) are cut to 20
 QUOTIENT_SCALE = 20
+# stddev/variance of integers and numerics (planner/pg_compat.py's hw_spread): quotients,
+# but a zero is PostgreSQL's const_zero (no variance), printed 0, not 0.000...
+SPREAD_PRECISION = 36
+QUOTIENT_PRECISIONS = (QUOTIENT_PRECISION, SPREAD_PRECISION)
 
 
 def _weight_first(v: Decimal) -> tuple[int, int]:
@@ -61,6 +65,16 @@ def numeric_div_scale(a: Decimal, b: Decimal, ascale: int = 0, bscale: int = 0) 
     w2, f2 = _weight_first(b)
     qweight = w1 - w2 - (1 if f1 <= f2 else 0)
     return min(max(16 - 4 * qweight, ascale, bscale, 0), 1000)
+
+
+def quotient_text(v: Decimal, stored: int, spread: bool = False) -> str:
+    """A quotient's text at PostgreSQL's display scale (`spread`: a zero is 0)."""
+    if not v.is_finite():
+        return format(v, "f")
+    if spread and not v:
+        return "0"
+    s = format(v.quantize(Decimal(1).scaleb(-quotient_scale(v, stored)), context=_CTX), "f")
+    return s[1:] if s[0] == "-" and not v else s
 
 
 def quotient_scale(v: Decimal, stored: int) -> int:
@@ -84,17 +98,11 @@ def quotient_scale(v: Decimal, stored: int) -> int:
 def _numeric_str(ct: ColumnType) -> Callable[[Any], str]:
     """Text of a numeric value: at the column's scale, or trimmed when unconstrained."""
     ps = ct.precision_scale
-    if ps is not None and ps[0] == QUOTIENT_PRECISION:
-        stored = ps[1]
+    if ps is not None and ps[0] in QUOTIENT_PRECISIONS:
+        stored, spread = ps[1], ps[0] == SPREAD_PRECISION
 
         def conv_quotient(v: Any) -> str:
-            if type(v) is not Decimal:
-                v = to_decimal(v)
-            if not v.is_finite():
-                return format(v, "f")
-            scale = quotient_scale(v, stored)
-            s = format(v.quantize(Decimal(1).scaleb(-scale), context=_CTX), "f")
-            return s[1:] if s[0] == "-" and not v else s
+            return quotient_text(v if type(v) is Decimal else to_decimal(v), stored, spread)
 
         return conv_quotient
     if ps is None:

@@ -25,7 +25,12 @@ from typing import Any
 
 from headwater.catalog.pgtypes.arrays import array_out
 from headwater.catalog.pgtypes.floats import float_text
-from headwater.catalog.pgtypes.numeric import QUOTIENT_PRECISION, QUOTIENT_SCALE, quotient_scale
+from headwater.catalog.pgtypes.numeric import (
+    QUOTIENT_PRECISION,
+    QUOTIENT_SCALE,
+    SPREAD_PRECISION,
+    quotient_text,
+)
 
 NAME = "hw_text"
 OUT_NAME = "hw_text_out"  # format('%s') and concat(): hw_text, and booleans as t / f
@@ -34,16 +39,11 @@ ARRAY_UDF = "hw_pg_array_text"
 _FLOAT8, _FLOAT4 = float_text(15, 1), float_text(6, 1)
 
 
-def _quotient(s: str) -> str:
-    v = Decimal(s)
-    text = format(v.quantize(Decimal(1).scaleb(-quotient_scale(v, QUOTIENT_SCALE))), "f")
-    return text[1:] if text[0] == "-" and not v else text
-
-
 _KINDS = {
     "float8": lambda s: _FLOAT8(float(s)).decode(),
     "float4": lambda s: _FLOAT4(float(s)).decode(),
-    "quotient": _quotient,
+    "quotient": lambda s: quotient_text(Decimal(s), QUOTIENT_SCALE),
+    "spread": lambda s: quotient_text(Decimal(s), QUOTIENT_SCALE, spread=True),
 }
 
 
@@ -97,6 +97,7 @@ _DUCKDB_TYPES = {
     "float8": "DOUBLE",
     "float4": "FLOAT",
     "quotient": f"DECIMAL({QUOTIENT_PRECISION},{QUOTIENT_SCALE})",
+    "spread": f"DECIMAL({SPREAD_PRECISION},{QUOTIENT_SCALE})",
     "numeric": "DECIMAL(38,16)",  # unconstrained numeric: trimmed, as the wire prints it
 }
 _SPARK_TYPES = {k: v.lower() for k, v in _DUCKDB_TYPES.items()}
