@@ -46,6 +46,7 @@ from headwater.engine.spark_batch import SparkBatch, batch_steps, column_types
 from headwater.engine.spark_sql import to_spark
 from headwater.planner.functions import json as json_functions
 from headwater.planner.functions import text_casts
+from headwater.planner.ir import Project, walk
 from sqlglot import exp
 
 log = logging.getLogger("headwater.engine")
@@ -138,6 +139,9 @@ class SparkExecutor:
         types = column_types(prog)
         if any("INTERVAL" in t.upper() for t in types.values()):
             why = "an INTERVAL column (Spark has no such column type)"
+        elif any(isinstance(n, Project) and n.expands for n in walk(prog.plan.root)):
+            # (Spark's explode: one per SELECT, other empty-range rules than PostgreSQL's)
+            why = "a set-returning function (unnest, generate_series) has no Spark form yet"
         else:
             try:
                 for step in batch_steps(prog, ctx):

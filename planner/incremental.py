@@ -417,7 +417,7 @@ def prune_scans(node: Node, needed: set[str] | None) -> Node:
         return node.with_children(prune_scans(node.input, need))
     if isinstance(node, Project):
         exprs = node.exprs
-        if needed is not None:
+        if needed is not None and not node.expands:  # (unnesting: every call counts rows)
             exprs = tuple(x for x in node.exprs if x[0] in needed) or node.exprs[:1]
         need: set[str] = set()
         for _, e in exprs:

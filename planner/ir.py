@@ -124,6 +124,15 @@ class Project(Node):
     def columns(self) -> tuple[str, ...]:
         return tuple(n for n, _ in self.exprs)
 
+    @property
+    def expands(self) -> bool:
+        """Does an expression unnest (a set-returning function: each input row gives one
+        output row per element)? Still linear; but rows are not kept one for one."""
+        return any(_UNNEST.search(_strip_strings(e)) for _, e in self.exprs)
+
+
+_UNNEST = re.compile(r"\bunnest\s*\(", re.IGNORECASE)
+
 
 JOIN_KINDS = ("inner", "left", "right", "full", "cross")
 
@@ -341,6 +350,8 @@ def unique_columns(node: Node) -> frozenset[str] | None:
     if isinstance(node, Filter | Window):  # (a window keeps rows, adds columns)
         return unique_columns(node.input)
     if isinstance(node, Project):
+        if node.expands:
+            return None
         keys = unique_columns(node.input)
         renamed = {expr: name for name, expr in node.exprs}  # plain columns carried
         if keys is None or not keys <= renamed.keys():
@@ -493,6 +504,11 @@ SET_RETURNING_FUNCS = {
 }
 
 
+# Set-returning functions a view may call in its SELECT list or FROM: each row's
+# elements become rows (a Project that unnests, `function_rows`); others are 0A000.
+VIEW_SRFS = frozenset({"unnest", "generate_series"})
+
+
 def _unsupported(what: str) -> Exception:
     return FeatureNotSupported(f"{what} is not supported in materialized views")
 
@@ -538,6 +554,7 @@ class PlanBuilder:
         # a decorrelated LATERAL subquery (by id): how many of its last output columns
         # are its correlation keys, the partition of its LIMIT (`lateral_grouped`)
         self._lateral_keys: dict[int, int] = {}
+        self._srfs = False  # binding a view's SELECT list or FROM function: VIEW_SRFS allowed
 
     def fresh(self) -> str:
         self._n += 1
@@ -559,12 +576,12 @@ class PlanBuilder:
     def select(
         self, stmt: object, parent: Scope | None, ctes: dict[str, object]
     ) -> tuple[Node, list[str]]:
-        saved = (self._windows, self._window_defs, self._ctes)
-        self._windows, self._window_defs = None, {}
+        saved = (self._windows, self._window_defs, self._ctes, self._srfs)
+        self._windows, self._window_defs, self._srfs = None, {}, False
         try:
             return self._select(stmt, parent, ctes)
         finally:
-            self._windows, self._window_defs, self._ctes = saved
+            self._windows, self._window_defs, self._ctes, self._srfs = saved
 
     def _select(
         self, stmt: object, parent: Scope | None, ctes: dict[str, object]
@@ -651,6 +668,8 @@ class PlanBuilder:
         for item in stmt.fromClause or ():
             if isinstance(item, A.RangeSubselect) and item.lateral and node is not None:
                 node, s = self.lateral(item, node, scope, ctes)
+            elif _set_returning(item) and node is not None:
+                node, s = self.function_rows(item, node, scope)
             else:
                 n, s = self.from_item(item, parent, ctes)
                 node = n if node is None else Join("cross", node, n)
@@ -701,7 +720,11 @@ class PlanBuilder:
         if stmt.groupClause or aggs_found or stmt.havingClause is not None:
             node, exprs, having, sort_texts = self.aggregate(node, stmt, targets, scope, sorts)
         else:
-            exprs = [(name, self.expr(v, scope)) for name, v in targets]
+            self._srfs = not self.serving  # reads: relations.Binder binds them
+            try:
+                exprs = [(name, self.expr(v, scope)) for name, v in targets]
+            finally:
+                self._srfs = False
             sort_texts = [self.expr(v, scope) for v in sorts]
             having = None
         node = self.join_scalars(node, mark)
@@ -913,6 +936,8 @@ class PlanBuilder:
                 [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
             )
             return self._scoped(node, names, alias, colnames)
+        if isinstance(item, A.JoinExpr) and _set_returning(item.rarg):
+            return self.function_join(item, parent, ctes)
         if isinstance(item, A.JoinExpr) and getattr(item.rarg, "lateral", False):
             return self.lateral_join(item, parent, ctes)
         if isinstance(item, A.JoinExpr):
@@ -975,8 +1000,62 @@ class PlanBuilder:
             name = fc.funcname[-1].sval.lower() if isinstance(fc, A.FuncCall) else ""
             if name in TIME_WINDOW_FUNCS and not item.lateral and not item.ordinality:
                 return self.time_window(name, fc, item.alias, parent, ctes)
+            if _set_returning(item):
+                return self.function_rows(item, None, Scope([], parent=parent))
             raise _unsupported("a function in FROM")
         raise _unsupported(type(item).__name__)
+
+    def function_rows(
+        self, item: A.RangeFunction, left: Node | None, scope: Scope
+    ) -> tuple[Node, Scope]:
+        """`FROM T, unnest(T.arr) AS u(x)`, `generate_series(a, b) AS g` (a function in
+        FROM reads earlier FROM items' columns: LATERAL is implicit): T's rows, each
+        once per element of the call, the element a column; without T, the elements.
+        A Project that unnests (`Project.expands`): linear, so its changes are its
+        input's changes unnested. Returns the node and the function's own scope."""
+        if item.ordinality:
+            raise _unsupported("WITH ORDINALITY")
+        if len(item.functions) != 1 or item.functions[0][1]:
+            raise _unsupported("ROWS FROM (...) or a column definition list")
+        fc = item.functions[0][0]
+        name = fc.funcname[-1].sval.lower()
+        if self.serving:
+            raise _unsupported("a function in FROM")  # reads: relations.Binder
+        self._srfs = True
+        try:
+            call = self.expr(fc, scope)
+        finally:
+            self._srfs = False
+        base = left if left is not None else Values(((),), ())
+        col = self.fresh()
+        node = Project(base, tuple((c, c) for c in base.columns) + ((col, call),))
+        alias = item.alias.aliasname if item.alias else name
+        colnames = (
+            [c.sval for c in item.alias.colnames] if item.alias and item.alias.colnames else []
+        )
+        if len(colnames) > 1:
+            raise SQLError(f"too many column aliases specified for function {name}", "42601")
+        # a function of one column: the column takes the alias's name (PostgreSQL)
+        visible = [(colnames[0] if colnames else alias, col)]
+        return node, Scope([Item(alias, visible)], star=list(visible))
+
+    def function_join(
+        self, item: A.JoinExpr, parent: Scope | None, ctes: dict[str, object]
+    ) -> tuple[Node, Scope]:
+        """`T [CROSS] JOIN [LATERAL] unnest(T.arr) AS u(x) [ON cond]`: `function_rows`
+        over T, filtered by the condition (an inner join; LEFT JOIN keeps T's rows
+        without elements, which this does not)."""
+        if item.jointype != enums.JoinType.JOIN_INNER or item.usingClause or item.isNatural:
+            raise _unsupported("a set-returning function in FROM joined other than by [CROSS] JOIN")
+        left, ls = self.from_item(item.larg, parent, ctes)
+        lscope = Scope(ls.items, ls.star, parent)
+        node, fs = self.function_rows(item.rarg, left, lscope)
+        scope = Scope(ls.items + fs.items, ls.star + fs.star, parent)
+        if item.quals is not None:
+            node = Filter(node, self.expr(item.quals, scope))
+        if item.alias is not None:
+            raise _unsupported("an alias on a JOIN")
+        return node, scope
 
     def time_window(
         self, name: str, fc: A.FuncCall, alias: object, parent: Scope | None, ctes: dict
@@ -2090,6 +2169,15 @@ class PlanBuilder:
             return _ref(group_keys[node.expr] if group_keys is not None else node.expr)
         if not isinstance(node, A.Node):
             return node
+        if self._srfs and (
+            isinstance(node, A.CaseExpr | A.CoalesceExpr)
+            or (isinstance(node, A.FuncCall) and node.over is not None)
+        ):  # PostgreSQL: not in CASE, COALESCE or a window call (0A000)
+            self._srfs = False
+            try:
+                return self._rewrite(node, scope, group_keys, agg)
+            finally:
+                self._srfs = True
         if group_keys is not None and not isinstance(node, A.A_Const):
             # (a probe: windows and subqueries are not bound, nor registered, by it)
             probing, self._probing = self._probing, True
@@ -2118,7 +2206,10 @@ class PlanBuilder:
             if fname in VOLATILE_FUNCS and not self.serving:
                 raise _unsupported(f"volatile function {fname}()")
             if fname in SET_RETURNING_FUNCS:
-                raise _unsupported(f"set-returning function {fname}()")
+                if not (self._srfs and fname in VIEW_SRFS):
+                    raise _unsupported(f"set-returning function {fname}()")
+                if fname == "unnest" and len(node.args or ()) != 1:
+                    raise _unsupported("unnest() of several arrays")
         if isinstance(node, A.SQLValueFunction) and not self.serving:
             if _is_current_timestamp(node) and self._clock is not None:
                 return _ref(self._clock)
@@ -2158,6 +2249,14 @@ class PlanBuilder:
             if isinstance(child, A.Node | tuple | list):
                 setattr(new, name, self._rewrite(child, scope, group_keys, agg))
         return new
+
+
+def _set_returning(item: object) -> bool:
+    """A FROM item that is one call of a set-returning function views take."""
+    if not isinstance(item, A.RangeFunction) or len(item.functions or ()) != 1:
+        return False
+    fc = item.functions[0][0]
+    return isinstance(fc, A.FuncCall) and fc.funcname[-1].sval.lower() in VIEW_SRFS
 
 
 def _is_current_timestamp(node: A.SQLValueFunction) -> bool:

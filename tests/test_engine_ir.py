@@ -40,7 +40,10 @@ UNSUPPORTED = {
     " (SELECT 1 FROM u WHERE u.a = r.n)) SELECT n FROM r": "WITH RECURSIVE with NOT EXISTS",
     "SELECT a, count(*) FROM t GROUP BY DISTINCT ROLLUP (a)": "GROUP BY DISTINCT",
     "SELECT mode() WITHIN GROUP (ORDER BY b) OVER () FROM t": "window function mode",
-    "SELECT * FROM generate_series(1, 3)": "function in FROM",
+    "SELECT * FROM json_each('{}')": "function in FROM",
+    "SELECT * FROM generate_series(1, 3) WITH ORDINALITY": "WITH ORDINALITY",
+    "SELECT a FROM t WHERE a IN (SELECT generate_series(1, 3))": "set-returning function",
+    "SELECT CASE WHEN a > 0 THEN unnest(ARRAY[a]) END FROM t": "set-returning function",
     "SELECT * FROM t, LATERAL (SELECT x FROM u WHERE u.a <> t.a LIMIT 1) s": "other than by equ",
     "SELECT * FROM t RIGHT JOIN LATERAL (SELECT x FROM u WHERE u.a = t.a) s ON true": "LATERAL in",
     "SELECT * FROM pg_catalog.pg_class": "system relation",
@@ -164,6 +167,17 @@ def test_interval_fields_keep_postgres_meaning() -> None:
         ("SELECT count(*) AS n FROM t GROUP BY a", False),  # the key is not kept
         ("SELECT a, count(*) AS n FROM t GROUP BY GROUPING SETS ((a), (a))", False),
         ("SELECT a FROM t UNION ALL SELECT a FROM t", False),
+        # a set-returning function repeats the group's key once per element
+        (
+            "SELECT a, generate_series(1, n) AS k FROM (SELECT a, count(*) AS n FROM t"
+            " GROUP BY a) s",
+            False,
+        ),
+        (
+            "SELECT g.a, k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) g,"
+            " generate_series(1, g.n) AS k",
+            False,
+        ),
     ],
 )
 def test_unique_rows_read_without_multiplicity(sql: str, unique: bool) -> None:

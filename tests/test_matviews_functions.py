@@ -178,6 +178,56 @@ def test_matview_statistics_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
         _views_as_postgres(hw, pg, t, STATISTICS_VIEWS, STATISTICS_STEPS[1:])
 
 
+SRF_VIEWS = {
+    # a function in FROM reads the earlier items' columns (LATERAL is implicit)
+    "tag_counts": "SELECT tag, count(*) AS n FROM {t}, unnest({t}.tags) AS tag GROUP BY tag",
+    "by_author": "SELECT author, u.x, count(*) AS c FROM {t} CROSS JOIN LATERAL unnest(tags)"
+    " AS u(x) GROUP BY author, u.x",
+    "series": "SELECT p.id, g FROM {t} p JOIN generate_series(1, p.n) AS g ON g <> 2",
+    "consts": "SELECT g, g * 2 AS d FROM generate_series(1, 4) AS g",
+    # in the SELECT list: one row per element, several calls in lockstep (NULL-padded)
+    "rows": "SELECT id, unnest(tags) AS tag, upper(unnest(tags)) AS up,"
+    " generate_series(1, n) AS k FROM {t}",
+    "distinct_tags": "SELECT DISTINCT unnest(tags) AS tag FROM {t}",
+    # the unnested column unread above: it still repeats the row
+    "ids": "SELECT id FROM (SELECT id, unnest(tags) AS tag FROM {t}) s",
+    "grouped": "SELECT a, generate_series(1, c) AS k FROM (SELECT author AS a, count(*) AS c"
+    " FROM {t} GROUP BY author) s",
+}
+SRF_STEPS = [
+    "INSERT INTO {t} VALUES (1, 'ann', '{{sql,stream}}', 2), (2, 'bob', '{{sql}}', 0),"
+    " (3, 'ann', NULL, 3), (4, 'cid', '{{}}', 1)",
+    "INSERT INTO {t} VALUES (5, 'bob', '{{stream,rust,sql}}', 2), (6, 'dan', '{{a,b,c,d}}', NULL)",
+    "UPDATE {t} SET tags = array_append(tags, 'go'), n = n + 1 WHERE id IN (1, 3)",
+    "DELETE FROM {t} WHERE id = 2",
+    "UPDATE {t} SET author = 'bob' WHERE id = 4",
+]
+
+
+def test_matview_set_returning_functions_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
+    """unnest() and generate_series() in a view's FROM (correlated or not) and SELECT
+    list give one row per element, maintained through inserts, updates and deletes as
+    PostgreSQL's query gives them; a view reading the rows without the element column
+    still repeats them, and an aggregate's groups repeated are read as repeated."""
+    t = f"srf_{secrets.token_hex(3)}"
+    with (
+        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
+        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
+    ):
+        hw.execute("SET headwater.freshness_timeout = '600s'")
+        for conn in (hw, pg):
+            conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, author text, tags text[], n int)")
+            conn.execute(SRF_STEPS[0].format(t=t))
+        _views_as_postgres(hw, pg, t, SRF_VIEWS, SRF_STEPS[1:])
+        why = hw.execute(
+            "SELECT executor_reason FROM headwater_catalog.views WHERE name = %s", (f"{t}_rows",)
+        ).fetchone()
+        assert why is not None and "set-returning function" in why[0]
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="WITH ORDINALITY"):
+            hw.execute(f"CREATE MATERIALIZED VIEW {t}_o AS SELECT * FROM {t}, unnest(tags)"
+                       " WITH ORDINALITY AS u(x, i)")  # fmt: skip
+
+
 # numbers whose text DuckDB (and Spark) print otherwise: '0.0', '1000000000000000.0',
 # 'nan', 'inf', a float4's digits, 16 decimals of an unconstrained numeric
 NUMBER_ROWS = [
