@@ -25,14 +25,17 @@ from headwater.catalog.types import (
     INT4,
     INT8,
     INTERVAL,
+    JSON,
+    JSONB,
     NUMERIC,
     TEXT,
     ColumnType,
 )
 from headwater.planner.ddl import type_of
-from headwater.planner.pg_compat import cast_to
+from headwater.planner.pg_compat import cast_to, copy_tree
 from headwater.planner.scope import Item, Scope, find_relation, named_relations
 from headwater.planner.syntax import nodes
+from pglast import parse_sql
 from pglast.enums.parsenodes import A_Expr_Kind
 
 from headwater.errors import SQLError
@@ -99,6 +102,19 @@ def _common(types: list[ColumnType | None]) -> ColumnType | None:
 
 
 _ANY_ALL = (A_Expr_Kind.AEXPR_OP_ANY, A_Expr_Kind.AEXPR_OP_ALL)
+# json/jsonb operators whose right operand is a key or a path, and its type
+_TEXT_ARRAY = ARRAY_TYPES[TEXT.name]
+_JSON_KEY_OPS = {
+    "->": TEXT,
+    "->>": TEXT,
+    "#>": _TEXT_ARRAY,
+    "#>>": _TEXT_ARRAY,
+    "#-": _TEXT_ARRAY,
+    "?": TEXT,
+    "?|": _TEXT_ARRAY,
+    "?&": _TEXT_ARRAY,
+    "-": TEXT,
+}
 # LIKE, ILIKE and regular expression matches: PostgreSQL's operators take a text pattern
 # for name, varchar and char operands alike
 _PATTERN_OPS = frozenset({"~~", "~~*", "!~~", "!~~*", "~", "~*", "!~", "!~*"})
@@ -186,6 +202,20 @@ class _Inferrer:
                 return _common([self.operand_type(a) for a in node.args])
         return None
 
+    def json_key(self, node: A.A_Expr) -> ColumnType | None:
+        """The right operand's type of a json/jsonb operator that takes a key or a path
+        (`j -> $1`, `j #> $1`, `j ? $1`, `j - $1`): text or text[], as PostgreSQL
+        resolves it, not the json operand's type."""
+        op = _op_name(node)
+        key = _JSON_KEY_OPS.get(op or "")
+        if key is None:
+            return None
+        if op == "-":  # jsonb - key, not arithmetic
+            left = self.operand_type(node.lexpr)
+            if left is None or left.pg not in (JSON, JSONB):
+                return None
+        return ColumnType(key)
+
     def walk(self, node: Any) -> None:
         if isinstance(node, tuple | list):
             for n in node:
@@ -209,6 +239,8 @@ class _Inferrer:
         elif isinstance(node, A.A_Expr):
             if _op_name(node) in _PATTERN_OPS and (n := _param(node.rexpr)) is not None:
                 self.note(n, ColumnType(TEXT))  # a pattern is text, whatever it matches
+            if (n := _param(node.rexpr)) is not None and (key := self.json_key(node)) is not None:
+                self.note(n, key)
             scaling = _op_name(node) in ("*", "/")
             for a, b in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
                 n = _param(a)
@@ -320,6 +352,33 @@ def cast_function_params(stmt: Any, types: list[ColumnType]) -> Any:
             for a in call.args
         )
     return stmt
+
+
+def with_param_types(stmt: Any, types: list[ColumnType]) -> Any:
+    """A copy of `stmt` whose $n are cast to the types announced for them: described
+    over no rows with NULLs for values (Describe), `n * $1` then has the type it has
+    with the value the client sends by that type (numeric, not NULL's text)."""
+    tree = copy_tree(stmt)
+
+    def typed(p: Any) -> Any:
+        if not isinstance(p, A.ParamRef) or not 0 < p.number <= len(types):
+            return p
+        return A.TypeCast(arg=p, typeName=type_name(types[p.number - 1]))
+
+    for n in nodes(tree, skip=A.TypeCast):  # a cast parameter has its type already
+        for attr in n:
+            v = getattr(n, attr)
+            if isinstance(v, A.ParamRef):
+                setattr(n, attr, typed(v))
+            elif isinstance(v, tuple) and any(isinstance(x, A.ParamRef) for x in v):
+                setattr(n, attr, tuple(typed(x) for x in v))
+    return tree
+
+
+def type_name(ct: ColumnType) -> A.TypeName:
+    """The TypeName node of a cast to `ct` (char without a length is bpchar, not char(1))."""
+    sql = "bpchar" if ct.pg is BPCHAR and ct.length is None else ct.sql()
+    return parse_sql(f"SELECT NULL::{sql}")[0].stmt.targetList[0].val.typeName
 
 
 def count_params(stmt: Any) -> int:

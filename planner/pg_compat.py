@@ -769,12 +769,18 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def translate(stmt: Any, array_literals: bool = True, rules: tuple[Rule, ...] = RULES) -> Any:
+def translate(
+    stmt: Any,
+    array_literals: bool = True,
+    rules: tuple[Rule, ...] = RULES,
+    json_columns: dict[str, str] | None = None,
+) -> Any:
     """A copy of `stmt` with `rules` applied (see the module docstring); `stmt` is not
     changed. `array_literals=False` leaves '{1,2}' string constants as written (values
-    an INSERT or UPDATE stores)."""
+    an INSERT or UPDATE stores). `json_columns`: the statement's json and jsonb
+    columns by name (planner/scope.py `json_columns`), operands of json's operators."""
     tree = copy_tree(stmt)
-    _fold(tree, array_literals, rules)
+    _fold(tree, array_literals, rules, json_columns)
     return tree
 
 
@@ -800,10 +806,12 @@ _UNSET = object()
 _set_slot = object.__setattr__  # the values are a valid tree's: no need to check them again
 
 
-def rewrite(stmt: Any, array_literals: bool = True) -> None:
+def rewrite(
+    stmt: Any, array_literals: bool = True, json_columns: dict[str, str] | None = None
+) -> None:
     """`translate` in place, on a tree the caller owns (one it parsed itself: copying
     a tree costs about as much as parsing it)."""
-    _fold(stmt, array_literals, RULES)
+    _fold(stmt, array_literals, RULES, json_columns)
 
 
 def translate_sql(sql: str, rules: tuple[Rule, ...] = RULES) -> str:
@@ -814,12 +822,22 @@ def translate_sql(sql: str, rules: tuple[Rule, ...] = RULES) -> str:
 _RULES: ContextVar[tuple[Rule, ...]] = ContextVar("_RULES", default=RULES)
 
 
-def _fold(stmt: Any, array_literals: bool, rules: tuple[Rule, ...]) -> None:
+_NO_COLUMNS: dict[str, str] = {}
+
+
+def _fold(
+    stmt: Any,
+    array_literals: bool,
+    rules: tuple[Rule, ...],
+    json_columns: dict[str, str] | None = None,
+) -> None:
     token = _ARRAY_LITERALS.set(array_literals)
     chosen = _RULES.set(rules)
+    columns = functions.json.JSON_COLUMNS.set(json_columns or _NO_COLUMNS)
     try:
         _visit(stmt)
     finally:
+        functions.json.JSON_COLUMNS.reset(columns)
         _RULES.reset(chosen)
         _ARRAY_LITERALS.reset(token)
 

@@ -45,6 +45,7 @@ from typing import Any, Generic, TypeVar
 import pglast.ast as A
 from headwater.catalog.catalog import SYSTEM_SCHEMAS, Catalog
 from headwater.catalog.objects import Relation
+from headwater.planner.syntax import nodes
 
 from headwater.errors import AmbiguousColumn, FeatureNotSupported, UndefinedColumn, UndefinedTable
 
@@ -125,6 +126,32 @@ def named_relations(
 
     visit(node, ctes)
     return out
+
+
+def json_columns(
+    node: Any, catalog: Catalog, search_path: tuple[str, ...], skip: Any = None
+) -> dict[str, str]:
+    """The json and jsonb columns of the relations a statement names, by column name
+    ("json" or "jsonb"): what planner/pg_compat.py's json operators need to know of a
+    bare column (`data @> '{"a": 1}'`, `tags ? 'x'`), also renamed by a subquery
+    (`SELECT j AS doc`). A name that is json in one relation and not in another is
+    left out (its references are then untyped)."""
+    kinds: dict[str, str | None] = {}
+
+    def note(name: str, kind: str | None) -> None:
+        if kinds.setdefault(name, kind) != kind:
+            kinds[name] = None
+
+    for rv in named_relations(node, skip=skip):
+        rel = find_relation(catalog, rv, search_path)
+        for col in getattr(rel, "columns", ()) if rel is not None else ():
+            note(col.name, col.type.pg.name if col.type.pg.name in ("json", "jsonb") else None)
+    for n in nodes(node):
+        if isinstance(n, A.ResTarget) and n.name and isinstance(n.val, A.ColumnRef):
+            last = n.val.fields[-1]
+            if isinstance(last, A.String) and kinds.get(last.sval) is not None:
+                note(n.name, kinds[last.sval])
+    return {name: kind for name, kind in kinds.items() if kind is not None}
 
 
 # -- columns ------------------------------------------------------------------------------

@@ -764,7 +764,7 @@ class Connection:
         assert self.executor is not None
         if prep.stmt is None:
             return None
-        return await self.executor.describe(prep.stmt, len(prep.param_types))
+        return await self.executor.describe(prep.stmt, prep.param_types)
 
     async def materialise(self, portal: Portal) -> None:
         """Run the portal's statement once; Execute then streams its rows."""

@@ -20,6 +20,7 @@ from typing import Any
 import pglast.ast as A
 import pyarrow as pa
 from headwater.catalog.objects import Column, Relation, Sequence
+from headwater.catalog.types import ColumnType
 from headwater.planner.extensions import (
     AsOf,
     CopySubscribe,
@@ -33,6 +34,7 @@ from headwater.planner.extensions import (
     SelectAsOf,
     Subscribe,
 )
+from headwater.planner.params import with_param_types
 from headwater.planner.relations import ReadPlans
 from headwater.server import (
     alter,
@@ -328,14 +330,17 @@ class Executor:
             return await row_locks.select(self, stmt, params)
         return await queries.select(self.s, self.waits, self.plans, stmt, params, as_of)
 
-    async def describe(self, stmt: Any, nparams: int) -> list[Field] | None:
-        """Result columns of a statement without running it (Describe of a statement)."""
+    async def describe(self, stmt: Any, param_types: list[ColumnType]) -> list[Field] | None:
+        """Result columns of a statement without running it (Describe of a statement),
+        its parameters of the types announced for them."""
+        nparams = len(param_types)
         if isinstance(stmt, SelectAsOf):
             stmt = stmt.stmt
         if isinstance(stmt, A.SelectStmt) and create_as.into_clause(stmt) is None:
             if row_locks.has_locks(stmt):
                 stmt = row_locks.without_locks(stmt)
             stmt = set_show.apply_set_config(self.s.settings, stmt, None)
+            stmt = with_param_types(stmt, param_types) if nparams else stmt
             if notify.calls_functions(stmt):
                 return await notify.describe(self, stmt, nparams)
             return await queries.describe(self.s, self.waits, stmt, nparams)
@@ -346,7 +351,8 @@ class Executor:
         if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt) and writes.returning_list(
             stmt
         ):
-            return await writes.describe_returning(self.s, stmt, nparams)
+            typed = with_param_types(stmt, param_types) if nparams else stmt
+            return await writes.describe_returning(self.s, typed, nparams)
         if isinstance(stmt, A.VariableShowStmt):
             return set_show.show_var(self.s.settings, stmt).fields
         if isinstance(stmt, A.ExplainStmt | ExplainMatview | ExplainSelectAsOf):

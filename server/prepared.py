@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pglast.ast as A
 from headwater.catalog.pgtypes import binary_decoder, text_decoder
-from headwater.catalog.types import BPCHAR, TEXT, UNKNOWN, ColumnType, PgType
+from headwater.catalog.types import TEXT, UNKNOWN, ColumnType, PgType
 from headwater.planner.naming import name_targets
-from headwater.planner.params import cast_type, count_params, infer_param_types
+from headwater.planner.params import cast_type, count_params, infer_param_types, type_name
 from headwater.planner.scope import resolve_relation
 from headwater.planner.syntax import nodes
 from headwater.server import queries
@@ -100,7 +100,7 @@ def _typed_params(query: Any, types: list[ColumnType]) -> Any:
     query = copy.deepcopy(query)
     if isinstance(query, A.SelectStmt):
         name_targets(query)
-    names = [_type_name(t) for t in types]
+    names = [type_name(t) for t in types]
 
     def typed(node: Any) -> Any:
         if isinstance(node, A.ParamRef) and 0 < node.number <= len(names):
@@ -169,7 +169,7 @@ async def describe(ex: Executor, stmt: A.ExecuteStmt) -> list[Field] | None:
     prep = _prepared(ex, stmt.name)
     if prep.stmt is None:
         return None
-    return await ex.describe(prep.stmt, len(prep.param_types))
+    return await ex.describe(prep.stmt, prep.param_types)
 
 
 # -- arguments -------------------------------------------------------------------------
@@ -186,11 +186,6 @@ def _coercible(source: PgType, target: PgType) -> bool:
 
 def _is_literal(node: Any) -> bool:
     return isinstance(node, A.A_Const) and (node.isnull or isinstance(node.val, A.String))
-
-
-def _type_name(ct: ColumnType) -> A.TypeName:
-    sql = "bpchar" if ct.pg is BPCHAR and ct.length is None else ct.sql()  # not char(1)
-    return parse_sql(f"SELECT NULL::{sql}")[0].stmt.targetList[0].val.typeName
 
 
 def _check_param_refs(args: list[Any], params: list[Any]) -> None:
@@ -231,7 +226,7 @@ async def _argument_values(
                     position=loc + 1 if isinstance(loc, int) else None,
                 )
     casts = [
-        A.TypeCast(arg=a, typeName=_type_name(t), location=getattr(a, "location", -1))
+        A.TypeCast(arg=a, typeName=type_name(t), location=getattr(a, "location", -1))
         for a, t in zip(args, types, strict=True)
     ]
     try:

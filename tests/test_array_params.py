@@ -33,6 +33,10 @@ SETUP = (
     " v varchar(3), at timestamptz)",
     "INSERT INTO arrx SELECT g, g * 1.25, g / 4.0, g * 0.5, g % 7, 't' || g, 'v' || g % 10,"
     " TIMESTAMPTZ '2024-01-01 00:00+00' + g * INTERVAL '7 hours' FROM generate_series(1, 40) g",
+    "DROP TABLE IF EXISTS arrj",
+    "CREATE TABLE arrj (id int, j jsonb, n numeric)",
+    """INSERT INTO arrj VALUES (1, '{"a": 1, "b": {"c": [1, 2]}, "t": ["x"]}', 1.5),"""
+    """ (2, '{"a": 2}', 2)""",
 )
 
 
@@ -246,6 +250,30 @@ def test_parameter_description_of_expressions(both: Any) -> None:
         assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
 
 
+def test_descriptions_of_json_operators_and_arithmetic(both: Any) -> None:
+    """A jsonb column's operators announce their parameters as PostgreSQL does (`j ->
+    $1` text, `j #> $1` text[], `j @> $1` jsonb: it was jsonb for all, so asyncpg sent a
+    key as JSON), and Describe types `n * $1` by the parameter's announced type
+    (numeric; it was text, then asyncpg could not decode the numeric it got)."""
+    hw, pg = both
+    for sql in (
+        "SELECT j -> $1, j ->> $2, j #> $3, j #>> $4 FROM arrj",
+        "SELECT 1 FROM arrj WHERE j @> $1 AND $2 <@ j AND j ? $3 AND j ?| $4 AND j ?& $5",
+        "SELECT j - $1, j #- $2, j || $3 FROM arrj",
+        "SELECT n * $1, $2 + n, n / $3, id - $4 FROM arrj",
+    ):
+        assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
+        assert _result_oids(hw, sql) == _result_oids(pg, sql), sql
+
+
+def _result_oids(c: Any, sql: str) -> list[int]:
+    """The result column types the server describes for `sql` before it runs."""
+    c.pgconn.prepare(b"result_desc", sql.encode())
+    d = c.pgconn.describe_prepared(b"result_desc")
+    c.execute("DEALLOCATE result_desc")
+    return [d.ftype(i) for i in range(d.nfields)]
+
+
 def test_parameter_description_of_system_columns(both: Any) -> None:
     """A parameter compared with a system catalog's column is announced with the column's
     type (oid, name, ...), as PostgreSQL does: asyncpg refused an int for `oid = $1`
@@ -324,6 +352,13 @@ async def _asyncpg_answers(dsn: dict[str, Any]) -> list[Any]:
             ("SELECT count(*) FROM arrx WHERE v = $1", "v1xyz"),
             ("SELECT count(*) FROM arrx WHERE (s, v) = ($1, $2)", (1, "v1")),
             ("SELECT '{30,22}'::oid[], 26::oid, ARRAY[1::oid, 2::oid]", None),
+            # a jsonb column's operators with parameters (the key is text, a path text[],
+            # a containment's operand jsonb); arithmetic with a parameter stays numeric
+            ("SELECT id FROM arrj WHERE j @> $1 ORDER BY id", '{"a": 1}'),
+            ("SELECT id FROM arrj WHERE j ? $1 OR j ?| $2 ORDER BY id", ("b", ["zz"])),
+            ("SELECT j -> $1, j ->> $1, j #> $2, j #>> $2 FROM arrj ORDER BY id", ("a", ["b"])),
+            ("SELECT j - $1 FROM arrj ORDER BY id", "a"),
+            ("SELECT n * $1, n + $1 FROM arrj ORDER BY id", Decimal(2)),
             ("SELECT typname, typelem, typarray FROM pg_type WHERE oid = ANY('{22,30}')", None),
             (
                 "SELECT oid::int, format_type(oid, NULL) FROM pg_type WHERE oid = ANY($1::oid[])"

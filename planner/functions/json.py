@@ -8,8 +8,10 @@ catalog/pgtypes/jsonb.py); the functions below work on that text with jsonb's se
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Any
 
 import pglast.ast as A
@@ -17,6 +19,20 @@ from headwater.catalog.pgtypes.jsonb import jsonb_dump, jsonb_load
 from headwater.planner.functions import jsonpath
 from headwater.planner.functions.nodes import call, cast, const
 from pglast.enums import BoolExprType
+
+# The json and jsonb columns of the statement being translated (name -> "json" or
+# "jsonb"; planner/scope.py `json_columns`, or the IR's internal names): a column
+# reference is then an operand of json's operators as a cast to json would be.
+JSON_COLUMNS: ContextVar[Mapping[str, str]] = ContextVar(
+    "JSON_COLUMNS", default=MappingProxyType({})
+)
+
+
+def _json_column(node: Any) -> str | None:
+    if isinstance(node, A.ColumnRef) and isinstance(node.fields[-1], A.String):
+        return JSON_COLUMNS.get().get(node.fields[-1].sval)
+    return None
+
 
 # -- jsonb semantics on Python values ----------
 
@@ -596,7 +612,10 @@ def _variadic_path(args: list[Any]) -> Any:
 
 
 def _is_jsonish(node: Any) -> bool:
-    """Whether an operand is syntactically json/jsonb: a cast to it, or a json function."""
+    """Whether an operand is json/jsonb: a cast to it, a json function, or a json
+    column (JSON_COLUMNS)."""
+    if _json_column(node) is not None:
+        return True
     if isinstance(node, A.TypeCast):
         names = [n.sval for n in node.typeName.names if isinstance(n, A.String)]
         return names[-1:] in (["json"], ["jsonb"]) and not node.typeName.arrayBounds
@@ -610,7 +629,9 @@ def _is_jsonish(node: Any) -> bool:
 
 
 def _is_jsonb(node: Any) -> bool:
-    """Whether an operand is syntactically jsonb (json keeps its text: DuckDB's is right)."""
+    """Whether an operand is jsonb (json keeps its text: DuckDB's is right)."""
+    if _json_column(node) == "jsonb":
+        return True
     if isinstance(node, A.TypeCast):
         names = [n.sval for n in node.typeName.names if isinstance(n, A.String)]
         return names[-1:] == ["jsonb"] and not node.typeName.arrayBounds
@@ -619,6 +640,10 @@ def _is_jsonb(node: Any) -> bool:
     if isinstance(node, A.A_Expr) and node.name:
         return node.name[-1].sval in ("->", "#>", "||", "-", "#-") and _is_jsonb(node.lexpr)
     return False
+
+
+def _is_text_constant(node: Any) -> bool:
+    return isinstance(node, A.A_Const) and isinstance(node.val, A.String)
 
 
 def _key_list(node: Any) -> bool:
@@ -657,7 +682,10 @@ def rewrite_operator(op: str, left: Any, right: Any) -> Any | None:
     if op in ("@>", "<@") and (_is_jsonish(left) or _is_jsonish(right)):
         a, b = (left, right) if op == "@>" else (right, left)
         return call("hw_jsonb_contains", _text(a), _text(b))
-    if op == "||" and _is_jsonish(left) and _is_jsonish(right):
+    if op == "||" and (
+        (_is_jsonish(left) and (_is_jsonish(right) or _is_text_constant(right)))
+        or (_is_text_constant(left) and _is_jsonish(right))
+    ):  # (a constant beside json is json, as PostgreSQL resolves an unknown literal)
         return _udf_json("hw_jsonb_concat", _text(left), _text(right))
     if op == "-" and left is not None and _is_jsonish(left):
         if _is_int(right):
