@@ -555,9 +555,9 @@ class PlanBuilder:
         # are its correlation keys, the partition of its LIMIT (`lateral_grouped`)
         self._lateral_keys: dict[int, int] = {}
         self._srfs = False  # binding a view's SELECT list or FROM function: VIEW_SRFS allowed
-        # internal columns of type json or jsonb (a table's, or carried by a projection):
-        # operands of json's operators in the translation (`data @> '{"a": 1}'`)
-        self._json: dict[str, str] = {}
+        # the types of internal columns (a table's, or carried by a projection), for the
+        # translation's type-dependent rewrites (`data @> '{"a": 1}'` on a jsonb column)
+        self._types: dict[str, str] = {}
 
     def fresh(self) -> str:
         self._n += 1
@@ -733,7 +733,7 @@ class PlanBuilder:
         node = self.join_scalars(node, mark)
         windows, self._windows = self._windows, None
         proj = [(self.fresh(), e) for _, e in exprs]
-        self._json.update((c, self._json[e]) for c, e in proj if e in self._json)
+        self._types.update((c, self._types[e]) for c, e in proj if e in self._types)
         order = []
         on_cols: list[str] = []
         if keys or on_keys:
@@ -1496,9 +1496,9 @@ class PlanBuilder:
         if isinstance(rel, Table) or getattr(rel, "kind", "") in ("matview", "materialized view"):
             self.tables.add(rel.oid)
             names = tuple(self.fresh() for _ in cols)
-            for name, col in zip(names, rel.columns, strict=True):
-                if col.type.pg.name in ("json", "jsonb"):
-                    self._json[name] = col.type.pg.name
+            self._types.update(
+                (name, col.type.pg.name) for name, col in zip(names, rel.columns, strict=True)
+            )
             return Scan(rel.oid, tuple(cols), names), cols
         raise _unsupported(f'relation "{rel.name}" of kind {getattr(rel, "kind", "?")}')
 
@@ -1920,8 +1920,8 @@ class PlanBuilder:
                 startOffset=bind(over.startOffset),  # type: ignore[attr-defined]
                 endOffset=bind(over.endOffset),  # type: ignore[attr-defined]
             )
-            text = deparse(pg_semantics(new, self._json))
-            keys = tuple(deparse(pg_semantics(p, self._json)) for p in parts)
+            text = deparse(pg_semantics(new, self._types))
+            keys = tuple(deparse(pg_semantics(p, self._types)) for p in parts)
         finally:
             self._windows = windows
         col = self.fresh()
@@ -2160,7 +2160,7 @@ class PlanBuilder:
         """SQL text of a scalar expression over internal column names, with the
         serving path's PostgreSQL semantics (`pg_semantics`)."""
 
-        return deparse(pg_semantics(self._rewrite(node, scope, group_keys, agg), self._json))
+        return deparse(pg_semantics(self._rewrite(node, scope, group_keys, agg), self._types))
 
     def _rewrite(
         self, node: object, scope: Scope, group_keys: dict[str, str] | None, agg: object
@@ -2190,7 +2190,7 @@ class PlanBuilder:
             # (a probe: windows and subqueries are not bound, nor registered, by it)
             probing, self._probing = self._probing, True
             try:
-                text = deparse(pg_semantics(self._rewrite(node, scope, None, None), self._json))
+                text = deparse(pg_semantics(self._rewrite(node, scope, None, None), self._types))
             except Exception:
                 text = None
             finally:
@@ -2415,13 +2415,13 @@ def _one_row(node: Node) -> bool:
     return isinstance(node, Aggregate) and node.scalar
 
 
-def pg_semantics(node: object, json_columns: dict[str, str] | None = None) -> object:
+def pg_semantics(node: object, column_types: dict[str, str] | None = None) -> object:
     """A bound scalar expression as the serving path runs it (planner/pg_compat.py:
     LIKE's backslash escapes, btrim, numeric division, ...), so that the engine's
     DuckDB computes what PostgreSQL does, as plain SELECTs do. Rewrites that read the
     catalog (scalar subqueries over pg_catalog) are outside the scope."""
     stmt = pg_compat.translate(
-        A.SelectStmt(targetList=(A.ResTarget(val=node),)), json_columns=json_columns
+        A.SelectStmt(targetList=(A.ResTarget(val=node),)), column_types=column_types
     )
     out = stmt.targetList[0].val  # type: ignore[index]
     try:

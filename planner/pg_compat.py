@@ -43,6 +43,7 @@ from headwater.catalog.types import resolve_type_name
 from headwater.catalog.version import SERVER_VERSION_TEXT
 from headwater.planner import constant_lists, functions
 from headwater.planner.functions import text_casts
+from headwater.planner.functions.nodes import COLUMN_TYPES, column_type
 from pglast import parse_sql
 from pglast.enums import (
     A_Expr_Kind,
@@ -773,14 +774,14 @@ def translate(
     stmt: Any,
     array_literals: bool = True,
     rules: tuple[Rule, ...] = RULES,
-    json_columns: dict[str, str] | None = None,
+    column_types: dict[str, str] | None = None,
 ) -> Any:
     """A copy of `stmt` with `rules` applied (see the module docstring); `stmt` is not
     changed. `array_literals=False` leaves '{1,2}' string constants as written (values
-    an INSERT or UPDATE stores). `json_columns`: the statement's json and jsonb
-    columns by name (planner/scope.py `json_columns`), operands of json's operators."""
+    an INSERT or UPDATE stores). `column_types`: the statement's columns' types by
+    name (planner/scope.py `column_types`), for rewrites that depend on them."""
     tree = copy_tree(stmt)
-    _fold(tree, array_literals, rules, json_columns)
+    _fold(tree, array_literals, rules, column_types)
     return tree
 
 
@@ -807,11 +808,11 @@ _set_slot = object.__setattr__  # the values are a valid tree's: no need to chec
 
 
 def rewrite(
-    stmt: Any, array_literals: bool = True, json_columns: dict[str, str] | None = None
+    stmt: Any, array_literals: bool = True, column_types: dict[str, str] | None = None
 ) -> None:
     """`translate` in place, on a tree the caller owns (one it parsed itself: copying
     a tree costs about as much as parsing it)."""
-    _fold(stmt, array_literals, RULES, json_columns)
+    _fold(stmt, array_literals, RULES, column_types)
 
 
 def translate_sql(sql: str, rules: tuple[Rule, ...] = RULES) -> str:
@@ -829,15 +830,15 @@ def _fold(
     stmt: Any,
     array_literals: bool,
     rules: tuple[Rule, ...],
-    json_columns: dict[str, str] | None = None,
+    column_types: dict[str, str] | None = None,
 ) -> None:
     token = _ARRAY_LITERALS.set(array_literals)
     chosen = _RULES.set(rules)
-    columns = functions.json.JSON_COLUMNS.set(json_columns or _NO_COLUMNS)
+    columns = COLUMN_TYPES.set(column_types or _NO_COLUMNS)
     try:
         _visit(stmt)
     finally:
-        functions.json.JSON_COLUMNS.reset(columns)
+        COLUMN_TYPES.reset(columns)
         _RULES.reset(chosen)
         _ARRAY_LITERALS.reset(token)
 
@@ -1443,6 +1444,10 @@ def _typecast(tc: A.TypeCast) -> Any:
         return ranged
     if name in ("inet", "cidr") and not tn.arrayBounds:
         return functions.network_cast(name, arg)
+    if name == "time" and not tn.arrayBounds and _operand_type(arg) == "timestamptz":
+        # the time of day in the session's zone (DuckDB has no timestamptz -> time cast)
+        tc.arg = cast_to(arg, "timestamp")
+        return tc
     if name == "bit" and (bits := _integer_bits(arg, tn)) is not None:
         return A.TypeCast(arg=_const(bits), typeName=tn.__class__(names=(A.String(sval="bit"),)))
     # x::regclass::text and friends: the object's name
@@ -1613,8 +1618,10 @@ def _a_expr(node: A.A_Expr) -> Any:
         for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
             if _arrayish(other) != "no" and _array_not_json(const):
                 _to_duckdb_list(const)
+    if node.kind == A_Expr_Kind.AEXPR_OP and names and names[0] in _ARITHMETIC_OPS:
+        _real_beside_number(node)
     if node.kind == A_Expr_Kind.AEXPR_OP and names == ["-"] and node.lexpr is not None:
-        kinds = {_type_of(x) if isinstance(x, A.TypeCast) else "" for x in (node.lexpr, node.rexpr)}
+        kinds = {_operand_type(x) for x in (node.lexpr, node.rexpr)}
         if kinds == {"date"}:  # date - date is an integer (DuckDB: bigint)
             return _template(
                 "CAST(date_diff('day', __hwarg1, __hwarg0) AS int4)", node.lexpr, node.rexpr
@@ -1728,6 +1735,33 @@ def _numbers_only(const: A.A_Const) -> bool:
     )
 
 
+_ARITHMETIC_OPS = frozenset({"+", "-", "*", "/"})
+_EXACT_NUMBERS = frozenset({"int2", "int4", "int8", "numeric"})
+
+
+def _operand_type(node: Any) -> str | None:
+    """An operand's PostgreSQL type where the tree tells it: a cast, a column of the
+    statement (nodes.COLUMN_TYPES), a number constant."""
+    if isinstance(node, A.TypeCast):
+        return None if node.typeName.arrayBounds else _type_of(node)
+    if isinstance(node, A.A_Const) and not node.isnull:
+        return {A.Integer: "int4", A.Float: "numeric"}.get(type(node.val))
+    return column_type(node)
+
+
+def _real_beside_number(node: A.A_Expr) -> None:
+    """real op integer/numeric is double precision in PostgreSQL (its float48
+    operators; DuckDB computes it as a real: `1::real / 3` gave 0.33333334): the real
+    operand is widened to double."""
+    if node.lexpr is None:
+        return
+    kinds = (_operand_type(node.lexpr), _operand_type(node.rexpr))
+    if kinds[0] in ("float4", "real") and kinds[1] in _EXACT_NUMBERS:
+        node.lexpr = cast_to(node.lexpr, "float8")
+    elif kinds[1] in ("float4", "real") and kinds[0] in _EXACT_NUMBERS:
+        node.rexpr = cast_to(node.rexpr, "float8")
+
+
 def _arrayish(node: Any) -> str:
     """Is `node` an array ("array"), perhaps one ("maybe": a column, a subquery), or
     not ("no")? Decides whether a '{...}' constant compared with it is an array."""
@@ -1742,6 +1776,8 @@ def _arrayish(node: Any) -> str:
         if slices and any(i.is_slice for i in slices):
             return "array"
         return "no" if slices else "maybe"
+    if (kind := column_type(node)) is not None:
+        return "array" if kind.startswith("_") else "no"
     if isinstance(node, A.ColumnRef | A.SubLink | A.ParamRef):
         return "maybe"
     if isinstance(node, A.CoalesceExpr) and node.args:
@@ -1904,6 +1940,12 @@ _NUMERIC = "DECIMAL(38,16)"  # unconstrained numeric
 _QUOTIENT = f"DECIMAL(37,{QUOTIENT_SCALE})"
 
 
+# A numeric(p,s) column's DuckDB type: its values keep their scale in json (1.50), as
+# PostgreSQL's numeric does; not an unconstrained numeric's DECIMAL(38,16) nor a
+# quotient's DECIMAL(36/37, s), printed trimmed
+_SCALED_DECIMAL = r"^DECIMAL\((\d|[12]\d|3[0-5]),"
+
+
 def _sum_avg_macros() -> list[str]:
     """hw_sum / hw_avg (and _distinct, and hw_avg_w for windows): overloads by argument
     type give PostgreSQL's result types: sum of int2/int4 is int8 (DuckDB: hugeint), of
@@ -1943,7 +1985,9 @@ def _sum_avg_macros() -> list[str]:
         " ELSE CAST(to_json(CAST(k AS VARCHAR)) AS VARCHAR) END"
     )
     out.append(
-        "CREATE OR REPLACE MACRO hw_json_value(v) AS coalesce(CAST(to_json(v) AS VARCHAR), 'null')"
+        "CREATE OR REPLACE MACRO hw_json_value(v) AS coalesce(CASE WHEN"
+        f" regexp_matches(typeof(v), '{_SCALED_DECIMAL}') THEN CAST(v AS VARCHAR)"
+        " ELSE CAST(to_json(v) AS VARCHAR) END, 'null')"
     )
     win = [f"(a, x {t}, s, n) AS hw_avg_exact(s, n)" for t in (*_INT_TYPES, _NUMERIC)]
     out.append(f"CREATE OR REPLACE MACRO hw_avg_w{', '.join(win)}, (a, x, s, n) AS a")

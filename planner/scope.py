@@ -128,14 +128,14 @@ def named_relations(
     return out
 
 
-def json_columns(
+def column_types(
     node: Any, catalog: Catalog, search_path: tuple[str, ...], skip: Any = None
 ) -> dict[str, str]:
-    """The json and jsonb columns of the relations a statement names, by column name
-    ("json" or "jsonb"): what planner/pg_compat.py's json operators need to know of a
-    bare column (`data @> '{"a": 1}'`, `tags ? 'x'`), also renamed by a subquery
-    (`SELECT j AS doc`). A name that is json in one relation and not in another is
-    left out (its references are then untyped)."""
+    """The types (PostgreSQL type names) of the columns of the relations a statement
+    names, by column name: what planner/pg_compat.py's type-dependent rewrites need to
+    know of a bare column (`data @> '{"a": 1}'` on jsonb, `price * qty` on a real),
+    also renamed by a subquery (`SELECT j AS doc`). A name of two types in two
+    relations is left out (its references are then untyped)."""
     kinds: dict[str, str | None] = {}
 
     def note(name: str, kind: str | None) -> None:
@@ -145,7 +145,7 @@ def json_columns(
     for rv in named_relations(node, skip=skip):
         rel = find_relation(catalog, rv, search_path)
         for col in getattr(rel, "columns", ()) if rel is not None else ():
-            note(col.name, col.type.pg.name if col.type.pg.name in ("json", "jsonb") else None)
+            note(col.name, col.type.pg.name)
     for n in nodes(node):
         if isinstance(n, A.ResTarget) and n.name and isinstance(n.val, A.ColumnRef):
             last = n.val.fields[-1]

@@ -30,7 +30,7 @@ from headwater.planner import pg_compat
 from headwater.planner.ddl import check_key_columns, table_from_create
 from headwater.planner.naming import name_targets
 from headwater.planner.relations import deparse
-from headwater.planner.scope import json_columns
+from headwater.planner.scope import column_types
 from headwater.planner.sequences import with_sequence_defaults
 from headwater.server import foreign_keys, sequence_ddl, slo, temp_tables
 from headwater.server.binders import write_binder
@@ -156,7 +156,7 @@ def _view_columns(
     binder = write_binder(s, w)
     name_targets(query)
     definition = deparse(query)
-    pg_compat.rewrite(query, json_columns=json_columns(query, s.catalog, s.search_path()))
+    pg_compat.rewrite(query, column_types=column_types(query, s.catalog, s.search_path()))
     sql = f"SELECT * FROM ({binder.to_sql(query)}) AS _hw_v LIMIT 0"
     probe, types = fetch(w.cur, sql, params or None)
     fields = with_sources(s, query, arrow_fields(probe.schema, types))
@@ -235,7 +235,7 @@ def _evaluate(s: Session, w: WriteTxn, definition: str) -> None:
     the row keeps DuckDB from skipping any), so that its errors (22012, ...) come now."""
     query = parse_sql(definition)[0].stmt
     name_targets(query)
-    pg_compat.rewrite(query, json_columns=json_columns(query, s.catalog, s.search_path()))
+    pg_compat.rewrite(query, column_types=column_types(query, s.catalog, s.search_path()))
     sql = write_binder(s, w).to_sql(query)
     fetch(w.cur, f"SELECT count(*), max(hash(_hw_v)) FROM ({sql}) AS _hw_v")
 

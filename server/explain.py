@@ -42,7 +42,7 @@ from headwater.planner.extensions import AsOf, ExplainMatview, ExplainSelectAsOf
 from headwater.planner.naming import name_targets
 from headwater.planner.params import epoch_parameter
 from headwater.planner.relations import deparse
-from headwater.planner.scope import json_columns, resolve_relation
+from headwater.planner.scope import column_types, resolve_relation
 from headwater.server import epoch_choice, queries, reads
 from headwater.server.auth import privilege_checks
 from headwater.server.binders import read_binder
@@ -166,8 +166,8 @@ async def _select(
     binder = read_binder(s, epoch_parameter(stmt), history=as_of is not None)
     columns = _scan_views_plainly(s, binder)
     name_targets(stmt)
-    columns = json_columns(stmt, binder.catalog, binder.search_path)
-    sql, _ = queries.bind_read(s, binder, pg_compat.translate(stmt, json_columns=columns))
+    columns = column_types(stmt, binder.catalog, binder.search_path)
+    sql, _ = queries.bind_read(s, binder, pg_compat.translate(stmt, column_types=columns))
     used, epoch_param = reads.split_params(sql, binder.epoch_param)
     epoch = None
     if epoch_param or as_of is not None:

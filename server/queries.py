@@ -19,7 +19,7 @@ from headwater.planner.naming import name_targets
 from headwater.planner.output_types import output_sources
 from headwater.planner.params import epoch_parameter
 from headwater.planner.relations import Binder, ReadPlans
-from headwater.planner.scope import json_columns
+from headwater.planner.scope import column_types
 from headwater.planner.serving import SERVE_FROM_IR, serving_sql
 from headwater.server import epoch_choice, point_reads, read_plans, reads, result_cache
 from headwater.server.binders import read_binder
@@ -73,8 +73,8 @@ async def _select(
         translated = None
         if sql is None:
             check_read(stmt, binder.catalog, binder.search_path)
-            columns = json_columns(stmt, binder.catalog, binder.search_path)
-            translated = pg_compat.translate(stmt, json_columns=columns)
+            columns = column_types(stmt, binder.catalog, binder.search_path)
+            translated = pg_compat.translate(stmt, column_types=columns)
             sql, fenced = bind_read(s, binder, translated)
         cache = as_of is None and not fenced
         plan = read_plans.bound(s, plans, stmt, binder, sql, cache=cache, translated=translated)
@@ -155,8 +155,8 @@ async def describe(s: Session, waits: Waits, stmt: A.SelectStmt, nparams: int) -
     tree = stmt
     sql = serving_sql(stmt, binder) if SERVE_FROM_IR else None
     if sql is None:
-        columns = json_columns(stmt, binder.catalog, binder.search_path)
-        tree = pg_compat.translate(stmt, json_columns=columns)
+        columns = column_types(stmt, binder.catalog, binder.search_path)
+        tree = pg_compat.translate(stmt, column_types=columns)
         sql = binder.to_sql(tree)
     sql = f"SELECT * FROM ({sql}) AS _hw_d LIMIT 0"
     used, epoch_param = reads.split_params(sql, binder.epoch_param)

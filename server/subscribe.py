@@ -34,7 +34,7 @@ from headwater.planner import pg_compat
 from headwater.planner.extensions import Subscribe
 from headwater.planner.naming import name_targets
 from headwater.planner.params import epoch_parameter
-from headwater.planner.scope import json_columns
+from headwater.planner.scope import column_types
 from headwater.server import epoch_choice, queries, reads
 from headwater.server.auth import privilege_checks
 from headwater.server.binders import read_binder
@@ -103,8 +103,8 @@ class Subscription:
             self.rel = None
             query = spec.query
             name_targets(query)
-            columns = json_columns(query, s.catalog, s.search_path())
-            tree = pg_compat.translate(query, json_columns=columns)
+            columns = column_types(query, s.catalog, s.search_path())
+            tree = pg_compat.translate(query, column_types=columns)
             binders = [read_binder(s, n, history=True) for n in (self.base, self.base + 1)]
             self.query_sql = tuple(f"({b.to_sql(tree)})" for b in binders)
             self.views, self.tables = set(binders[0].matviews), set(binders[0].tables)

@@ -27,7 +27,7 @@ from headwater.catalog.types import ARRAY_ELEMENT, arrow_type
 from headwater.planner import dml, pg_compat
 from headwater.planner.output_types import returning_sources
 from headwater.planner.params import epoch_parameter
-from headwater.planner.scope import json_columns
+from headwater.planner.scope import column_types
 from headwater.server import constraints, foreign_keys, point_writes, reads
 from headwater.server.auth import privilege_checks
 from headwater.server.batcher import BlockRow, StagedWrites, fast_rows, row_ids, rows_table
@@ -335,8 +335,8 @@ def change(s: Session, w: WriteTxn, stmt: Any, params: list[Any]) -> Result:
     if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
         # PostgreSQL's spellings, as SELECT has them (interval '1' minute,
         # pg_catalog.timezone(...), ...); string constants stay as written
-        columns = json_columns(stmt, s.catalog, s.search_path())
-        pg_compat.rewrite(stmt, array_literals=False, json_columns=columns)
+        columns = column_types(stmt, s.catalog, s.search_path())
+        pg_compat.rewrite(stmt, array_literals=False, column_types=columns)
     if isinstance(stmt, A.InsertStmt):
         return _insert(s, w, stmt, params)
     if isinstance(stmt, A.UpdateStmt):

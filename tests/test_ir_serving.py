@@ -32,6 +32,7 @@ from headwater.planner.ddl import table_from_create
 from headwater.planner.ir import PlanBuilder
 from headwater.planner.naming import name_targets
 from headwater.planner.relations import Binder, deparse
+from headwater.planner.scope import column_types
 from headwater.planner.serving import _bound_elsewhere, serving_sql
 from headwater.storage.replica import quote
 from pglast import parse_sql
@@ -140,7 +141,7 @@ class Harness:
     def binder_sql(self, stmt: Any) -> str:
         """The serving path's SQL without the IR (server/queries.py's fallback)."""
         name_targets(stmt)
-        pg_compat.rewrite(stmt)
+        pg_compat.rewrite(stmt, column_types=column_types(stmt, self.catalog, ("public",)))
         return self.binder().to_sql(stmt)
 
     def query(self, sql: str, where: str) -> None:

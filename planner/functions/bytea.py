@@ -15,7 +15,7 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.pgtypes.bytea import bytea_in
 from headwater.planner.functions import udf
-from headwater.planner.functions.nodes import call, cast, const, text_of
+from headwater.planner.functions.nodes import call, cast, column_type, const, text_of
 
 from headwater.errors import SQLError
 
@@ -30,6 +30,8 @@ def _names(node: Any) -> list[str]:
 
 
 def is_bytea(node: Any) -> bool:
+    if column_type(node) == "bytea":
+        return True
     if isinstance(node, A.TypeCast):
         return _names(node.typeName.names)[-1:] == ["bytea"]
     if isinstance(node, A.FuncCall):
@@ -64,7 +66,9 @@ def _err(sqlstate: str, message: str) -> ValueError:
     return ValueError(f"[SQLSTATE {sqlstate}] {message}")
 
 
-def _substr(b: bytes, start: int, count: int | None) -> bytes:
+def _substr(b: bytes | None, start: int | None, count: int | None) -> bytes | None:
+    if b is None or start is None:  # (not strict: a NULL count is "to the end")
+        return None
     if count is not None and count < 0:
         raise _err("22011", "negative substring length not allowed")
     first = max(start, 1)
@@ -72,7 +76,11 @@ def _substr(b: bytes, start: int, count: int | None) -> bytes:
     return b[first - 1 : max(end - 1, first - 1)]
 
 
-def _overlay(b: bytes, placing: bytes, start: int, count: int | None) -> bytes:
+def _overlay(
+    b: bytes | None, placing: bytes | None, start: int | None, count: int | None
+) -> bytes | None:
+    if b is None or placing is None or start is None:
+        return None
     if count is None:
         count = len(placing)
     return _substr(b, 1, start - 1) + placing + _substr(b, start + count, None)

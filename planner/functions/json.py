@@ -8,31 +8,15 @@ catalog/pgtypes/jsonb.py); the functions below work on that text with jsonb's se
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from contextvars import ContextVar
+from collections.abc import Callable
 from decimal import Decimal
-from types import MappingProxyType
 from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.pgtypes.jsonb import jsonb_dump, jsonb_load
 from headwater.planner.functions import jsonpath
-from headwater.planner.functions.nodes import call, cast, const
+from headwater.planner.functions.nodes import call, cast, column_type, const
 from pglast.enums import BoolExprType
-
-# The json and jsonb columns of the statement being translated (name -> "json" or
-# "jsonb"; planner/scope.py `json_columns`, or the IR's internal names): a column
-# reference is then an operand of json's operators as a cast to json would be.
-JSON_COLUMNS: ContextVar[Mapping[str, str]] = ContextVar(
-    "JSON_COLUMNS", default=MappingProxyType({})
-)
-
-
-def _json_column(node: Any) -> str | None:
-    if isinstance(node, A.ColumnRef) and isinstance(node.fields[-1], A.String):
-        return JSON_COLUMNS.get().get(node.fields[-1].sval)
-    return None
-
 
 # -- jsonb semantics on Python values ----------
 
@@ -613,8 +597,8 @@ def _variadic_path(args: list[Any]) -> Any:
 
 def _is_jsonish(node: Any) -> bool:
     """Whether an operand is json/jsonb: a cast to it, a json function, or a json
-    column (JSON_COLUMNS)."""
-    if _json_column(node) is not None:
+    column (nodes.COLUMN_TYPES)."""
+    if column_type(node) in ("json", "jsonb"):
         return True
     if isinstance(node, A.TypeCast):
         names = [n.sval for n in node.typeName.names if isinstance(n, A.String)]
@@ -630,7 +614,7 @@ def _is_jsonish(node: Any) -> bool:
 
 def _is_jsonb(node: Any) -> bool:
     """Whether an operand is jsonb (json keeps its text: DuckDB's is right)."""
-    if _json_column(node) == "jsonb":
+    if column_type(node) == "jsonb":
         return True
     if isinstance(node, A.TypeCast):
         names = [n.sval for n in node.typeName.names if isinstance(n, A.String)]

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any
 
 import pglast.ast as A
+
+# The column types of the statement being translated, by column name (PostgreSQL type
+# names: "jsonb", "bytea", "float4", ...; planner/scope.py `column_types`, or the IR's
+# internal names): rewrites that depend on an operand's type (jsonb's operators on a
+# jsonb column, real arithmetic, length of bytea) read a bare column's from here.
+COLUMN_TYPES: ContextVar[Mapping[str, str]] = ContextVar(
+    "COLUMN_TYPES", default=MappingProxyType({})
+)
+
+
+def column_type(node: Any) -> str | None:
+    """The type of a column reference of the statement being translated, if known."""
+    if isinstance(node, A.ColumnRef) and isinstance(node.fields[-1], A.String):
+        return COLUMN_TYPES.get().get(node.fields[-1].sval)
+    return None
 
 
 def call(name: str, *args: Any) -> A.FuncCall:
