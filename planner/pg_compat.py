@@ -1607,12 +1607,17 @@ def _a_expr(node: A.A_Expr) -> Any:
         elif _text_operand(node.lexpr) and _printed_by_type(node.rexpr):
             node.rexpr = _text_cast(node.rexpr)
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _COMPARISONS:
-        # arr = '{1,2}': the constant takes the other side's type, an array
+        # arr = '{1,2}': the constant takes the other side's type, an array (also in
+        # an UPDATE's or DELETE's condition where that side is an array column)
         for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
-            if _ARRAY_LITERALS.get() and isinstance(const, A.A_Const):
-                kind = _arrayish(other)
+            if not isinstance(const, A.A_Const):
+                continue
+            kind = _arrayish(other)
+            if _ARRAY_LITERALS.get():
                 if kind == "array" or (kind == "maybe" and _numbers_only(const)):
                     _to_duckdb_list(const)
+            elif kind == "array" and column_type(other) is not None:
+                _to_duckdb_list(const)
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in ("@>", "<@", "&&"):
         # tags @> '{x}': an array constant (a jsonb one, '{"a": 1}', reads as JSON)
         for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):

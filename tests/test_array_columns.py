@@ -42,6 +42,10 @@ SCRIPT = [
     "UPDATE ar SET nums = array_append(nums, 100) WHERE g = 2",
     "UPDATE ar SET g = g + 10 WHERE 'x' = ANY(tags)",
     "DELETE FROM ar WHERE tags @> '{e}'",
+    # an array column compared with a '{...}' constant in an UPDATE's or DELETE's
+    # condition (the constant was left as text there: DuckDB then cast the list)
+    "UPDATE ar SET g = g + 100 WHERE nums = '{7,8,9}' OR tags = '{n}'",
+    "DELETE FROM ar WHERE tags = '{changed}'",
     "SELECT * FROM ar ORDER BY id",
     "SELECT id, tags[1], nums[2], nums[1:2], cardinality(tags), array_length(nums, 1)"
     " FROM ar ORDER BY id",
