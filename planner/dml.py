@@ -30,7 +30,7 @@ from headwater.catalog.types import (
     NUMERIC,
     NUMERIC_DEFAULT_SCALE,
 )
-from headwater.planner import constant_lists
+from headwater.planner import constant_lists, pg_compat
 from headwater.planner.naming import name_targets
 from headwater.planner.pg_compat import check_array_literal, duckdb_list_text
 from headwater.planner.relations import Binder, deparse
@@ -57,8 +57,10 @@ def to_column_sql(sql: str, col: Column) -> str:
 def default_sql(col: Column, binder: Binder) -> str:
     if col.default is None:
         return f"CAST(NULL AS {col.type.duckdb()})"
-    expr = parse_sql(f"SELECT {col.default}")[0].stmt.targetList[0].val
-    return to_column_sql(binder.to_sql(expr), col)
+    stmt = parse_sql(f"SELECT {col.default}")[0].stmt
+    # PostgreSQL's spellings ('{}'::jsonb), as the statement's own values get them
+    pg_compat.rewrite(stmt, array_literals=False)
+    return cast_sql(stmt.targetList[0].val, col, binder)  # (`tags text[] DEFAULT '{}'`)
 
 
 def cast_sql(expr: Any, col: Column, binder: Binder) -> str:

@@ -66,6 +66,18 @@ SCRIPT = [
     "INSERT INTO ar (id, d) VALUES (22, '{2024-02-30}')",
     "UPDATE ar SET nums = 'not an array' WHERE id = 1",
     "SELECT count(*) FROM ar",
+    # column defaults written as PostgreSQL writes them ('{}' was DuckDB's cast error,
+    # '{}'::jsonb an unknown type): omitted, DEFAULT, many rows, ADD COLUMN, SET DEFAULT
+    "CREATE TABLE ad (id int PRIMARY KEY, a text[] DEFAULT '{}', b int[] DEFAULT '{1,2}'::int[],"
+    " c text[] DEFAULT ARRAY['x'], d text[] DEFAULT '{\"q r\",NULL}',"
+    " j jsonb DEFAULT '{}'::jsonb, k jsonb DEFAULT '[]')",
+    "INSERT INTO ad (id) VALUES (1)",
+    "INSERT INTO ad VALUES (2, DEFAULT, DEFAULT, DEFAULT, DEFAULT, DEFAULT, DEFAULT)",
+    "INSERT INTO ad (id) VALUES (3), (4), (5), (6), (7), (8), (9), (10), (11)",
+    "ALTER TABLE ad ADD COLUMN e text[] DEFAULT '{z}'",
+    "UPDATE ad SET a = '{changed}', e = DEFAULT WHERE id = 1",
+    "UPDATE ad SET a = DEFAULT WHERE id = 1",
+    "SELECT * FROM ad ORDER BY id",
 ]
 
 REFUSED = [  # PostgreSQL takes these; Headwater says so (0A000)
