@@ -173,12 +173,17 @@ class MaterializedView(Relation):
 
 @dataclass(frozen=True)
 class Index(Relation):
-    """CREATE INDEX: a catalog entry (DuckDB scans need no index); UNIQUE ones are enforced."""
+    """CREATE INDEX: a catalog entry (DuckDB scans need no index); UNIQUE ones are enforced.
+    An expression or partial index (non-unique) keeps its key list and predicate as
+    written, for pg_get_indexdef."""
 
     table_oid: int = 0
     keys: tuple[str, ...] = ()
     unique: bool = False
     kind: str = field(default="index", init=False)
+    method: str = "btree"
+    key_text: str | None = None  # `lower(name), id` where a key is an expression
+    predicate: str | None = None  # WHERE's condition of a partial index
 
 
 @dataclass(frozen=True)
@@ -247,6 +252,9 @@ CatalogObject = Schema | Table | View | MaterializedView | Index | Role | Sequen
 _ROLE_FIELDS = ("login", "superuser", "createrole", "createdb", "inherit", "password")
 
 
+_INDEX_TEXTS = ("key_text", "predicate")
+
+
 def to_json(obj: CatalogObject) -> dict[str, Any]:
     d: dict[str, Any] = {"kind": obj.kind, "oid": obj.oid, "name": obj.name}
     if isinstance(obj, Role):
@@ -278,6 +286,9 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d["freshness"] = obj.freshness
     if isinstance(obj, Index):
         d.update(table_oid=obj.table_oid, keys=list(obj.keys), unique=obj.unique)
+        d.update({f: getattr(obj, f) for f in _INDEX_TEXTS if getattr(obj, f) is not None})
+        if obj.method != "btree":
+            d["method"] = obj.method
     if isinstance(obj, Sequence):
         d.update({f: getattr(obj, f) for f in _SEQUENCE_FIELDS})
         d["owned_by"] = list(obj.owned_by) if obj.owned_by else None
@@ -346,6 +357,8 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             d["table_oid"],
             tuple(d["keys"]),
             d["unique"],
+            method=d.get("method", "btree"),
+            **{f: d.get(f) for f in _INDEX_TEXTS},
             **own,
         )
     if kind == "sequence":

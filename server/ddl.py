@@ -28,7 +28,7 @@ from headwater.catalog.objects import (
 from headwater.planner import foreign_keys as fk_plan
 from headwater.planner import pg_compat
 from headwater.planner.ddl import check_key_columns, table_from_create
-from headwater.planner.naming import name_targets
+from headwater.planner.naming import name_targets, pg_column_name
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
 from headwater.planner.sequences import with_sequence_defaults
@@ -246,13 +246,18 @@ def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
     if isinstance(cat.resolve(rv.schemaname, rv.relname, s.search_path()), MaterializedView):
         raise FeatureNotSupported("CREATE INDEX on a materialized view is not supported")
     table = target_table(s, w, stmt.relation)
-    if stmt.whereClause is not None or any(e.expr is not None for e in stmt.indexParams):
-        raise FeatureNotSupported("partial and expression indexes are not supported")
-    cols = tuple(e.name for e in stmt.indexParams)
+    shaped = stmt.whereClause is not None or any(e.expr is not None for e in stmt.indexParams)
+    if shaped and stmt.unique:  # (a plain one is a catalog entry: nothing to enforce)
+        raise FeatureNotSupported("unique partial and expression indexes are not supported")
+    key_text = predicate = None
+    if shaped:
+        key_text, predicate = _index_texts(s, w, table, stmt)
+    cols = tuple(e.name for e in stmt.indexParams if e.name is not None)
     for c in cols:
         if table.column(c) is None:
             raise SQLError(f'column "{c}" does not exist', "42703")
-    name = stmt.idxname or f"{table.name}_{'_'.join(cols)}_idx"
+    names = [e.name or pg_column_name(e.expr) for e in stmt.indexParams]
+    name = stmt.idxname or f"{table.name}_{'_'.join(names)}_idx"
     if cat.resolve(table.schema, name, ()) is not None:
         if stmt.if_not_exists:
             return Result("CREATE INDEX", notices=[f'relation "{name}" already exists, skipping'])
@@ -275,9 +280,47 @@ def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
         table = replace(table, keys=table.keys + (Key(name, cols, False),))
         cat.replace_relation(table)
     cat.add_relation(
-        Index(cat.allocate_oid(), table.schema, name, (), table.oid, cols, bool(stmt.unique))
+        Index(
+            cat.allocate_oid(),
+            table.schema,
+            name,
+            (),
+            table.oid,
+            cols,
+            bool(stmt.unique),
+            method=stmt.accessMethod or "btree",
+            key_text=key_text,
+            predicate=predicate,
+        )
     )
     return Result("CREATE INDEX")
+
+
+def _index_texts(
+    s: Session, w: WriteTxn, table: Table, stmt: A.IndexStmt
+) -> tuple[str, str | None]:
+    """An expression or partial index's key list and predicate as written, after
+    checking that they bind over the table (PostgreSQL's 42703 for a missing column)."""
+    keys = [e.expr if e.expr is not None else A.ColumnRef(fields=(A.String(sval=e.name),))
+            for e in stmt.indexParams]  # fmt: skip
+    key_text = ", ".join(_deparse_expr(k) for k in keys)
+    where = _deparse_expr(stmt.whereClause) if stmt.whereClause is not None else None
+    # (the texts are deparsed trees, the table's name quoted)
+    probe = parse_sql(
+        f"SELECT {key_text} FROM {quote(table.schema)}.{quote(table.name)}"
+        f" WHERE {where or 'true'} LIMIT 0"
+    )[0].stmt
+    name_targets(probe)
+    pg_compat.rewrite(probe, column_types=column_types(probe, s.catalog, s.search_path()))
+    try:
+        fetch(w.cur, write_binder(s, w).to_sql(probe))
+    except duckdb.Error as e:
+        raise translate(e) from None
+    return key_text, where
+
+
+def _deparse_expr(node: Any) -> str:
+    return deparse(A.SelectStmt(targetList=(A.ResTarget(val=node),))).removeprefix("SELECT ")
 
 
 def _refuse_if_maintained(s: Session, w: WriteTxn, view: View) -> None:

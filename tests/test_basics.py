@@ -144,6 +144,36 @@ def test_indexes(conn: psycopg.Connection, table_name: str) -> None:
     assert conn.execute(f"SELECT count(*) FROM {t}").fetchone() == (3,)
 
 
+def test_expression_and_partial_indexes(conn: psycopg.Connection, table_name: str) -> None:
+    """Expression, partial and GIN indexes (migrations create them) are catalog entries,
+    shown by pg_get_indexdef as PostgreSQL shows them; a missing column is 42703; a
+    UNIQUE one is refused (0A000: it would go unenforced)."""
+    t = table_name
+    conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, email text, data jsonb, seen date)")
+    conn.execute(f"CREATE INDEX {t}_lower ON {t} (lower(email))")
+    conn.execute(f"CREATE INDEX {t}_recent ON {t} (seen) WHERE email IS NOT NULL")
+    conn.execute(f"CREATE INDEX {t}_gin ON {t} USING gin (data)")
+    conn.execute(f"CREATE INDEX ON {t} (upper(email))")
+    defs = dict(
+        conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (t,)
+        ).fetchall()
+    )
+    assert defs[f"{t}_lower"] == f"CREATE INDEX {t}_lower ON public.{t} USING btree (lower(email))"
+    assert defs[f"{t}_recent"] == (
+        f"CREATE INDEX {t}_recent ON public.{t} USING btree (seen) WHERE (email IS NOT NULL)"
+    )
+    assert defs[f"{t}_gin"] == f"CREATE INDEX {t}_gin ON public.{t} USING gin (data)"
+    assert f"{t}_upper_idx" in defs
+    with pytest.raises(errors.UndefinedColumn):
+        conn.execute(f"CREATE INDEX {t}_bad ON {t} (lower(nosuch))")
+    with pytest.raises(errors.FeatureNotSupported):
+        conn.execute(f"CREATE UNIQUE INDEX {t}_u ON {t} (lower(email))")
+    conn.execute(f"INSERT INTO {t} VALUES (1, 'A@x', '{{}}', '2024-01-01')")
+    assert conn.execute(f"SELECT id FROM {t} WHERE lower(email) = 'a@x'").fetchall() == [(1,)]
+    conn.execute(f"DROP INDEX {t}_lower")
+
+
 def test_acknowledged_writes_visible_to_other_sessions(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     import asyncio
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
-from headwater.catalog.objects import Column, Relation, Table, View
+from headwater.catalog.objects import Column, Index, Relation, Table, View
 from headwater.catalog.pg.snapshot import Builder, RelRow
 from pglast import parse_sql
 from pglast.stream import RawStream
@@ -184,11 +184,16 @@ def _pretty_const(col: Column, const: A.A_Const, pretty: bool) -> str:
 
 
 def index_def(r: RelRow, table: Relation) -> str:
+    obj = r.obj if isinstance(r.obj, Index) else None
     cols = ", ".join(quote_ident(c) for c in r.index_cols)
+    if obj is not None and obj.key_text is not None:
+        cols = obj.key_text
     unique = "UNIQUE " if r.unique else ""
+    method = obj.method if obj is not None else "btree"
+    where = f" WHERE ({obj.predicate})" if obj is not None and obj.predicate else ""
     return (
         f"CREATE {unique}INDEX {quote_ident(r.name)} ON "
-        f"{quote_ident(table.schema)}.{quote_ident(table.name)} USING btree ({cols})"
+        f"{quote_ident(table.schema)}.{quote_ident(table.name)} USING {method} ({cols}){where}"
     )
 
 
