@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 import pglast.ast as A
+from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import (
     Column,
     Index,
@@ -301,9 +302,9 @@ def _index_texts(
 ) -> tuple[str, str | None]:
     """An expression or partial index's key list and predicate as written, after
     checking that they bind over the table (PostgreSQL's 42703 for a missing column)."""
-    keys = [e.expr if e.expr is not None else A.ColumnRef(fields=(A.String(sval=e.name),))
-            for e in stmt.indexParams]  # fmt: skip
-    key_text = ", ".join(_deparse_expr(k) for k in keys)
+    key_text = ", ".join(
+        quote_ident(e.name) if e.expr is None else _deparse_expr(e.expr) for e in stmt.indexParams
+    )
     where = _deparse_expr(stmt.whereClause) if stmt.whereClause is not None else None
     # (the texts are deparsed trees, the table's name quoted)
     probe = parse_sql(

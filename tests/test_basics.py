@@ -149,9 +149,9 @@ def test_expression_and_partial_indexes(conn: psycopg.Connection, table_name: st
     shown by pg_get_indexdef as PostgreSQL shows them; a missing column is 42703; a
     UNIQUE one is refused (0A000: it would go unenforced)."""
     t = table_name
-    conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, email text, data jsonb, seen date)")
+    conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, email text, data jsonb, at date)")
     conn.execute(f"CREATE INDEX {t}_lower ON {t} (lower(email))")
-    conn.execute(f"CREATE INDEX {t}_recent ON {t} (seen) WHERE email IS NOT NULL")
+    conn.execute(f"CREATE INDEX {t}_recent ON {t} (at) WHERE email IS NOT NULL")
     conn.execute(f"CREATE INDEX {t}_gin ON {t} USING gin (data)")
     conn.execute(f"CREATE INDEX ON {t} (upper(email))")
     defs = dict(
@@ -161,7 +161,7 @@ def test_expression_and_partial_indexes(conn: psycopg.Connection, table_name: st
     )
     assert defs[f"{t}_lower"] == f"CREATE INDEX {t}_lower ON public.{t} USING btree (lower(email))"
     assert defs[f"{t}_recent"] == (
-        f"CREATE INDEX {t}_recent ON public.{t} USING btree (seen) WHERE (email IS NOT NULL)"
+        f"CREATE INDEX {t}_recent ON public.{t} USING btree (at) WHERE (email IS NOT NULL)"
     )
     assert defs[f"{t}_gin"] == f"CREATE INDEX {t}_gin ON public.{t} USING gin (data)"
     assert f"{t}_upper_idx" in defs
