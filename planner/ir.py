@@ -1840,7 +1840,8 @@ class PlanBuilder:
 
     def ordered_set_call(self, fc: object, func: str, scope: Scope) -> AggCall:
         """percentile_cont/percentile_disc(fraction) WITHIN GROUP (ORDER BY x): re-aggregated
-        per changed group (the general aggregate), a constant fraction, ascending order."""
+        per changed group (the general aggregate), a constant fraction; percentile_cont
+        in either order (its `order`: the sorted values' order), percentile_disc ascending."""
         if self.serving:
             raise _unsupported(f"aggregate function {func}")  # reads: relations.Binder
         if not fc.agg_within_group:  # type: ignore[attr-defined]
@@ -1851,13 +1852,15 @@ class PlanBuilder:
         fraction = self.expr(args[0], scope)
         if refs(fraction) or _has_sublink(args[0]):
             raise _unsupported(f"{func} with a fraction that is not a constant")
-        if order[0].sortby_dir == enums.SortByDir.SORTBY_DESC:
+        desc = order[0].sortby_dir == enums.SortByDir.SORTBY_DESC
+        if desc and func != "percentile_cont":
             raise _unsupported(f"{func} WITHIN GROUP (ORDER BY ... DESC)")
         if fc.agg_distinct:  # type: ignore[attr-defined]
             raise _unsupported(f"{func}(DISTINCT ...)")
         arg = self.expr(order[0].node, scope)
         filt = self.expr(fc.agg_filter, scope) if fc.agg_filter is not None else None  # type: ignore[attr-defined]
-        return AggCall(self.fresh(), func, arg, False, (fraction,), (), filt)
+        by = (self.sort_text(order[0], scope),) if desc else ()  # (ascending: by the value)
+        return AggCall(self.fresh(), func, arg, False, (fraction,), by, filt)
 
     def mode_call(self, fc: object, scope: Scope) -> AggCall:
         """mode() WITHIN GROUP (ORDER BY x): the most frequent non-NULL x, of equally

@@ -938,6 +938,8 @@ def _func(fc: A.FuncCall) -> Any:
         sort.node = A.FuncCall(
             funcname=(A.String(sval="hw_percentile_cont_arg"),), args=(sort.node,)
         )
+        if fc.over is None and len(args) == 1 and not isinstance(args[0], A.A_ArrayExpr):
+            return _percentile_lerp(fc, sort, args[0])
     if name == "string_agg" and len(args) == 2 and _is_null(args[1]):
         fc.args = (args[0], _const(""))  # a NULL delimiter: none
     if name in _WINDOW_ONLY and fc.over is None and not fc.agg_within_group:
@@ -1286,6 +1288,22 @@ _PAIR_STATISTICS = (
     "regr_sxy",
     "regr_syy",
 )
+
+
+def _percentile_lerp(fc: A.FuncCall, sort: A.SortBy, fraction: Any) -> Any:
+    """percentile_cont(f) WITHIN GROUP (ORDER BY x): the group's values sorted (its
+    non-NULL ones, FILTER's) interpolated as PostgreSQL does (hw_percentile_lerp)."""
+    present = A.NullTest(arg=_copy(sort.node), nulltesttype=NullTestType.IS_NOT_NULL)
+    keep = present
+    if fc.agg_filter is not None:
+        keep = A.BoolExpr(boolop=BoolExprType.AND_EXPR, args=(fc.agg_filter, present))
+    values = A.FuncCall(
+        funcname=(A.String(sval="list"),),
+        args=(_copy(sort.node),),
+        agg_order=(sort,),
+        agg_filter=keep,
+    )
+    return A.FuncCall(funcname=(A.String(sval="hw_percentile_lerp"),), args=(values, fraction))
 
 
 def _as_macro(fc: A.FuncCall, macro: str, args: list[Any]) -> Any:

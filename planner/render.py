@@ -68,8 +68,11 @@ def agg_sql(call: AggCall, pg_aggregates: bool = False) -> str:
         return f"hw_avg{'_distinct' if call.distinct else ''}({arg})"
     elif call.func == "avg":
         body = f"avg({d}{call.arg})"
-    elif call.func == "percentile_cont":  # PostgreSQL's: over float8, linear interpolation
-        body = f"quantile_cont(CAST({call.arg} AS DOUBLE), {call.extra[0]})"
+    elif call.func == "percentile_cont":  # PostgreSQL's: over float8, its interpolation
+        x = f"CAST({call.arg} AS DOUBLE)"
+        keep = f"{x} IS NOT NULL" + (f" AND ({call.filter})" if call.filter is not None else "")
+        by = call.order[0] if call.order else x
+        return f"hw_percentile_lerp(list({x} ORDER BY {by}) FILTER (WHERE {keep}), {call.extra[0]})"
     elif call.func == "percentile_disc":  # PostgreSQL's: the first value at the fraction
         body = f"quantile_disc({call.arg}, {call.extra[0]})"
     else:

@@ -147,6 +147,10 @@ STATISTICS_VIEWS = {
     " regr_sxx(f, i) AS sxx, regr_avgy(f, i) AS ay, bit_and(i) AS ba, bit_or(i) AS bo,"
     " bit_xor(i) AS bx FROM {t} GROUP BY g",
     "whole": "SELECT stddev(n) AS sn, variance(i) AS vi, regr_count(i, f) AS c FROM {t}",
+    # PostgreSQL's interpolation, lo + p * (hi - lo) (DuckDB's: 54.995 for 9.99 and 100)
+    "pct": "SELECT g, percentile_cont(0.5) WITHIN GROUP (ORDER BY n) AS med,"
+    " percentile_cont(0.3) WITHIN GROUP (ORDER BY f DESC) FILTER (WHERE i > 1) AS p3"
+    " FROM {t} GROUP BY g",
 }
 STATISTICS_STEPS = [
     "INSERT INTO {t} VALUES (1, 1, 1.5, 1), (1, 3, 2.25, 2), (2, 7, 0.5, 0.5), (2, 7, 1, 4)",
@@ -156,6 +160,7 @@ STATISTICS_STEPS = [
     "DELETE FROM {t} WHERE i = 9",
     "INSERT INTO {t} VALUES (2, 3, NULL, NULL), (3, 6, 4.5, 8)",
     "DELETE FROM {t} WHERE g = 3",
+    "INSERT INTO {t} VALUES (4, 1, 9.99, 1), (4, 2, 100, 2)",
 ]
 
 

@@ -56,6 +56,18 @@ MACROS = [
     + " WHEN x < 0 THEN "
     + _err("2201E", "cannot take logarithm of a negative number")
     + " ELSE log10(x) END",
+    # percentile_cont of a sorted list `l` (no NULLs): PostgreSQL's interpolation
+    # (percentile_cont_final_common, float8_lerp: lo + pct * (hi - lo); DuckDB's
+    # lo * (1 - pct) + hi * pct differs in the last digit), 22003 outside [0, 1]
+    "CREATE OR REPLACE MACRO hw_percentile_lerp(l, f) AS CASE WHEN f < 0 OR f > 1 OR isnan(f)"
+    " THEN "
+    + _err("22003", "percentile value ' || CAST(f AS VARCHAR) || ' is not between 0 and 1")
+    + " WHEN len(l) = 0 THEN NULL"
+    " WHEN floor(f * (len(l) - 1)) = ceil(f * (len(l) - 1))"
+    " THEN l[CAST(floor(f * (len(l) - 1)) AS BIGINT) + 1]"
+    " ELSE l[CAST(floor(f * (len(l) - 1)) AS BIGINT) + 1] + (f * (len(l) - 1)"
+    " - floor(f * (len(l) - 1))) * (l[CAST(ceil(f * (len(l) - 1)) AS BIGINT) + 1]"
+    " - l[CAST(floor(f * (len(l) - 1)) AS BIGINT) + 1]) END",
     # percentile_cont orders float8 or interval values: numbers become float8
     "CREATE OR REPLACE MACRO hw_percentile_cont_arg(x DOUBLE) AS CAST(x AS DOUBLE),"
     " (x INTERVAL) AS x, (x) AS "
