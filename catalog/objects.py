@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.types import STORED_TYPES, ColumnType
 
 
@@ -178,12 +179,17 @@ class Index(Relation):
     written, for pg_get_indexdef."""
 
     table_oid: int = 0
-    keys: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()  # the key columns ("" for an expression key)
     unique: bool = False
     kind: str = field(default="index", init=False)
     method: str = "btree"
-    key_text: str | None = None  # `lower(name), id` where a key is an expression
+    key_exprs: tuple[str, ...] = ()  # per key: its expression's text ("" for a column)
     predicate: str | None = None  # WHERE's condition of a partial index
+
+    def key_texts(self) -> list[str]:
+        """Each key as pg_get_indexdef shows it: the column's name or the expression."""
+        exprs = self.key_exprs or ("",) * len(self.keys)
+        return [e or quote_ident(k) for k, e in zip(self.keys, exprs, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -252,9 +258,6 @@ CatalogObject = Schema | Table | View | MaterializedView | Index | Role | Sequen
 _ROLE_FIELDS = ("login", "superuser", "createrole", "createdb", "inherit", "password")
 
 
-_INDEX_TEXTS = ("key_text", "predicate")
-
-
 def to_json(obj: CatalogObject) -> dict[str, Any]:
     d: dict[str, Any] = {"kind": obj.kind, "oid": obj.oid, "name": obj.name}
     if isinstance(obj, Role):
@@ -286,7 +289,10 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d["freshness"] = obj.freshness
     if isinstance(obj, Index):
         d.update(table_oid=obj.table_oid, keys=list(obj.keys), unique=obj.unique)
-        d.update({f: getattr(obj, f) for f in _INDEX_TEXTS if getattr(obj, f) is not None})
+        if obj.key_exprs:
+            d["key_exprs"] = list(obj.key_exprs)
+        if obj.predicate is not None:
+            d["predicate"] = obj.predicate
         if obj.method != "btree":
             d["method"] = obj.method
     if isinstance(obj, Sequence):
@@ -358,7 +364,8 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             tuple(d["keys"]),
             d["unique"],
             method=d.get("method", "btree"),
-            **{f: d.get(f) for f in _INDEX_TEXTS},
+            key_exprs=tuple(d.get("key_exprs", ())),
+            predicate=d.get("predicate"),
             **own,
         )
     if kind == "sequence":

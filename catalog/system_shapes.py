@@ -112,6 +112,14 @@ def _arrow_column_type(t: pa.DataType) -> ColumnType:
     return ColumnType(TEXT)
 
 
+def system_column_type_names(schema: str | None, name: str) -> list[tuple[str, str]]:
+    """The columns of the pg_catalog / information_schema relation `schema.name` names
+    with their PostgreSQL type names (int2vector, oidvector, ... as PostgreSQL has
+    them; none for another name)."""
+    found = lookup(schema, name) if schema != "headwater_catalog" else None
+    return list(columns_of(*found) or ()) if found is not None else []
+
+
 def system_columns(schema: str | None, name: str) -> list[tuple[str, ColumnType]] | None:
     """The columns of the system relation `schema.name` names (pg_catalog's also
     unqualified), or None when it names none."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 
 import pglast.ast as A
@@ -2418,7 +2418,7 @@ def _one_row(node: Node) -> bool:
     return isinstance(node, Aggregate) and node.scalar
 
 
-def pg_semantics(node: object, column_types: dict[str, str] | None = None) -> object:
+def pg_semantics(node: object, column_types: Mapping[str, str] | None = None) -> object:
     """A bound scalar expression as the serving path runs it (planner/pg_compat.py:
     LIKE's backslash escapes, btrim, numeric division, ...), so that the engine's
     DuckDB computes what PostgreSQL does, as plain SELECTs do. Rewrites that read the

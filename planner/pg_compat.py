@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
@@ -263,7 +263,7 @@ _QUOTE_IDENT = (
     "ELSE '\"' || replace(__hwarg0, '\"', '\"\"') || '\"' END"
 )
 _ENCODING = "CASE __hwarg0 WHEN 6 THEN 'UTF8' WHEN 0 THEN 'SQL_ASCII' ELSE '' END"
-_EXPANDARRAY = "struct_pack(x := unnest(__hwarg0), n := generate_subscripts(__hwarg0, 1))"
+_EXPANDARRAY = "struct_pack(x := unnest(__hwarg0), n := unnest(range(1, len(__hwarg0) + 1)))"
 _ARRAY_UPPER = "CASE WHEN len(__hwarg0) > 0 THEN len(__hwarg0) END"
 _ARRAY_LOWER = "CASE WHEN len(__hwarg0) > 0 THEN 1 END"
 
@@ -441,6 +441,10 @@ def _is_bits(node: Any) -> bool:
     if isinstance(node, A.A_Const):
         return isinstance(node.val, A.BitString)
     return _type_of_cast(node) in ("bit", "varbit")
+
+
+def _is_vector(node: Any) -> bool:
+    return column_type(node) in ("int2vector", "oidvector")
 
 
 def _int_const(node: Any) -> int | None:
@@ -774,7 +778,7 @@ def translate(
     stmt: Any,
     array_literals: bool = True,
     rules: tuple[Rule, ...] = RULES,
-    column_types: dict[str, str] | None = None,
+    column_types: Mapping[str, str] | None = None,
 ) -> Any:
     """A copy of `stmt` with `rules` applied (see the module docstring); `stmt` is not
     changed. `array_literals=False` leaves '{1,2}' string constants as written (values
@@ -808,7 +812,7 @@ _set_slot = object.__setattr__  # the values are a valid tree's: no need to chec
 
 
 def rewrite(
-    stmt: Any, array_literals: bool = True, column_types: dict[str, str] | None = None
+    stmt: Any, array_literals: bool = True, column_types: Mapping[str, str] | None = None
 ) -> None:
     """`translate` in place, on a tree the caller owns (one it parsed itself: copying
     a tree costs about as much as parsing it)."""
@@ -830,11 +834,11 @@ def _fold(
     stmt: Any,
     array_literals: bool,
     rules: tuple[Rule, ...],
-    column_types: dict[str, str] | None = None,
+    column_types: Mapping[str, str] | None = None,
 ) -> None:
     token = _ARRAY_LITERALS.set(array_literals)
     chosen = _RULES.set(rules)
-    columns = COLUMN_TYPES.set(column_types or _NO_COLUMNS)
+    columns = COLUMN_TYPES.set(_NO_COLUMNS if column_types is None else column_types)
     try:
         _visit(stmt)
     finally:
@@ -1103,6 +1107,10 @@ def _func(fc: A.FuncCall) -> Any:
             args[0],
             _copy(args[0]),
         )
+    if name == "generate_subscripts" and len(args) == 2 and _is_vector(args[0]):
+        # int2vector and oidvector subscripts start at 0 (pg_index.indkey: SQLAlchemy
+        # reads an expression key's definition by its subscript + 1)
+        return _template("unnest(range(0, len(__hwarg0)))", args[0])
     if name == "generate_subscripts" and len(args) == 2 and _int_const(args[1]) in (2, 3):
         # DuckDB's has dimension 1 only: the length of the first element's dimension
         path = "(__hwarg0)" + "[1]" * (_int_const(args[1]) - 1)

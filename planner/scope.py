@@ -38,13 +38,14 @@ makes the unqualified name ambiguous again, e.g. `a FULL JOIN b USING (x), c`:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pglast.ast as A
 from headwater.catalog.catalog import SYSTEM_SCHEMAS, Catalog
 from headwater.catalog.objects import Relation
+from headwater.catalog.system_shapes import system_column_type_names
 from headwater.planner.syntax import nodes
 
 from headwater.errors import AmbiguousColumn, FeatureNotSupported, UndefinedColumn, UndefinedTable
@@ -128,30 +129,61 @@ def named_relations(
     return out
 
 
-def column_types(
-    node: Any, catalog: Catalog, search_path: tuple[str, ...], skip: Any = None
-) -> dict[str, str]:
+def column_types(node: Any, catalog: Catalog, search_path: tuple[str, ...]) -> Mapping[str, str]:
     """The types (PostgreSQL type names) of the columns of the relations a statement
     names, by column name: what planner/pg_compat.py's type-dependent rewrites need to
     know of a bare column (`data @> '{"a": 1}'` on jsonb, `price * qty` on a real),
     also renamed by a subquery (`SELECT j AS doc`). A name of two types in two
-    relations is left out (its references are then untyped)."""
-    kinds: dict[str, str | None] = {}
+    relations is left out (its references are then untyped). Found when first asked
+    (walking the tree costs ~20 µs; most statements never ask)."""
 
-    def note(name: str, kind: str | None) -> None:
-        if kinds.setdefault(name, kind) != kind:
-            kinds[name] = None
+    def find() -> dict[str, str]:
+        kinds: dict[str, str | None] = {}
 
-    for rv in named_relations(node, skip=skip):
-        rel = find_relation(catalog, rv, search_path)
-        for col in getattr(rel, "columns", ()) if rel is not None else ():
-            note(col.name, col.type.pg.name)
-    for n in nodes(node):
-        if isinstance(n, A.ResTarget) and n.name and isinstance(n.val, A.ColumnRef):
+        def note(name: str, kind: str | None) -> None:
+            if kinds.setdefault(name, kind) != kind:
+                kinds[name] = None
+
+        renamed = []
+        for n in nodes(node):  # (a CTE's name resolves to a relation of that name, if any)
+            if isinstance(n, A.RangeVar):
+                rel = find_relation(catalog, n, search_path)
+                for col in getattr(rel, "columns", ()) if rel is not None else ():
+                    note(col.name, col.type.pg.name)
+                if rel is None:  # a system relation's (pg_index.indkey: int2vector)
+                    for cname, kind in system_column_type_names(n.schemaname, n.relname):
+                        note(cname, kind)
+            elif isinstance(n, A.ResTarget) and n.name and isinstance(n.val, A.ColumnRef):
+                renamed.append(n)
+        for n in renamed:
             last = n.val.fields[-1]
             if isinstance(last, A.String) and kinds.get(last.sval) is not None:
                 note(n.name, kinds[last.sval])
-    return {name: kind for name, kind in kinds.items() if kind is not None}
+        return {name: kind for name, kind in kinds.items() if kind is not None}
+
+    return _Lazy(find)
+
+
+class _Lazy(Mapping[str, str]):
+    """A mapping computed at its first use."""
+
+    def __init__(self, compute: Callable[[], dict[str, str]]) -> None:
+        self._compute: Callable[[], dict[str, str]] | None = compute
+        self._data: dict[str, str] = {}
+
+    def _get(self) -> dict[str, str]:
+        if self._compute is not None:
+            self._data, self._compute = self._compute(), None
+        return self._data
+
+    def __getitem__(self, key: str) -> str:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 # -- columns ------------------------------------------------------------------------------

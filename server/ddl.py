@@ -250,12 +250,14 @@ def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
     shaped = stmt.whereClause is not None or any(e.expr is not None for e in stmt.indexParams)
     if shaped and stmt.unique:  # (a plain one is a catalog entry: nothing to enforce)
         raise FeatureNotSupported("unique partial and expression indexes are not supported")
-    key_text = predicate = None
+    key_exprs: tuple[str, ...] = ()
+    predicate = None
     if shaped:
-        key_text, predicate = _index_texts(s, w, table, stmt)
-    cols = tuple(e.name for e in stmt.indexParams if e.name is not None)
+        key_exprs, predicate = _index_texts(s, w, table, stmt)
+    # an expression key is "" (attnum 0 in pg_index.indkey, as PostgreSQL has it)
+    cols = tuple(e.name or "" for e in stmt.indexParams)
     for c in cols:
-        if table.column(c) is None:
+        if c and table.column(c) is None:
             raise SQLError(f'column "{c}" does not exist', "42703")
     names = [e.name or pg_column_name(e.expr) for e in stmt.indexParams]
     name = stmt.idxname or f"{table.name}_{'_'.join(names)}_idx"
@@ -290,7 +292,7 @@ def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
             cols,
             bool(stmt.unique),
             method=stmt.accessMethod or "btree",
-            key_text=key_text,
+            key_exprs=key_exprs,
             predicate=predicate,
         )
     )
@@ -299,11 +301,13 @@ def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
 
 def _index_texts(
     s: Session, w: WriteTxn, table: Table, stmt: A.IndexStmt
-) -> tuple[str, str | None]:
-    """An expression or partial index's key list and predicate as written, after
-    checking that they bind over the table (PostgreSQL's 42703 for a missing column)."""
+) -> tuple[tuple[str, ...], str | None]:
+    """An expression or partial index's key expressions ("" for a column) and predicate
+    as written, after checking that they bind over the table (PostgreSQL's 42703 for a
+    missing column)."""
+    exprs = tuple("" if e.expr is None else _deparse_expr(e.expr) for e in stmt.indexParams)
     key_text = ", ".join(
-        quote_ident(e.name) if e.expr is None else _deparse_expr(e.expr) for e in stmt.indexParams
+        x or quote_ident(e.name) for x, e in zip(exprs, stmt.indexParams, strict=True)
     )
     where = _deparse_expr(stmt.whereClause) if stmt.whereClause is not None else None
     # (the texts are deparsed trees, the table's name quoted)
@@ -317,7 +321,7 @@ def _index_texts(
         fetch(w.cur, write_binder(s, w).to_sql(probe))
     except duckdb.Error as e:
         raise translate(e) from None
-    return key_text, where
+    return exprs, where
 
 
 def _deparse_expr(node: Any) -> str:

@@ -131,8 +131,9 @@ def _hw_defs(b: Builder) -> list[dict[str, Any]]:
     out = []
     for r, table in indexed_tables(b):
         out.append({"oid": r.oid, "n": 0, "def": index_def(r, table)})
-        for i, c in enumerate(r.index_cols, start=1):
-            out.append({"oid": r.oid, "n": i, "def": quote_ident(c)})
+        texts = r.obj.key_texts() if isinstance(r.obj, Index) else map(quote_ident, r.index_cols)
+        for i, text in enumerate(texts, start=1):
+            out.append({"oid": r.oid, "n": i, "def": text})
         if r.constraint_oid:
             out.append({"oid": r.constraint_oid, "n": 0, "def": constraint_def(r)})
             out.append({"oid": r.constraint_oid, "n": -1, "def": constraint_def(r)})

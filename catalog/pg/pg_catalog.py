@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from headwater.catalog.catalog import is_temp_schema
+from headwater.catalog.objects import Index
 from headwater.catalog.pg import specs
 from headwater.catalog.pg.foreign_keys import fk_rows
 from headwater.catalog.pg.oids import (
@@ -248,9 +249,20 @@ def _pg_index(b: Builder) -> list[dict[str, Any]]:
                 "indcollation": colls,
                 "indclass": [_BTREE_OPCLASSES.get(t, (0,))[0] for _, t, *_ in r.columns],
                 "indoption": [0] * len(keys),
+                # (PostgreSQL's node trees; clients test them for NULL, psql prints
+                # pg_get_indexdef's text)
+                "indexprs": _index_text(r.obj, "key_exprs"),
+                "indpred": _index_text(r.obj, "predicate"),
             }
         )
     return out
+
+
+def _index_text(obj: Any, attr: str) -> str | None:
+    value = getattr(obj, attr, None) if isinstance(obj, Index) else None
+    if isinstance(value, tuple):
+        value = ", ".join(e for e in value if e) or None
+    return value
 
 
 # pg_constraint's columns as most constraints have them (none is deferrable, a

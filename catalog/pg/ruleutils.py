@@ -185,9 +185,7 @@ def _pretty_const(col: Column, const: A.A_Const, pretty: bool) -> str:
 
 def index_def(r: RelRow, table: Relation) -> str:
     obj = r.obj if isinstance(r.obj, Index) else None
-    cols = ", ".join(quote_ident(c) for c in r.index_cols)
-    if obj is not None and obj.key_text is not None:
-        cols = obj.key_text
+    cols = ", ".join(obj.key_texts() if obj is not None else map(quote_ident, r.index_cols))
     unique = "UNIQUE " if r.unique else ""
     method = obj.method if obj is not None else "btree"
     where = f" WHERE ({obj.predicate})" if obj is not None and obj.predicate else ""

@@ -157,9 +157,9 @@ class Builder:
 def index_columns(table: Relation | None, names: Iterable[str]) -> list[Any]:
     out = []
     for n in names:
-        col = table.column(n) if table is not None else None
-        if col is None:
-            out.append((n, TEXT.oid, -1, False, None))
+        col = table.column(n) if table is not None and n else None
+        if col is None:  # (an expression key, "": PostgreSQL names it expr)
+            out.append((n or "expr", TEXT.oid, -1, False, None))
         else:
             out.append((n, col.type.pg.oid, col.type.typmod, False, None))
     return out
