@@ -426,23 +426,7 @@ STATISTICS_AGGS = {
     "bit_and": "bit_and",
     "bit_or": "bit_or",
     "bit_xor": "bit_xor",
-    **{
-        f: f
-        for f in (
-            "corr",
-            "covar_pop",
-            "covar_samp",
-            "regr_avgx",
-            "regr_avgy",
-            "regr_count",
-            "regr_intercept",
-            "regr_r2",
-            "regr_slope",
-            "regr_sxx",
-            "regr_sxy",
-            "regr_syy",
-        )
-    },
+    **{f: f for f in (*pg_compat.PAIR_STATISTICS, "regr_count")},
 }
 SUPPORTED_AGGS |= STATISTICS_AGGS
 # calls whose value depends on the order of their rows: ORDER BY inside them is kept

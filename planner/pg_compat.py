@@ -987,7 +987,7 @@ def _func(fc: A.FuncCall) -> Any:
         return _sum_avg(fc, name, args[0])
     if name in _SPREADS and len(args) == 1 and not (fc.agg_order or fc.agg_within_group):
         return _spread(fc, name, args[0])
-    if name in _PAIR_STATISTICS and len(args) == 2 and fc.over is None:
+    if name in PAIR_STATISTICS and len(args) == 2 and fc.over is None:
         if not (fc.agg_distinct or fc.agg_within_group or _has_aggregate(tuple(args))):
             return _as_macro(fc, f"hw_{name}", args)
     if name == "version" and not args:
@@ -1283,7 +1283,7 @@ def _spread(fc: A.FuncCall, name: str, arg: Any) -> Any:
 # over the group's (y, x) pairs in Python (DuckDB's co-moments differ in the last
 # digits, and its corr is NaN where PostgreSQL's is NULL), then float8_corr & co.
 # The hw_ macros (_sum_avg_macros) hand the pairs to hw_pairs_<name>.
-_PAIR_STATISTICS = (
+PAIR_STATISTICS = (
     "corr",
     "covar_pop",
     "covar_samp",
@@ -2026,7 +2026,7 @@ def _sum_avg_macros() -> list[str]:
         "list([CAST(y AS DOUBLE), CAST(x AS DOUBLE)])"
         " FILTER (WHERE y IS NOT NULL AND x IS NOT NULL)"
     )
-    for name in _PAIR_STATISTICS:
+    for name in PAIR_STATISTICS:
         out.append(f"CREATE OR REPLACE MACRO hw_{name}(y, x) AS hw_pairs_{name}({pairs})")
     for kind in sorted(set(_SPREADS.values())):
         for d in ("", "DISTINCT "):
@@ -2251,33 +2251,15 @@ def install_functions(db: Any) -> None:
     # and views' running sums (engine/rules/linear_aggregate.py; Spark: the same UDF)
     for name, total in (("hw_avg_int", "DECIMAL(38,0)"), ("hw_avg_exact", _NUMERIC)):
         db.create_function(name, _avg_udf(16), [total, "BIGINT"], "DECIMAL(37,16)", type="arrow")
-    for kind in sorted(set(_SPREADS.values())):
-        db.create_function(
-            f"hw_spread_{kind}",
-            _spread_udf(kind),
-            [f"{_NUMERIC}[]"],
-            f"DECIMAL({SPREAD_PRECISION},{QUOTIENT_SCALE})",
-            type="arrow",
-            null_handling="special",  # it returns NULL (one row's sample variance)
-        )
-    for kind in sorted(set(_SPREADS.values())):
-        db.create_function(
-            f"hw_float_{kind}",
-            _float_spread_udf(kind),
-            ["DOUBLE[]"],
-            "DOUBLE",
-            type="arrow",
-            null_handling="special",  # NULL on no values
-        )
-    for name in _PAIR_STATISTICS:
-        db.create_function(
-            f"hw_pairs_{name}",
-            _pairs_udf(name),
-            ["DOUBLE[][]"],
-            "DOUBLE",
-            type="arrow",
-            null_handling="special",  # NULL on no pairs
-        )
+    # statistics of a group's values (a list; NULL on none, or one row's sample)
+    kinds = sorted(set(_SPREADS.values()))
+    spread = f"DECIMAL({SPREAD_PRECISION},{QUOTIENT_SCALE})"
+    statistics = [(f"hw_spread_{k}", _spread_udf(k), f"{_NUMERIC}[]", spread) for k in kinds]
+    statistics += [(f"hw_float_{k}", _float_spread_udf(k), "DOUBLE[]", "DOUBLE") for k in kinds]
+    pairs = PAIR_STATISTICS
+    statistics += [(f"hw_pairs_{n}", _pairs_udf(n), "DOUBLE[][]", "DOUBLE") for n in pairs]
+    for name, udf, arg, result in statistics:
+        db.create_function(name, udf, [arg], result, type="arrow", null_handling="special")
     for sql in _sum_avg_macros():
         db.execute(sql)
     functions.install(db)  # date/time and formatting functions (planner/functions/)

@@ -6,7 +6,9 @@ backfill and on rows written after the view was created.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -71,17 +73,28 @@ def _views_as_postgres(
             assert text_rows(hw, sql.format(t=t)) == want, (name, step, "read")
 
 
-def test_matview_extract_to_char(hw_server: Any, pg_oracle: Any) -> None:
-    t = f"fmt_{secrets.token_hex(3)}"
+@contextlib.contextmanager
+def _table_on_both(
+    hw_server: Any, pg_oracle: Any, prefix: str, columns: str, first: str
+) -> Iterator[tuple[psycopg.Connection, psycopg.Connection, str]]:
+    """A table `prefix_<random> (columns)` on Headwater and PostgreSQL with the rows of
+    the statement `first` ({t} its name): the two connections and the name."""
+    t = f"{prefix}_{secrets.token_hex(3)}"
     with (
         psycopg.connect(hw_server.dsn, autocommit=True) as hw,
         psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
     ):
         hw.execute("SET headwater.freshness_timeout = '600s'")
         for conn in (hw, pg):
-            conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, ts timestamp, d date,"
-                         " amount numeric(10,2))")  # fmt: skip
-            conn.execute(f"INSERT INTO {t} VALUES {', '.join(ROWS)}")
+            conn.execute(f"CREATE TABLE {t} ({columns})")
+            conn.execute(first.format(t=t))
+        yield hw, pg, t
+
+
+def test_matview_extract_to_char(hw_server: Any, pg_oracle: Any) -> None:
+    columns = "id int PRIMARY KEY, ts timestamp, d date, amount numeric(10,2)"
+    first = f"INSERT INTO {{t}} VALUES {', '.join(ROWS)}"
+    with _table_on_both(hw_server, pg_oracle, "fmt", columns, first) as (hw, pg, t):
         for name, sql in VIEWS.items():
             hw.execute(f"CREATE MATERIALIZED VIEW {t}_{name} AS {sql.format(t=t)}")
             pg.execute(f"CREATE VIEW {t}_{name} AS {sql.format(t=t)}")
@@ -124,15 +137,9 @@ def test_matview_avg_prints_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
     (Not in the data: an avg whose first base-10000 digit is 1, e.g. avg(1.333) of one
     row, where PostgreSQL may show 4 more zeros than the value alone tells: see
     catalog/pgtypes/numeric.py quotient_scale.)"""
-    t = f"avg_{secrets.token_hex(3)}"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        hw.execute("SET headwater.freshness_timeout = '600s'")
-        for conn in (hw, pg):
-            conn.execute(f"CREATE TABLE {t} (g int, i int, n numeric, f float8)")
-            conn.execute(AVG_STEPS[0].format(t=t))
+    with _table_on_both(
+        hw_server, pg_oracle, "avg", "g int, i int, n numeric, f float8", AVG_STEPS[0]
+    ) as (hw, pg, t):
         _views_as_postgres(hw, pg, t, AVG_VIEWS, AVG_STEPS[1:])
 
 
@@ -171,15 +178,9 @@ def test_matview_statistics_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
     which PostgreSQL prints as 0 and Headwater, in reads too, as 0.000...; and floats
     whose sums of squares round, where PostgreSQL's Youngs-Cramer sums and DuckDB's
     differ in the last digit.)"""
-    t = f"stat_{secrets.token_hex(3)}"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        hw.execute("SET headwater.freshness_timeout = '600s'")
-        for conn in (hw, pg):
-            conn.execute(f"CREATE TABLE {t} (g int, i int, n numeric, f float8)")
-            conn.execute(STATISTICS_STEPS[0].format(t=t))
+    with _table_on_both(
+        hw_server, pg_oracle, "stat", "g int, i int, n numeric, f float8", STATISTICS_STEPS[0]
+    ) as (hw, pg, t):
         _views_as_postgres(hw, pg, t, STATISTICS_VIEWS, STATISTICS_STEPS[1:])
 
 
@@ -214,15 +215,13 @@ def test_matview_set_returning_functions_as_postgres(hw_server: Any, pg_oracle: 
     list give one row per element, maintained through inserts, updates and deletes as
     PostgreSQL's query gives them; a view reading the rows without the element column
     still repeats them, and an aggregate's groups repeated are read as repeated."""
-    t = f"srf_{secrets.token_hex(3)}"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        hw.execute("SET headwater.freshness_timeout = '600s'")
-        for conn in (hw, pg):
-            conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, author text, tags text[], n int)")
-            conn.execute(SRF_STEPS[0].format(t=t))
+    with _table_on_both(
+        hw_server,
+        pg_oracle,
+        "srf",
+        "id int PRIMARY KEY, author text, tags text[], n int",
+        SRF_STEPS[0],
+    ) as (hw, pg, t):
         _views_as_postgres(hw, pg, t, SRF_VIEWS, SRF_STEPS[1:])
         why = hw.execute(
             "SELECT executor_reason FROM headwater_catalog.views WHERE name = %s", (f"{t}_rows",)
@@ -257,15 +256,9 @@ JSONB_STEPS = [
 def test_jsonb_columns_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
     """@>, <@, ?, ?|, ?&, ->, ->>, #>, #>>, ||, - and #- on a jsonb column (not only on a
     cast to jsonb) in reads, views, and UPDATE/DELETE conditions, as PostgreSQL's."""
-    t = f"jb_{secrets.token_hex(3)}"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        hw.execute("SET headwater.freshness_timeout = '600s'")
-        for conn in (hw, pg):
-            conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, j jsonb)")
-            conn.execute(JSONB_STEPS[0].format(t=t))
+    with _table_on_both(
+        hw_server, pg_oracle, "jb", "id int PRIMARY KEY, j jsonb", JSONB_STEPS[0]
+    ) as (hw, pg, t):
         _views_as_postgres(hw, pg, t, JSONB_VIEWS, JSONB_STEPS[1:])
         assert text_rows(hw, f"SELECT * FROM {t}") == text_rows(pg, f"SELECT * FROM {t}")
 
@@ -296,18 +289,11 @@ def test_operators_by_column_types_as_postgres(hw_server: Any, pg_oracle: Any) -
     columns of the table (planner/scope.py `column_types`), in a view and a read, as
     PostgreSQL's: `1::real / 3` was 0.33333334 for a real column where PostgreSQL's is
     0.3333333333333333, `t - t` and `tstz::time` errors, `length(b)` an error."""
-    t = f"ty_{secrets.token_hex(3)}"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        hw.execute("SET headwater.freshness_timeout = '600s'")
-        for conn in (hw, pg):
-            conn.execute(
-                f"CREATE TABLE {t} (id int PRIMARY KEY, price real, qty int, amount numeric(12,2),"
-                " t time, d date, created timestamptz, b bytea)"
-            )
-            conn.execute(TYPED_STEPS[0].format(t=t))
+    columns = (
+        "id int PRIMARY KEY, price real, qty int, amount numeric(12,2), t time, d date,"
+        " created timestamptz, b bytea"
+    )
+    with _table_on_both(hw_server, pg_oracle, "ty", columns, TYPED_STEPS[0]) as (hw, pg, t):
         _views_as_postgres(hw, pg, t, TYPED_VIEWS, TYPED_STEPS[1:])
         for conn in (hw, pg):
             conn.execute("SET TimeZone = 'Asia/Tokyo'")
@@ -348,17 +334,9 @@ def test_numbers_as_text_as_postgres(hw_server: Any, pg_oracle: Any) -> None:
     PostgreSQL prints them (not DuckDB's '0.0', '1000000000000000.0', 'nan', 'inf', nor
     an unconstrained numeric's 16 decimals), in reads and in views maintained by the
     engine, with the output column names PostgreSQL gives casts of casts."""
-    t = f"ntext_{secrets.token_hex(3)}"
-    with (
-        psycopg.connect(hw_server.dsn, autocommit=True) as hw,
-        psycopg.connect(pg_oracle.dsn, autocommit=True) as pg,
-    ):
-        hw.execute("SET headwater.freshness_timeout = '600s'")
-        for conn in (hw, pg):
-            conn.execute(
-                f"CREATE TABLE {t} (id int PRIMARY KEY, d float8, r real, n numeric, i int)"
-            )
-            conn.execute(f"INSERT INTO {t} VALUES {', '.join(NUMBER_ROWS)}")
+    columns = "id int PRIMARY KEY, d float8, r real, n numeric, i int"
+    first = f"INSERT INTO {{t}} VALUES {', '.join(NUMBER_ROWS)}"
+    with _table_on_both(hw_server, pg_oracle, "ntext", columns, first) as (hw, pg, t):
         _views_as_postgres(hw, pg, t, NUMBER_VIEWS, NUMBER_LATER)
         consts = (
             "SELECT 0.0::float8::text, 'nan'::float8::text, 1e15::float8::text,"
