@@ -109,6 +109,10 @@ JSON_AGGS = {
 }
 
 
+# an expression of type json, as the translation writes one: a cast to json at its end
+_JSON_VALUE = re.compile(r"AS json\)\s*$", re.IGNORECASE)
+
+
 def _collection_agg(call: AggCall, d: str, order: str, filt: str) -> str:
     """array_agg, json_agg & co. and mode() as DuckDB SQL giving PostgreSQL's values
     (array_agg keeps NULLs, as DuckDB's list(); all give NULL on no rows)."""
@@ -118,6 +122,11 @@ def _collection_agg(call: AggCall, d: str, order: str, filt: str) -> str:
         # DuckDB's mode() picks, of equally frequent values, the one it met first:
         # with its rows in the call's order, PostgreSQL's pick (NULLs skipped)
         return f"mode({call.arg}{order}){filt}"
+    if call.func == "json_agg" and _JSON_VALUE.search(call.arg or ""):
+        # json values (json_build_object(...), x::json) keep their text, ", " between
+        # them, as reads have it (planner/functions/json.py _json_values_agg)
+        texts = f"list(coalesce(CAST({call.arg} AS VARCHAR), 'null'){order}){filt}"
+        return f"hw_json_values_agg({texts})"
     if call.func in ("json_object_agg", "jsonb_object_agg"):
         pair = f"json_object(CAST({call.arg} AS VARCHAR), {call.extra[0]})"
         listed = f"list({d}{pair}{order}){filt}"

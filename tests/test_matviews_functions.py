@@ -272,6 +272,10 @@ TYPED_VIEWS = {
     " price + 0.1 AS more, t - time '00:00:01' AS before, t - t AS zero, d - d AS days,"
     " created::time AS tod, length(b) AS len, substring(b from 2 for 2) AS mid,"
     " json_build_object('amount', amount)::text AS doc FROM {t}",
+    # json_agg of json values keeps each one's text (PostgreSQL's spacing, 1234.50),
+    # ", " between them (not a composite's line break)
+    "totals": "SELECT count(*) AS n, json_agg(json_build_object('id', id, 'amount', amount)"
+    " ORDER BY id) AS docs FROM {t}",
 }
 TYPED_STEPS = [
     "INSERT INTO {t} VALUES (1, 2.5, 3, 1234.50, '12:00:01', '2024-03-10',"

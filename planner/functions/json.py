@@ -16,7 +16,7 @@ import pglast.ast as A
 from headwater.catalog.pgtypes.jsonb import jsonb_dump, jsonb_load
 from headwater.planner.functions import jsonpath
 from headwater.planner.functions.nodes import call, cast, column_type, const
-from pglast.enums import BoolExprType
+from pglast.enums import A_Expr_Kind, BoolExprType
 
 # -- jsonb semantics on Python values ----------
 
@@ -554,6 +554,11 @@ def install(db: Any) -> None:
             type="arrow",
             null_handling="special",
         )
+    # json_agg of json values in a view (planner/render.py): their texts as they are
+    db.execute(
+        "CREATE OR REPLACE MACRO hw_json_values_agg(l) AS"
+        " CAST('[' || array_to_string(l, ', ') || ']' AS JSON)"
+    )
 
 
 # -- rewrites of calls and operators ----------
@@ -859,10 +864,26 @@ def _list_agg(finish: str) -> Callable[[A.FuncCall], Any]:
     reformatted as PostgreSQL prints the aggregate."""
 
     def rewrite(fc: A.FuncCall) -> Any:
+        if finish == "hw_json_agg_text" and len(fc.args or ()) == 1 and _is_jsonish(fc.args[0]):
+            return _json_values_agg(fc)
         fc.funcname = (A.String(sval="list"),)
         return _json(call(finish, _text(call("to_json", fc))))
 
     return rewrite
+
+
+def _json_values_agg(fc: A.FuncCall) -> Any:
+    """json_agg of json values (json_build_object(...), a json column): each value's
+    text as it is, ", " between them (json_agg_transfn; a row's or an array's would
+    start a line), NULL on no rows."""
+    fc.funcname = (A.String(sval="string_agg"),)
+    fc.args = (A.CoalesceExpr(args=(_text(fc.args[0]), const("null"))), const(", "))
+
+    def concat(a: Any, b: Any) -> A.A_Expr:
+        return A.A_Expr(kind=A_Expr_Kind.AEXPR_OP, name=(A.String(sval="||"),), lexpr=a, rexpr=b)
+
+    whole = concat(const("["), concat(fc, const("]")))
+    return _json(whole)
 
 
 def _object_agg(finish: str) -> Callable[[A.FuncCall], Any]:
