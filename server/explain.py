@@ -166,8 +166,8 @@ async def _select(
     binder = read_binder(s, epoch_parameter(stmt), history=as_of is not None)
     columns = _scan_views_plainly(s, binder)
     name_targets(stmt)
-    columns = column_types(stmt, binder.catalog, binder.search_path)
-    sql, _ = queries.bind_read(s, binder, pg_compat.translate(stmt, column_types=columns))
+    col_types = column_types(stmt, binder.catalog, binder.search_path)
+    sql, _ = queries.bind_read(s, binder, pg_compat.translate(stmt, column_types=col_types))
     used, epoch_param = reads.split_params(sql, binder.epoch_param)
     epoch = None
     if epoch_param or as_of is not None:

@@ -73,8 +73,8 @@ async def _select(
         translated = None
         if sql is None:
             check_read(stmt, binder.catalog, binder.search_path)
-            columns = column_types(stmt, binder.catalog, binder.search_path)
-            translated = pg_compat.translate(stmt, column_types=columns)
+            col_types = column_types(stmt, binder.catalog, binder.search_path)
+            translated = pg_compat.translate(stmt, column_types=col_types)
             sql, fenced = bind_read(s, binder, translated)
         cache = as_of is None and not fenced
         plan = read_plans.bound(s, plans, stmt, binder, sql, cache=cache, translated=translated)
@@ -155,8 +155,8 @@ async def describe(s: Session, waits: Waits, stmt: A.SelectStmt, nparams: int) -
     tree = stmt
     sql = serving_sql(stmt, binder) if SERVE_FROM_IR else None
     if sql is None:
-        columns = column_types(stmt, binder.catalog, binder.search_path)
-        tree = pg_compat.translate(stmt, column_types=columns)
+        col_types = column_types(stmt, binder.catalog, binder.search_path)
+        tree = pg_compat.translate(stmt, column_types=col_types)
         sql = binder.to_sql(tree)
     sql = f"SELECT * FROM ({sql}) AS _hw_d LIMIT 0"
     used, epoch_param = reads.split_params(sql, binder.epoch_param)

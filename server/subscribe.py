@@ -103,8 +103,8 @@ class Subscription:
             self.rel = None
             query = spec.query
             name_targets(query)
-            columns = column_types(query, s.catalog, s.search_path())
-            tree = pg_compat.translate(query, column_types=columns)
+            col_types = column_types(query, s.catalog, s.search_path())
+            tree = pg_compat.translate(query, column_types=col_types)
             binders = [read_binder(s, n, history=True) for n in (self.base, self.base + 1)]
             self.query_sql = tuple(f"({b.to_sql(tree)})" for b in binders)
             self.views, self.tables = set(binders[0].matviews), set(binders[0].tables)

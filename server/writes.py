@@ -335,8 +335,8 @@ def change(s: Session, w: WriteTxn, stmt: Any, params: list[Any]) -> Result:
     if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
         # PostgreSQL's spellings, as SELECT has them (interval '1' minute,
         # pg_catalog.timezone(...), ...); string constants stay as written
-        columns = column_types(stmt, s.catalog, s.search_path())
-        pg_compat.rewrite(stmt, array_literals=False, column_types=columns)
+        col_types = column_types(stmt, s.catalog, s.search_path())
+        pg_compat.rewrite(stmt, array_literals=False, column_types=col_types)
     if isinstance(stmt, A.InsertStmt):
         return _insert(s, w, stmt, params)
     if isinstance(stmt, A.UpdateStmt):
