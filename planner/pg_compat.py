@@ -443,6 +443,10 @@ def _is_bits(node: Any) -> bool:
     return _type_of_cast(node) in ("bit", "varbit")
 
 
+def _braced(node: A.A_Const) -> bool:
+    return isinstance(node.val, A.String) and node.val.sval.lstrip().startswith("{")
+
+
 def _is_vector(node: Any) -> bool:
     return column_type(node) in ("int2vector", "oidvector")
 
@@ -1638,12 +1642,12 @@ def _a_expr(node: A.A_Expr) -> Any:
         for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
             if not isinstance(const, A.A_Const):
                 continue
-            kind = _arrayish(other)
             if _ARRAY_LITERALS.get():
+                kind = _arrayish(other)
                 if kind == "array" or (kind == "maybe" and _numbers_only(const)):
                     _to_duckdb_list(const)
-            elif kind == "array" and column_type(other) is not None:
-                _to_duckdb_list(const)
+            elif _braced(const) and column_type(other) is not None and _arrayish(other) == "array":
+                _to_duckdb_list(const)  # (a DML condition: only a '{...}' asks the types)
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in ("@>", "<@", "&&"):
         # tags @> '{x}': an array constant (a jsonb one, '{"a": 1}', reads as JSON)
         for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
