@@ -24,7 +24,7 @@ start:
 test:
 	scripts/setup.sh
 	@rc=0; timeout --signal=TERM --kill-after=30 $(TEST_TOTAL_TIMEOUT) \
-	    $(PY) -m pytest -x -q \
+	    $(PY) -m pytest -x -q --durations=40 \
 	    -o faulthandler_timeout=$(TEST_TIMEOUT) -o faulthandler_exit_on_timeout=true \
 	    $(PYTEST_ARGS) || rc=$$?; \
 	case $$rc in \
