@@ -20,8 +20,10 @@ from headwater.catalog.objects import (
     Schema,
     Sink,
     Table,
+    UserType,
     View,
 )
+from headwater.catalog.types import PgType
 
 from headwater.errors import (
     DuplicateSchema,
@@ -60,6 +62,7 @@ class Catalog:
         self.relations: dict[tuple[str, str], Relation] = {}
         self.roles: dict[int, Role] = {BOOTSTRAP_ROLE_OID: bootstrap_role()}
         self.sinks: dict[tuple[str, str], Sink] = {}  # CREATE SINK (not relations)
+        self.types: dict[tuple[str, str], UserType] = {}  # CREATE TYPE ... AS ENUM
         # The role a writing transaction runs as: owner of the objects it creates.
         self.creator = 0
         self.next_oid = FIRST_USER_OID
@@ -73,6 +76,7 @@ class Catalog:
         c.relations = dict(self.relations)
         c.roles = dict(self.roles)
         c.sinks = dict(self.sinks)
+        c.types = dict(self.types)
         c.creator = 0
         c.next_oid = self.next_oid
         c.changes = {}
@@ -202,6 +206,32 @@ class Catalog:
                 return sink
         return None
 
+    def resolve_type(
+        self, schema: str | None, name: str, search_path: tuple[str, ...]
+    ) -> UserType | None:
+        for s in (schema,) if schema is not None else search_path:
+            t = self.types.get((s, name))
+            if t is not None:
+                return t
+        return None
+
+    def type_named(self, names: list[str], search_path: tuple[str, ...]) -> PgType | None:
+        """The user type a (qualified) type name stands for, if any."""
+        if len(names) > 2:
+            return None
+        t = self.resolve_type(names[0] if len(names) == 2 else None, names[-1], search_path)
+        return t.pg if t is not None else None
+
+    def put_type(self, t: UserType) -> None:
+        if not t.owner and self.creator:
+            t = replace(t, owner=self.creator)
+        self.types[(t.schema, t.name)] = t
+        self.changes[t.oid] = t
+
+    def drop_type(self, t: UserType) -> None:
+        del self.types[(t.schema, t.name)]
+        self.changes[t.oid] = None
+
     def drop_role(self, role: Role) -> None:
         del self.roles[role.oid]
         self.changes[role.oid] = None
@@ -216,6 +246,8 @@ class Catalog:
                 self.roles[obj.oid] = obj
             elif isinstance(obj, Sink):
                 self.sinks[(obj.schema, obj.name)] = obj
+            elif isinstance(obj, UserType):
+                self.types[(obj.schema, obj.name)] = obj
             else:
                 self.relations[(obj.schema, obj.name)] = obj
         self.next_oid = max(next_oid, FIRST_USER_OID)

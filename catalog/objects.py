@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from headwater.catalog.identifiers import quote_ident
-from headwater.catalog.types import STORED_TYPES, ColumnType
+from headwater.catalog.types import STORED_TYPES, ColumnType, PgType, enum_type
 
 
 @dataclass(frozen=True)
@@ -25,13 +25,16 @@ class Column:
     comment: str | None = field(default=None, kw_only=True)  # COMMENT ON COLUMN
 
     def to_json(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "name": self.name,
             "type": self.type.pg.name,
             "typmod": self.type.typmod,
             "not_null": self.not_null,
             "default": self.default,
         }
+        if self.type.pg.category == "E":  # the enum as it is now (ALTER TYPE replaces it)
+            t = self.type.pg
+            d["enum"] = [t.schema, t.oid, t.array_oid, list(t.labels)]
         if self.identity:
             d["identity"] = self.identity
         if self.comment is not None:
@@ -40,9 +43,14 @@ class Column:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> Column:
+        enum = d.get("enum")
+        if enum is not None:
+            pg = enum_type(enum[0], d["type"], enum[1], enum[2], tuple(enum[3]))
+        else:
+            pg = STORED_TYPES[d["type"]]
         return Column(
             d["name"],
-            ColumnType(STORED_TYPES[d["type"]], d["typmod"]),
+            ColumnType(pg, d["typmod"]),
             d["not_null"],
             d["default"],
             d.get("identity", ""),
@@ -239,6 +247,31 @@ class Sink:
         return f"{self.schema}.{self.name}"
 
 
+@dataclass(frozen=True)
+class UserType:
+    """CREATE TYPE name AS ENUM (labels): pg_type's row (oid; its array type's) and
+    pg_enum's. Columns of the type hold its PgType (catalog/types.py enum_type), which
+    ALTER TYPE replaces in each of them."""
+
+    oid: int
+    schema: str
+    name: str
+    labels: tuple[str, ...]
+    array_oid: int
+    owner: int = field(default=0, kw_only=True)
+    acl: Acl = field(default=(), kw_only=True)
+    comment: str | None = field(default=None, kw_only=True)  # COMMENT ON TYPE
+    kind: str = field(default="type", init=False)
+
+    @property
+    def pg(self) -> PgType:
+        return enum_type(self.schema, self.name, self.oid, self.array_oid, self.labels)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
 _SINK_FIELDS = ("schema", "source", "target_kind", "target", "table", "mode", "created_epoch")
 
 _SEQUENCE_FIELDS = (
@@ -253,7 +286,7 @@ _SEQUENCE_FIELDS = (
     "nonce",
 )
 
-CatalogObject = Schema | Table | View | MaterializedView | Index | Role | Sequence | Sink
+CatalogObject = Schema | Table | View | MaterializedView | Index | Role | Sequence | Sink | UserType
 
 _ROLE_FIELDS = ("login", "superuser", "createrole", "createdb", "inherit", "password")
 
@@ -274,6 +307,9 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d["acl"] = [list(a) for a in obj.acl]
     if obj.comment is not None:
         d["comment"] = obj.comment
+    if isinstance(obj, UserType):
+        d.update(schema=obj.schema, labels=list(obj.labels), array_oid=obj.array_oid)
+        return d
     if isinstance(obj, Relation):
         d["schema"] = obj.schema
         d["columns"] = [c.to_json() for c in obj.columns]
@@ -327,6 +363,9 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
     }
     if kind == "schema":
         return Schema(d["oid"], d["name"], **own)
+    if kind == "type":
+        labels = tuple(d["labels"])
+        return UserType(d["oid"], d["schema"], d["name"], labels, d["array_oid"], **own)
     cols = tuple(Column.from_json(c) for c in d["columns"])
     if kind == "table":
         keys = tuple(Key(k["name"], tuple(k["columns"]), k["primary"]) for k in d["keys"])
@@ -396,6 +435,7 @@ __all__ = [
     "Sequence",
     "Sink",
     "Table",
+    "UserType",
     "View",
     "to_json",
     "from_json",

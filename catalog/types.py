@@ -9,11 +9,19 @@ replica stores a value of the type, `typmod` follows PostgreSQL's encoding
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
+from headwater.catalog.identifiers import quote_ident
 
-from headwater.errors import FeatureNotSupported, UndefinedObject
+from headwater.errors import (
+    FeatureNotSupported,
+    InvalidTextRepresentation,
+    SQLError,
+    SyntaxErr,
+    UndefinedObject,
+)
 
 # The largest precision DuckDB's DECIMAL can hold; numeric without a precision is
 # stored with this precision and NUMERIC_DEFAULT_SCALE digits after the point.
@@ -29,6 +37,9 @@ class PgType:
     array_oid: int
     sql_name: str  # what format_type() prints without a typmod
     category: str  # pg_type.typcategory: N numeric, S string, B bool, D datetime, ...
+    # an enum (CREATE TYPE ... AS ENUM, category E): its labels in order, and its schema
+    labels: tuple[str, ...] = ()
+    schema: str = "pg_catalog"
 
     def __str__(self) -> str:
         return self.sql_name
@@ -214,7 +225,34 @@ _ARRAY_COLUMN_ELEMENTS = frozenset(
 )
 
 
+def enum_type(schema: str, name: str, oid: int, array_oid: int, labels: tuple[str, ...]) -> PgType:
+    """The type of CREATE TYPE name AS ENUM (labels): stored as DuckDB's ENUM of the
+    labels, whose positions order it as PostgreSQL's enumsortorder does."""
+    # (shown unqualified, as format_type() shows a type the search path finds)
+    t = PgType(name, oid, 4, array_oid, quote_ident(name), "E", labels, schema)
+    ENUMS_BY_DUCKDB[enum_duckdb(labels)] = t
+    return t
+
+
+def enum_duckdb(labels: tuple[str, ...]) -> str:
+    """DuckDB's type of an enum's values, written as DuckDB prints it (`ENUM('a', 'b')`)."""
+    return "ENUM(" + ", ".join("'" + lb.replace("'", "''") + "'" for lb in labels) + ")"
+
+
+def invalid_enum_label(t: PgType | None, label: str) -> SQLError:
+    """PostgreSQL's error for a label the enum `t` does not have."""
+    name = t.sql_name if t is not None else "enum"
+    return InvalidTextRepresentation(f'invalid input value for enum {name}: "{label}"')
+
+
+# DuckDB's ENUM(...) types -> the enums they store, for the types of query results and
+# for error messages (the last enum created with those labels wins)
+ENUMS_BY_DUCKDB: dict[str, PgType] = {}
+
+
 def duckdb_type(ct: ColumnType) -> str:
+    if ct.pg.category == "E":
+        return enum_duckdb(ct.pg.labels)
     if ct.pg is NUMERIC:
         ps = ct.precision_scale
         if ps is None:
@@ -262,14 +300,21 @@ def type_named(name: str) -> PgType | None:
     return _ALIASES.get(name)
 
 
-def resolve_type_name(names: list[str], mods: list[int], array_bounds: int = 0) -> ColumnType:
-    """Turn a type as written (`names` qualified, modifiers) into a ColumnType.
+# A user type's PgType by its name as written (schema-qualified or not), or None
+UserTypes = Callable[[list[str]], "PgType | None"]
+
+
+def resolve_type_name(
+    names: list[str], mods: list[int], array_bounds: int = 0, user: UserTypes | None = None
+) -> ColumnType:
+    """Turn a type as written (`names` qualified, modifiers) into a ColumnType; `user`
+    finds the database's own types (enums).
 
     >>> resolve_type_name(["pg_catalog", "varchar"], [10]).sql()
     'character varying(10)'
     """
     if array_bounds:  # int[], int[][] (one type: PostgreSQL ignores the dimensions)
-        element = resolve_type_name(names, mods)
+        element = resolve_type_name(names, mods, user=user)
         array = ARRAY_TYPES.get(element.pg.name)
         # (the elements' modifiers, varchar(3)[], would go unchecked: refused)
         if array is None or element.pg.name not in _ARRAY_COLUMN_ELEMENTS or mods:
@@ -280,6 +325,11 @@ def resolve_type_name(names: list[str], mods: list[int], array_bounds: int = 0) 
             )
         return ColumnType(array)
     name = names[-1].lower()
+    own = user(names) if user is not None else None
+    if own is not None and (len(names) > 1 or name not in _ALIASES):
+        if mods:
+            raise SyntaxErr(f'type modifier is not allowed for type "{own.name}"')
+        return ColumnType(own)
     if len(names) > 1 and names[0] not in ("pg_catalog",):
         raise UndefinedObject(f'type "{".".join(names)}" does not exist')
     pg = _ALIASES.get(name)
@@ -329,6 +379,9 @@ def from_duckdb(dtype: str) -> ColumnType:
         p, s = (int(x) for x in inner.split(","))
         return ColumnType(NUMERIC, numeric_typmod(p, s))
     base = d.split("(")[0]
+    if base == "ENUM":
+        enum = ENUMS_BY_DUCKDB.get(dtype)
+        return ColumnType(enum if enum is not None else TEXT)
     mapping = {
         "BOOLEAN": BOOL,
         "TINYINT": INT2,

@@ -139,6 +139,8 @@ class SparkExecutor:
         types = column_types(prog)
         if any("INTERVAL" in t.upper() for t in types.values()):
             why = "an INTERVAL column (Spark has no such column type)"
+        elif any(t.upper().startswith("ENUM(") for t in types.values()):
+            why = "an enum column (Spark has no enum type, ordered by its labels)"
         elif any(isinstance(n, Project) and n.expands for n in walk(prog.plan.root)):
             # (Spark's explode: one per SELECT, other empty-range rules than PostgreSQL's)
             why = "a set-returning function (unnest, generate_series) has no Spark form yet"

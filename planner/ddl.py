@@ -7,7 +7,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.objects import Check, Column, Key, Table
-from headwater.catalog.types import ARRAY_ELEMENT, ColumnType, resolve_type_name
+from headwater.catalog.types import ARRAY_ELEMENT, ColumnType, UserTypes, resolve_type_name
 from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
 from headwater.planner.syntax import nodes
@@ -27,7 +27,7 @@ from headwater.errors import (
 _IGNORED_CONSTRAINTS = {ConstrType.CONSTR_NULL, ConstrType.CONSTR_FOREIGN}
 
 
-def type_of(tn: A.TypeName) -> ColumnType:
+def type_of(tn: A.TypeName, user: UserTypes | None = None) -> ColumnType:
     names = [n.sval for n in tn.names]
     mods: list[int] = []
     for m in tn.typmods or ():
@@ -36,7 +36,7 @@ def type_of(tn: A.TypeName) -> ColumnType:
         else:
             raise FeatureNotSupported(f"type modifier {deparse(m)} is not supported")
     bounds = len(tn.arrayBounds) if tn.arrayBounds else 0
-    return resolve_type_name(names, mods, bounds)
+    return resolve_type_name(names, mods, bounds, user)
 
 
 def _key_name(table: str, cols: list[str], primary: bool) -> str:
@@ -93,7 +93,9 @@ def check_key_columns(columns: Sequence[Column], key: Sequence[str]) -> None:
             )
 
 
-def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
+def table_from_create(
+    stmt: A.CreateStmt, oid: int, schema: str, user: UserTypes | None = None
+) -> Table:
     name = stmt.relation.relname
     if stmt.inhRelations or stmt.partspec or stmt.ofTypename:
         raise FeatureNotSupported(
@@ -118,7 +120,7 @@ def table_from_create(stmt: A.CreateStmt, oid: int, schema: str) -> Table:
                 raise FeatureNotSupported(f'column name "{cname}" is reserved by Headwater')
             if any(c.name == cname for c in columns):
                 raise DuplicateColumn(f'column "{cname}" specified more than once')
-            ctype = type_of(elt.typeName)
+            ctype = type_of(elt.typeName, user)
             default: str | None = None
             nn = False
             if elt.typeName.names[-1].sval in ("serial", "bigserial", "smallserial"):

@@ -34,6 +34,7 @@ from headwater.planner import constant_lists, pg_compat
 from headwater.planner.naming import name_targets
 from headwater.planner.pg_compat import check_array_literal, duckdb_list_text
 from headwater.planner.relations import Binder, deparse
+from headwater.planner.scope import column_types
 from headwater.planner.sequences import check_identity_update, identity_defaults
 from headwater.storage.changelog import RID
 from headwater.storage.replica import CURRENT, physical, quote
@@ -58,8 +59,9 @@ def default_sql(col: Column, binder: Binder) -> str:
     if col.default is None:
         return f"CAST(NULL AS {col.type.duckdb()})"
     stmt = parse_sql(f"SELECT {col.default}")[0].stmt
-    # PostgreSQL's spellings ('{}'::jsonb), as the statement's own values get them
-    pg_compat.rewrite(stmt, array_literals=False)
+    # PostgreSQL's spellings ('{}'::jsonb, 'ok'::mood), as the statement's own values get them
+    types = column_types(stmt, binder.catalog, binder.search_path)
+    pg_compat.rewrite(stmt, array_literals=False, column_types=types)
     return cast_sql(stmt.targetList[0].val, col, binder)  # (`tags text[] DEFAULT '{}'`)
 
 

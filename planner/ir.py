@@ -41,7 +41,15 @@ from headwater.planner import functions, pg_compat
 from headwater.planner.naming import pg_column_name
 from headwater.planner.pg_compat import interval_literal
 from headwater.planner.relations import deparse
-from headwater.planner.scope import Item, Scope, in_system_schema, names_cte, resolve_relation
+from headwater.planner.scope import (
+    Item,
+    Scope,
+    TypeNames,
+    in_system_schema,
+    names_cte,
+    resolve_relation,
+    type_kind,
+)
 from headwater.planner.temporal import CLOCK_COLUMN, CLOCK_FUNCS, CLOCK_OID
 from headwater.planner.time_windows import (
     TIME_WINDOW_FUNCS,
@@ -541,7 +549,7 @@ class PlanBuilder:
         self._srfs = False  # binding a view's SELECT list or FROM function: VIEW_SRFS allowed
         # the types of internal columns (a table's, or carried by a projection), for the
         # translation's type-dependent rewrites (`data @> '{"a": 1}'` on a jsonb column)
-        self._types: dict[str, str] = {}
+        self._types = TypeNames(lambda names: catalog.type_named(names, search_path))
 
     def fresh(self) -> str:
         self._n += 1
@@ -1481,7 +1489,7 @@ class PlanBuilder:
             self.tables.add(rel.oid)
             names = tuple(self.fresh() for _ in cols)
             self._types.update(
-                (name, col.type.pg.name) for name, col in zip(names, rel.columns, strict=True)
+                (name, type_kind(col.type)) for name, col in zip(names, rel.columns, strict=True)
             )
             return Scan(rel.oid, tuple(cols), names), cols
         raise _unsupported(f'relation "{rel.name}" of kind {getattr(rel, "kind", "?")}')

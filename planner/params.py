@@ -30,6 +30,8 @@ from headwater.catalog.types import (
     NUMERIC,
     TEXT,
     ColumnType,
+    PgType,
+    UserTypes,
 )
 from headwater.planner.ddl import type_of
 from headwater.planner.pg_compat import cast_to, copy_tree
@@ -125,10 +127,11 @@ def _op_name(node: A.A_Expr) -> str | None:
     return last.sval if isinstance(last, A.String) else None
 
 
-def cast_type(tn: A.TypeName) -> ColumnType:
-    """The type a cast names, `int[]` and `int[][]` (one array type) included."""
+def cast_type(tn: A.TypeName, user: UserTypes | None = None) -> ColumnType:
+    """The type a cast names, `int[]` and `int[][]` (one array type) included; `user`
+    finds the database's enums."""
     if not tn.arrayBounds:
-        return type_of(tn)
+        return type_of(tn, user)
     elem = type_of(A.TypeName(names=tn.names, typmods=tn.typmods))
     arr = ARRAY_TYPES.get(elem.pg.name)
     if arr is None:
@@ -145,6 +148,9 @@ class _Inferrer:
         # picks its type (the first relation that has such a column)
         self.scope: Scope[ColumnType] = Scope([])
         self.declared = declared
+
+    def user_type(self, names: list[str]) -> PgType | None:
+        return self.catalog.type_named(names, self.search_path)
 
     def note(self, n: int, ct: ColumnType) -> None:
         self.types.setdefault(n, ct)
@@ -176,7 +182,7 @@ class _Inferrer:
             return ColumnType(literal) if literal is not None else None
         if isinstance(node, A.TypeCast):
             try:
-                return cast_type(node.typeName)
+                return cast_type(node.typeName, self.user_type)
             except SQLError:
                 return None
         if isinstance(node, A.A_Expr) and node.kind == A_Expr_Kind.AEXPR_OP:
@@ -225,7 +231,7 @@ class _Inferrer:
             return
         if isinstance(node, A.TypeCast) and (n := _param(node.arg)) is not None:
             try:
-                self.note(n, cast_type(node.typeName))
+                self.note(n, cast_type(node.typeName, self.user_type))
             except SQLError:
                 pass
         elif isinstance(node, A.A_Expr) and node.kind in _ANY_ALL:

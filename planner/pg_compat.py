@@ -39,11 +39,11 @@ from headwater.catalog.pgtypes import (
     text_decoder,
 )
 from headwater.catalog.pgtypes.arrays import array_in, parse_array_literal
-from headwater.catalog.types import resolve_type_name
+from headwater.catalog.types import enum_duckdb, resolve_type_name
 from headwater.catalog.version import SERVER_VERSION_TEXT
 from headwater.planner import constant_lists, functions
 from headwater.planner.functions import text_casts
-from headwater.planner.functions.nodes import COLUMN_TYPES, column_type
+from headwater.planner.functions.nodes import COLUMN_TYPES, column_type, user_type
 from pglast import parse_sql
 from pglast.enums import (
     A_Expr_Kind,
@@ -1453,6 +1453,9 @@ def _typecast(tc: A.TypeCast) -> Any:
     elif _names(tn.names)[-1:] in (["numeric"], ["decimal"]) and not tn.typmods:
         return _numeric(tc.arg)
     names = _names(tn.names)
+    own = user_type(names) if names[-1] not in _TYPE_MAP or len(names) == 2 else None
+    if own is not None:  # 'happy'::mood: DuckDB's ENUM of its labels
+        return _cast_sql_type(tc.arg, enum_duckdb(own.labels) + ("[]" if tn.arrayBounds else ""))
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
         tn.names = (A.String(sval=names[1]),)
         names = names[1:]
@@ -1648,6 +1651,15 @@ def _a_expr(node: A.A_Expr) -> Any:
                     _to_duckdb_list(const)
             elif _braced(const) and column_type(other) is not None and _arrayish(other) == "array":
                 _to_duckdb_list(const)  # (a DML condition: only a '{...}' asks the types)
+    if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _ORDERINGS:
+        # mood < 'happy' (or $1): the constant is of the enum column's type, ordered by
+        # its labels (DuckDB would compare the label's text)
+        if _string(node.rexpr) and (kind := _enum_kind(node.lexpr)):
+            node.rexpr = _cast_sql_type(node.rexpr, kind)
+        elif _string(node.lexpr) and (kind := _enum_kind(node.rexpr)):
+            node.lexpr = _cast_sql_type(node.lexpr, kind)
+    if node.kind in _BETWEENS and (kind := _enum_kind(node.lexpr)):
+        node.rexpr = tuple(_cast_sql_type(x, kind) if _string(x) else x for x in node.rexpr)
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in ("@>", "<@", "&&"):
         # tags @> '{x}': an array constant (a jsonb one, '{"a": 1}', reads as JSON)
         for const, other in ((node.lexpr, node.rexpr), (node.rexpr, node.lexpr)):
@@ -1771,6 +1783,23 @@ def _numbers_only(const: A.A_Const) -> bool:
 
 
 _ARITHMETIC_OPS = frozenset({"+", "-", "*", "/"})
+_ORDERINGS = frozenset({"<", ">", "<=", ">="})
+_BETWEENS = (A_Expr_Kind.AEXPR_BETWEEN, A_Expr_Kind.AEXPR_NOT_BETWEEN)
+
+
+def _string(node: Any) -> bool:
+    """A string constant or a parameter: of the type of what it is compared with."""
+    return isinstance(node, A.ParamRef) or (
+        isinstance(node, A.A_Const) and isinstance(node.val, A.String)
+    )
+
+
+def _enum_kind(node: Any) -> str:
+    """An enum column's DuckDB type (`ENUM('a', 'b')`), or ''."""
+    kind = column_type(node) or ""
+    return kind if kind.startswith("ENUM(") else ""
+
+
 _EXACT_NUMBERS = frozenset({"int2", "int4", "int8", "numeric"})
 
 

@@ -23,7 +23,13 @@ from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import MaterializedView, Relation, Table, View
 from headwater.planner import constant_lists, pg_compat
 from headwater.planner.naming import targets_named, values_alias, values_query
-from headwater.planner.scope import may_be_system, names_cte, resolve_relation, with_ctes
+from headwater.planner.scope import (
+    column_types,
+    may_be_system,
+    names_cte,
+    resolve_relation,
+    with_ctes,
+)
 from headwater.storage.replica import quote
 from pglast import parse_sql
 from pglast.stream import RawStream
@@ -178,7 +184,8 @@ class Binder:
                 f'infinite recursion detected in rules for relation "{view.name}"', "42P17"
             )
         stmt = parse_sql(view.definition)[0].stmt
-        pg_compat.rewrite(stmt)  # catalog functions and casts, as in top-level reads
+        # catalog functions and casts, as in top-level reads
+        pg_compat.rewrite(stmt, column_types=column_types(stmt, self.catalog, self.search_path))
         self._view_depth += 1
         try:
             stmt = self.bind(stmt, frozenset())

@@ -46,6 +46,7 @@ import pglast.ast as A
 from headwater.catalog.catalog import SYSTEM_SCHEMAS, Catalog
 from headwater.catalog.objects import Relation
 from headwater.catalog.system_shapes import system_column_type_names
+from headwater.catalog.types import ColumnType, UserTypes
 from headwater.planner.syntax import nodes
 
 from headwater.errors import AmbiguousColumn, FeatureNotSupported, UndefinedColumn, UndefinedTable
@@ -149,7 +150,7 @@ def column_types(node: Any, catalog: Catalog, search_path: tuple[str, ...]) -> M
             if isinstance(n, A.RangeVar):
                 rel = find_relation(catalog, n, search_path)
                 for col in getattr(rel, "columns", ()) if rel is not None else ():
-                    note(col.name, col.type.pg.name)
+                    note(col.name, type_kind(col.type))
                 if rel is None:  # a system relation's (pg_index.indkey: int2vector)
                     for cname, kind in system_column_type_names(n.schemaname, n.relname):
                         note(cname, kind)
@@ -161,15 +162,33 @@ def column_types(node: Any, catalog: Catalog, search_path: tuple[str, ...]) -> M
                 note(n.name, kinds[last.sval])
         return {name: kind for name, kind in kinds.items() if kind is not None}
 
-    return _Lazy(find)
+    return _Lazy(find, lambda names: catalog.type_named(names, search_path))
+
+
+def type_kind(ct: ColumnType) -> str:
+    """A column's type as the translation's type-dependent rewrites know it: its name,
+    an enum's DuckDB type (`ENUM('a', 'b')`: the type its compared constants take)."""
+    return ct.duckdb() if ct.pg.category == "E" else ct.pg.name
+
+
+class TypeNames(dict[str, str]):
+    """Column types by (internal) column name, and the database's enums by type name."""
+
+    def __init__(self, user_type: UserTypes | None = None) -> None:
+        super().__init__()
+        self.user_type = user_type
 
 
 class _Lazy(Mapping[str, str]):
-    """A mapping computed at its first use."""
+    """A mapping computed at its first use; `user_type` finds the database's enums by
+    name (planner/functions/nodes.py `user_type`)."""
 
-    def __init__(self, compute: Callable[[], dict[str, str]]) -> None:
+    def __init__(
+        self, compute: Callable[[], dict[str, str]], user_type: UserTypes | None = None
+    ) -> None:
         self._compute: Callable[[], dict[str, str]] | None = compute
         self._data: dict[str, str] = {}
+        self.user_type = user_type
 
     def _get(self) -> dict[str, str]:
         if self._compute is not None:

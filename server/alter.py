@@ -40,6 +40,7 @@ from headwater.catalog.objects import (
 from headwater.catalog.types import BPCHAR, TEXT, VARCHAR, ColumnType
 from headwater.planner import dependencies as deps
 from headwater.planner import foreign_keys as fk_plan
+from headwater.planner import pg_compat
 from headwater.planner.ddl import (
     check_from,
     check_key_columns,
@@ -50,9 +51,10 @@ from headwater.planner.ddl import (
 from headwater.planner.dml import default_sql, to_column_sql
 from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
+from headwater.planner.scope import column_types
 from headwater.planner.sequences import column_default
 from headwater.server import ddl, foreign_keys, sequence_ddl, slo
-from headwater.server.binders import write_binder
+from headwater.server.binders import user_types, write_binder
 from headwater.server.checks import check_violation, failing_sql
 from headwater.server.duckdb_calls import fetch
 from headwater.server.results import Result
@@ -274,7 +276,7 @@ def _add_column(work: TableChange, cmd: A.AlterTableCmd) -> None:
     made = sequence_ddl.column_sequences(
         work.s, work.w, holder, table.schema, elts=[cd], table_oid=table.oid
     )
-    col = Column(name, type_of(cd.typeName), bool(cd.is_not_null))
+    col = Column(name, type_of(cd.typeName, user_types(work.s, work.w)), bool(cd.is_not_null))
     if name in made:
         seq, identity = made[name]
         col = Column(name, col.type, True, column_default(seq), identity)
@@ -370,11 +372,14 @@ def _alter_type(work: TableChange, cmd: A.AlterTableCmd) -> None:
     name = cmd.name
     col = work.column(name)
     cd: A.ColumnDef = cmd.def_
-    new_type = type_of(cd.typeName)
+    new_type = type_of(cd.typeName, user_types(work.s, work.w))
     binder = write_binder(work.s, work.w)
     new_col = replace(col, type=new_type)
-    if cd.raw_default is not None:
-        value = to_column_sql(binder.to_sql(cd.raw_default), new_col)
+    if cd.raw_default is not None:  # USING: translated as a SELECT's expression
+        using = A.SelectStmt(targetList=(A.ResTarget(val=pg_compat.copy_tree(cd.raw_default)),))
+        types = column_types(using, binder.catalog, binder.search_path)
+        pg_compat.rewrite(using, column_types=types)
+        value = to_column_sql(binder.to_sql(using.targetList[0].val), new_col)
     else:
         if not _assignable(col.type, new_type):
             raise DatatypeMismatch(
@@ -759,7 +764,7 @@ def _validate(work: TableChange) -> None:
                 raise StringTooLong(f"value too long for type {c.type.sql()}")
     checks = [c for c in table.checks if c.valid] if work.all_checks else work.new_checks
     for check in sorted(checks, key=lambda c: c.name):
-        hit, _ = fetch(cur, f"SELECT 1 FROM ({failing_sql(check, live)}) LIMIT 1")
+        hit, _ = fetch(cur, f"SELECT 1 FROM ({failing_sql(check, table, live)}) LIMIT 1")
         if hit.num_rows:
             raise check_violation(table, check, None)
     for fk in work.new_foreign_keys:

@@ -51,6 +51,7 @@ from headwater.catalog.types import (
     UUID,
     VARCHAR,
     arrow_type,
+    invalid_enum_label,
 )
 from headwater.server.fast_checks import Eval, check_error, compiled
 from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
@@ -188,6 +189,10 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
         raise NotFast
     if not isinstance(value, str):
         raise NotFast
+    if pg.category == "E":  # an enum: one of its labels (the epoch's apply would fail)
+        if value not in pg.labels:
+            raise invalid_enum_label(pg, value)
+        return value
     n = col.type.typmod - 4 if pg is VARCHAR or pg is BPCHAR else -1  # ColumnType.length
     if n >= 0 and len(value) > n:
         stripped = value.rstrip(" ")

@@ -8,6 +8,7 @@ from typing import Any
 
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.pg.hook import system_relations
+from headwater.catalog.types import UserTypes
 from headwater.planner.relations import Binder
 from headwater.server import hw_catalog
 from headwater.server.sequence_calls import SequenceBinder
@@ -43,6 +44,11 @@ def read_binder(s: Session, epoch_param: int, history: bool = False) -> Binder:
 def write_binder(s: Session, w: WriteTxn) -> Binder:
     """Writes read tables as the transaction left them and views at their frontier."""
     return _current(s, w.catalog, lambda: w.cur)
+
+
+def user_types(s: Session, w: WriteTxn) -> UserTypes:
+    """The enums a DDL statement's type names may name: the transaction's own included."""
+    return lambda names: w.catalog.type_named(names, s.search_path())
 
 
 def current_binder(s: Session) -> Binder:

@@ -13,10 +13,12 @@ import duckdb
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.constraints import typed_text
-from headwater.catalog.objects import Check, Table
+from headwater.catalog.objects import Check, Column, Table
+from headwater.catalog.types import PgType
 from headwater.planner import pg_compat
 from headwater.planner.relations import Binder
-from headwater.server.duckdb_calls import fetch
+from headwater.planner.scope import TypeNames, type_kind
+from headwater.server.duckdb_calls import fetch, unregister_quietly
 from headwater.server.py_values import first_row
 from headwater.storage.replica import quote
 from pglast import parse_sql
@@ -25,18 +27,29 @@ from headwater.errors import SQLError
 
 
 @lru_cache(maxsize=512)
-def condition_sql(expr: str) -> str:
-    """The CHECK expression as DuckDB SQL over the table's columns (no relations:
-    PostgreSQL refuses subqueries in CHECK)."""
+def condition_sql(expr: str, columns: tuple[Column, ...]) -> str:
+    """The CHECK expression as DuckDB SQL over the table's `columns` (no relations:
+    PostgreSQL refuses subqueries in CHECK), translated knowing their types (an enum
+    column's `'blue'::color`, its `< 'blue'`)."""
     stmt = parse_sql(f"SELECT ({expr})")[0].stmt
-    pg_compat.rewrite(stmt)
+    types = TypeNames(lambda names: _enum_named(columns, names))
+    types.update((c.name, type_kind(c.type)) for c in columns)
+    pg_compat.rewrite(stmt, column_types=types)
     binder = Binder(Catalog(), (), lambda t: "")
     return binder.to_sql(stmt.targetList[0].val)
 
 
-def failing_sql(check: Check, source: str) -> str:
-    """The rows of `source` (a relation with the table's columns) that violate `check`."""
-    cond = condition_sql(check.expr)
+def _enum_named(columns: tuple[Column, ...], names: list[str]) -> PgType | None:
+    for c in columns:
+        pg = c.type.pg
+        if pg.category == "E" and names[-1] == pg.name and names[:-1] in ([], [pg.schema]):
+            return pg
+    return None
+
+
+def failing_sql(check: Check, table: Table, source: str) -> str:
+    """The rows of `source` (a relation with `table`'s columns) that violate `check`."""
+    cond = condition_sql(check.expr, table.columns)
     return f"SELECT * FROM {source} AS _hw_c WHERE NOT coalesce(CAST(({cond}) AS BOOLEAN), true)"
 
 
@@ -67,8 +80,8 @@ def check_rows(table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> N
     cur.register(name, new)
     try:
         for check in sorted(table.checks, key=lambda c: c.name):
-            bad, _ = fetch(cur, f"SELECT {cols} FROM ({failing_sql(check, name)}) LIMIT 1")
+            bad, _ = fetch(cur, f"SELECT {cols} FROM ({failing_sql(check, table, name)}) LIMIT 1")
             if bad.num_rows:
                 raise check_violation(table, check, list(first_row(bad)))
     finally:
-        cur.unregister(name)
+        unregister_quietly(cur, name)

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from headwater.catalog.constraints import not_null_violation, unique_violation
 from headwater.catalog.objects import Key, Table
-from headwater.catalog.types import BPCHAR, VARCHAR
+from headwater.catalog.types import BPCHAR, VARCHAR, PgType, invalid_enum_label
 from headwater.server.checks import check_rows
-from headwater.server.duckdb_calls import fetch
+from headwater.server.duckdb_calls import fetch, unregister_quietly
 from headwater.server.py_values import first_row, py_list
 from headwater.storage.replica import CURRENT, Replica, quote
 
@@ -30,6 +30,8 @@ def check(
         if col.not_null and arr.null_count:
             row = new.filter(pc.is_null(arr)).select([c.name for c in table.columns])
             raise not_null_violation(table, col.name, first_row(row))
+        if col.type.pg.category == "E":  # (DuckDB's cast would fail the epoch's apply)
+            _check_labels(col.type.pg, arr)
         n = col.type.length
         if n is not None and col.type.pg in (VARCHAR, BPCHAR):
             lengths = pc.utf8_length(arr)
@@ -40,6 +42,14 @@ def check(
         if not _keeps_keys(key, old, new):
             _check_unique(table, key, new, cur)
     return new
+
+
+def _check_labels(pg: PgType, arr: pa.ChunkedArray) -> None:
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(pa.string())
+    known = pc.or_(pc.is_in(arr, value_set=pa.array(pg.labels, pa.string())), pc.is_null(arr))
+    if not pc.all(known).as_py():
+        raise invalid_enum_label(pg, arr.filter(pc.invert(known))[0].as_py())
 
 
 def _keeps_keys(key: Key, old: pa.Table | None, new: pa.Table) -> bool:
@@ -75,7 +85,7 @@ def _check_unique(table: Table, key: Key, new: pa.Table, cur: duckdb.DuckDBPyCon
             f"SELECT n.* FROM {name} n JOIN {Replica.scan(table, CURRENT)} t ON {on} LIMIT 1",
         )
     finally:
-        cur.unregister(name)
+        unregister_quietly(cur, name)
     if hit.num_rows:
         raise unique_violation(key, [py_list(hit.column(c))[0] for c in key.columns], table)
 

@@ -33,8 +33,8 @@ from headwater.planner.naming import name_targets, pg_column_name
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
 from headwater.planner.sequences import with_sequence_defaults
-from headwater.server import foreign_keys, sequence_ddl, slo, temp_tables
-from headwater.server.binders import write_binder
+from headwater.server import foreign_keys, sequence_ddl, slo, temp_tables, type_ddl
+from headwater.server.binders import user_types, write_binder
 from headwater.server.duckdb_calls import fetch
 from headwater.server.queries import with_sources
 from headwater.server.results import Result, arrow_fields
@@ -73,7 +73,7 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
                 )
         made = sequence_ddl.column_sequences(s, w, stmt, schema)  # serial, identity
         table = with_sequence_defaults(
-            table_from_create(stmt, cat.next_oid, schema),
+            table_from_create(stmt, cat.next_oid, schema, user_types(s, w)),
             made,
             lambda schema, name: cat.get_relation(schema, name, sp),
         )
@@ -423,11 +423,15 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
                 f"{t.name if t.schema in path else f'{t.schema}.{t.name}'}"
                 for _, t, f in fks
             ]
-            if inside and not stmt.behavior:
+            types = [t for t in cat.types.values() if t.schema == name]  # CREATE TYPE
+            if (inside or types) and not stmt.behavior:
                 raise DependentObjects(
                     f"cannot drop schema {name} because other objects depend on it",
                     detail="\n".join(
-                        [f"{r.kind} {name}.{r.name} depends on schema {name}" for r in inside]
+                        [
+                            f"{r.kind} {name}.{r.name} depends on schema {name}"
+                            for r in sorted([*inside, *types], key=lambda r: r.oid)
+                        ]
                         + [
                             f"{line} depends on table {name}.{r.name}"
                             for line, (r, _, _) in zip(fk_lines, fks, strict=True)
@@ -447,8 +451,12 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
                 drop_relation(s, w, r, cascade=True, dropping=frozenset(x.oid for x in inside))
             for k in [k for k in cat.sinks.values() if k.schema == name]:
                 cat.drop_sink(k)
+            for t in types:
+                cat.drop_type(t)
             cat.drop_schema(name)
         return Result("DROP SCHEMA", notices=notices)
+    if stmt.removeType == ObjectType.OBJECT_TYPE:
+        return type_ddl.drop(s, w, stmt)
     if stmt.removeType not in kinds:
         raise FeatureNotSupported(
             f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported"

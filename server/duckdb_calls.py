@@ -48,3 +48,12 @@ def duckdb_param(value: Any) -> Any:
     if isinstance(value, Interval):
         return f"{value.months} months {value.days} days {value.microseconds} microseconds"
     return value
+
+
+def unregister_quietly(cur: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Unregister an Arrow table in a `finally`: after a failed statement DuckDB refuses
+    it (the transaction is aborted), and the statement's error is the one to report."""
+    try:
+        cur.unregister(name)
+    except duckdb.Error:
+        pass

@@ -59,6 +59,7 @@ from headwater.server import (
     sink_ddl,
     temp_tables,
     transactions,
+    type_ddl,
     writes,
 )
 from headwater.server.auth import privilege_checks, roles
@@ -247,6 +248,8 @@ class Executor:
             return await transactions.in_write(s, partial(ddl.execute, s), stmt)
         if isinstance(stmt, A.AlterTableStmt):
             return await transactions.in_write(s, partial(alter.execute, s), stmt)
+        if isinstance(stmt, type_ddl.STATEMENTS):
+            return await transactions.in_write(s, partial(type_ddl.execute, s), stmt)
         if isinstance(stmt, renames.STATEMENTS):
             return await transactions.in_write(s, partial(renames.execute, s), stmt)
         if isinstance(stmt, A.CommentStmt):

@@ -22,7 +22,7 @@ from headwater.catalog.catalog import Catalog
 from headwater.catalog.constraints import typed_text
 from headwater.catalog.objects import ForeignKey, Relation, Table, replace
 from headwater.planner.foreign_keys import referencing
-from headwater.server.duckdb_calls import fetch
+from headwater.server.duckdb_calls import fetch, unregister_quietly
 from headwater.server.py_values import first_row
 from headwater.storage.changelog import RID
 from headwater.storage.replica import CURRENT, Replica, physical, quote
@@ -113,7 +113,7 @@ def check_rows(cat: Catalog, table: Table, new: pa.Table, cur: duckdb.DuckDBPyCo
         for fk in table.foreign_keys:  # creation order, as their triggers fire
             _check_source(cat, table, fk, name, cur)
     finally:
-        cur.unregister(name)
+        unregister_quietly(cur, name)
 
 
 def _check_source(
@@ -158,8 +158,8 @@ def on_parent_change(
                 continue
             _act(w, table, child, fk, oname, nname, apply)
     finally:
-        cur.unregister(oname)
-        cur.unregister(nname)
+        unregister_quietly(cur, oname)
+        unregister_quietly(cur, nname)
 
 
 def _act(

@@ -38,6 +38,8 @@ _NAMES: dict[type, str] = {
     A.CreateSchemaStmt: "CREATE SCHEMA",
     A.CreateSeqStmt: "CREATE SEQUENCE",
     A.AlterSeqStmt: "ALTER SEQUENCE",
+    A.CreateEnumStmt: "CREATE TYPE",
+    A.AlterEnumStmt: "ALTER TYPE",
     A.AlterTableStmt: "ALTER TABLE",
     A.CommentStmt: "COMMENT",
     A.CreateRoleStmt: "CREATE ROLE",
@@ -53,6 +55,7 @@ _OBJECTS = {  # DROP / RENAME / ALTER ... SET SCHEMA of these, named as PostgreS
     ObjectType.OBJECT_INDEX: "INDEX",
     ObjectType.OBJECT_SCHEMA: "SCHEMA",
     ObjectType.OBJECT_SEQUENCE: "SEQUENCE",
+    ObjectType.OBJECT_TYPE: "TYPE",
     ObjectType.OBJECT_COLUMN: "TABLE",
     ObjectType.OBJECT_TABCONSTRAINT: "TABLE",
 }

@@ -28,7 +28,7 @@ from headwater.storage.changelog import (
     RID,
     WEIGHT,
     consolidate_rows,
-    utc_timestamps,
+    log_form,
 )
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import PENDING, Replica, quote
@@ -402,7 +402,7 @@ def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Tab
     ~1-2 ms a table; types Arrow cannot group go to DuckDB."""
     if len(parts) == 1:
         return parts[0]
-    t = pa.concat_tables([utc_timestamps(p) for p in parts], promote_options="permissive")
+    t = pa.concat_tables([log_form(p) for p in parts], promote_options="permissive")
     try:
         return consolidate_rows(t)
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):

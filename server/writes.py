@@ -33,7 +33,7 @@ from headwater.server.auth import privilege_checks
 from headwater.server.batcher import BlockRow, StagedWrites, fast_rows, row_ids, rows_table
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
-from headwater.server.duckdb_calls import fetch
+from headwater.server.duckdb_calls import fetch, unregister_quietly
 from headwater.server.fast_refs import ref_checks, sets_reference
 from headwater.server.ref_counts import Pair, references, referencing
 from headwater.server.results import Field, Result, arrow_fields, rows_of, sourced
@@ -376,8 +376,7 @@ def _insert(s: Session, w: WriteTxn, stmt: A.InsertStmt, params: list[Any]) -> R
         new, _ = fetch(w.cur, plan.sql, params)
     finally:
         if plan.values is not None:
-            with contextlib.suppress(duckdb.Error):  # (refused once the statement failed)
-                w.cur.unregister(dml.VALUES_TABLE)
+            unregister_quietly(w.cur, dml.VALUES_TABLE)
     alias = stmt.relation.alias.aliasname if stmt.relation.alias else table.name
     old = None
     conflict = stmt.onConflictClause
@@ -460,7 +459,7 @@ def _on_conflict(
         )
         both, _ = fetch(w.cur, sql, params)
     finally:
-        w.cur.unregister(name)
+        unregister_quietly(w.cur, name)
     n = len(table.columns)
     old = _slice_cols(both, 0, n, table)
     upd = pa.table(
@@ -592,7 +591,7 @@ def _returning(
         out, types = fetch(w.cur, sql, params)
     finally:
         try:
-            w.cur.unregister(name)
+            unregister_quietly(w.cur, name)
         except duckdb.Error:
             pass  # the transaction failed; the error above is the one to report
     fields = arrow_fields(out.schema, types)
@@ -665,8 +664,9 @@ def copy_rows(
             for c in table.columns
         )
         new, _ = fetch(w.cur, f"SELECT {select} FROM {name}")
-    finally:
-        w.cur.unregister(name)
+    finally:  # (after a failed cast DuckDB refuses it: the transaction is aborted)
+        with contextlib.suppress(duckdb.Error):
+            unregister_quietly(w.cur, name)
     first = s.instance.allocate_rids(new.num_rows)
     new = new.add_column(0, RID, row_ids(first, new.num_rows))
     # the epoch's change for the table (unless other writers' rows join it): its Arrow

@@ -87,25 +87,28 @@ def encode_arrow(table: pa.Table) -> list[bytes]:
 
 
 def decode_arrow(blob: bytes) -> pa.Table:
-    # (logs written before utc_timestamps carry a session's zone on some epochs)
-    return utc_timestamps(ipc.open_stream(pa.py_buffer(blob)).read_all())
+    # (logs written before log_form carry a session's zone on some epochs)
+    return log_form(ipc.open_stream(pa.py_buffer(blob)).read_all())
 
 
-def utc_timestamps(t: pa.Table) -> pa.Table:
-    """`t` with its timestamptz columns labelled UTC. DuckDB labels them with the
-    writing session's TimeZone, the batcher with UTC; the instants are the same, but
-    Arrow refuses to concatenate columns whose labels differ (an epoch's, a
-    transaction's, a table's log at recovery)."""
+def log_form(t: pa.Table) -> pa.Table:
+    """`t` as the log keeps change tables: timestamptz columns labelled UTC, an enum's
+    labels as strings. DuckDB labels timestamptz with the writing session's TimeZone,
+    the batcher with UTC; DuckDB gives an enum column as an Arrow dictionary, the
+    batcher as strings. The values are the same, but Arrow refuses to concatenate
+    columns whose types differ (an epoch's, a transaction's, a table's log at recovery)."""
     fields = list(t.schema)
-    utc = [
+    plain = [
         f.with_type(pa.timestamp(f.type.unit, "UTC"))
         if pa.types.is_timestamp(f.type) and f.type.tz not in (None, "UTC")
+        else f.with_type(f.type.value_type)
+        if pa.types.is_dictionary(f.type)
         else f
         for f in fields
     ]
-    if utc == fields:
+    if plain == fields:
         return t
-    return t.cast(pa.schema(utc, metadata=t.schema.metadata))
+    return t.cast(pa.schema(plain, metadata=t.schema.metadata))
 
 
 def consolidate_rows(t: pa.Table) -> pa.Table:

@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 from headwater.catalog.objects import CatalogObject
-from headwater.storage.changelog import ChangeLog, EpochRecord, consolidate_rows, utc_timestamps
+from headwater.storage.changelog import ChangeLog, EpochRecord, consolidate_rows, log_form
 from headwater.storage.slate import storage_error
 
 from headwater.errors import DiskFull, SQLError
@@ -151,10 +151,10 @@ class Committer:
             return None
         for oid, t in (rewrites or {}).items():
             ep.changes.pop(oid, None)
-            ep.rewrites[oid] = utc_timestamps(t)
+            ep.rewrites[oid] = log_form(t)
         for oid, t in changes.items():
             if t.num_rows:
-                ep.changes[oid].append(utc_timestamps(t))
+                ep.changes[oid].append(log_form(t))
         if merge:
             ep.merge.update(merge)
         if catalog:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import duckdb
+from headwater.catalog.types import ENUMS_BY_DUCKDB, invalid_enum_label
 
 from headwater.errors import (
     AmbiguousColumn,
@@ -169,6 +170,9 @@ def translate(exc: Exception) -> SQLError:
         if _NUMBER.fullmatch(value.strip()):  # (else not a number at all)
             return numeric_overflow(int(precision), int(scale))
         return InvalidTextRepresentation(f'invalid input syntax for type numeric: "{value}"')
+    m = re.search(r"Could not convert string '(.*)' to (ENUM\(.*\))", msg)
+    if m:  # a label the enum does not have
+        return invalid_enum_label(ENUMS_BY_DUCKDB.get(m.group(2)), m.group(1))
     m = re.search(r"Could not convert string '(.*)' to (\w+)", text)
     if m:
         pg = _DUCK_TO_PG_TYPE.get(m.group(2).upper(), m.group(2).lower())

@@ -87,6 +87,7 @@ _IS_DATA_TYPE = {
 @_builder("information_schema", "columns")
 def _is_columns(b: Builder) -> list[dict[str, Any]]:
     out = []
+    user_types = {t.oid: t for t in b.catalog.types.values()}
     for r in b.relations():
         if r.relkind not in ("r", "v", "m"):
             continue
@@ -97,6 +98,10 @@ def _is_columns(b: Builder) -> list[dict[str, Any]]:
             data_type = (
                 "ARRAY" if t is not None and t.is_array else _IS_DATA_TYPE.get(typname, typname)
             )
+            udt_schema = "pg_catalog"
+            enum = user_types.get(toid)
+            if enum is not None:  # CREATE TYPE ... AS ENUM
+                typname, udt_schema, data_type = enum.name, enum.schema, "USER-DEFINED"
             length = ct.length if ct.pg in (VARCHAR, BPCHAR) else None
             ps = ct.precision_scale if ct.pg is NUMERIC else None
             num_prec, num_scale, radix = None, None, None
@@ -138,7 +143,7 @@ def _is_columns(b: Builder) -> list[dict[str, Any]]:
                     "numeric_scale": num_scale,
                     "datetime_precision": dt_prec,
                     "udt_catalog": b.session.database,
-                    "udt_schema": "pg_catalog",
+                    "udt_schema": udt_schema,
                     "udt_name": typname,
                     "dtd_identifier": str(i),
                     "is_self_referencing": "NO",

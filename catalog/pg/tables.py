@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.pg import (
+    enums,
     information_schema,
     internal,
     pg_catalog,
@@ -28,6 +29,7 @@ BUILDERS: Builders = {
     **information_schema.BUILDERS,
     **internal.BUILDERS,
     **sequences.BUILDERS,
+    **enums.BUILDERS,
 }
 
 
@@ -125,7 +127,10 @@ _cache_lock = threading.Lock()
 def _fingerprint(catalog: Catalog) -> tuple[Any, ...]:
     roles = getattr(catalog, "roles", None) or {}
     return (
-        tuple(catalog.relations.values()) + tuple(catalog.schemas.values()) + tuple(roles.values())
+        tuple(catalog.relations.values())
+        + tuple(catalog.schemas.values())
+        + tuple(roles.values())
+        + tuple(catalog.types.values())
     )
 
 
@@ -138,6 +143,9 @@ def build(catalog: Catalog, session: SessionContext, schema: str, name: str) -> 
             t = arrow_table(schema, name, _rows(catalog, session, schema, name))
             with _cache_lock:
                 _static_cache[key] = t
+        if catalog.types and key in enums.APPENDED:  # CREATE TYPE's rows
+            rows = enums.APPENDED[key](Builder(catalog, session))
+            t = pa.concat_tables([t, arrow_table(schema, name, rows)])
         return t
     if key in _SESSION_DEPENDENT:
         return arrow_table(schema, name, _rows(catalog, session, schema, name))

@@ -39,6 +39,7 @@ REWRITES: dict[str, Rewrite] = {
     **formatting.REWRITES,
     **dates.REWRITES,
     "pg_typeof": typeof.rewrite_pg_typeof,
+    "enum_range": typeof.rewrite_enum_range,
     **strings.REWRITES,
     **regex.REWRITES,
     **mathfuncs.REWRITES,

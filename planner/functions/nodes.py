@@ -25,6 +25,13 @@ def column_type(node: Any) -> str | None:
     return None
 
 
+def user_type(names: list[str]) -> Any:
+    """The PgType of a type of the database's own (an enum) by its name as written, when
+    the statement's column types know the catalog (planner/scope.py); else None."""
+    find = getattr(COLUMN_TYPES.get(), "user_type", None)
+    return find(names) if find is not None else None
+
+
 def call(name: str, *args: Any) -> A.FuncCall:
     return A.FuncCall(funcname=(A.String(sval=name),), args=tuple(args))
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pglast.ast as A
-from headwater.planner.functions.nodes import call, const
+from headwater.catalog.types import ENUMS_BY_DUCKDB
+from headwater.planner.functions.nodes import call, column_type, const, user_type
 from pglast.enums import SQLValueFunctionOp
 
 _NAMES = {
@@ -56,6 +57,13 @@ def macros() -> list[str]:
     ]
 
 
+def _enum_of(node: Any) -> Any:
+    """The enum an enum column or a cast to an enum is of, or None."""
+    if isinstance(node, A.TypeCast) and not node.typeName.arrayBounds:
+        return user_type([n.sval for n in node.typeName.names])
+    return ENUMS_BY_DUCKDB.get(column_type(node) or "")
+
+
 def rewrite_pg_typeof(args: list[Any]) -> Any | None:
     if len(args) != 1:
         return None
@@ -63,4 +71,13 @@ def rewrite_pg_typeof(args: list[Any]) -> Any | None:
         return const("unknown")  # PostgreSQL has not typed a bare literal
     if isinstance(args[0], A.SQLValueFunction) and args[0].op in _NAME_VALUES:
         return const("name")  # current_user & co. are of type name (DuckDB: varchar)
+    enum = _enum_of(args[0])
+    if enum is not None:  # (DuckDB's typeof spells out the ENUM's labels)
+        return const(enum.sql_name)
     return call("hw_pg_typeof", args[0])
+
+
+def rewrite_enum_range(args: list[Any]) -> Any | None:
+    """enum_range(lo, hi): the labels from lo to hi, NULL an open end (DuckDB's
+    enum_range_boundary; its enum_range takes one argument as PostgreSQL's does)."""
+    return call("enum_range_boundary", *args) if len(args) == 2 else None

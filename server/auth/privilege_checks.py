@@ -13,7 +13,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import SYSTEM_SCHEMAS, Catalog
-from headwater.catalog.objects import Relation, Schema, View
+from headwater.catalog.objects import Relation, Schema, UserType, View
 from headwater.catalog.privileges import has_priv, is_superuser, memberships, owner
 from headwater.planner.scope import named_relations
 from headwater.server.auth.roles import ROLE_STMTS
@@ -111,13 +111,19 @@ class Checker:
         if not has_priv(s, "C", self.roles_of(self.role_oid)):
             raise InsufficientPrivilege(f"permission denied for schema {name}")
 
-    def owns(self, obj: Relation | Schema) -> bool:
+    def owns(self, obj: Relation | Schema | UserType) -> bool:
         return self.superuser(self.role_oid) or owner(obj) in self.roles_of(self.role_oid)
 
-    def must_own(self, obj: Relation | Schema) -> None:
+    def own_type(self, names: list[str]) -> None:
+        schema = names[0] if len(names) == 2 else None
+        t = self.cat.resolve_type(schema, names[-1], self.search_path)
+        if t is not None:
+            self.must_own(t)
+
+    def must_own(self, obj: Relation | Schema | UserType) -> None:
         if self.owns(obj):
             return
-        if isinstance(obj, Relation):
+        if isinstance(obj, Relation | UserType):
             # The owner of the schema may drop what is in it.
             schema = self.cat.schemas.get(obj.schema)
             if schema is not None and self.owns(schema):
@@ -177,6 +183,12 @@ class Checker:
             rel = self.cat.resolve(rv.schemaname, rv.relname, self.search_path)
             if rel is not None:
                 self.must_own(rel)
+        elif isinstance(stmt, A.CreateEnumStmt):
+            names = [n.sval for n in stmt.typeName]
+            schema = names[0] if len(names) == 2 else None
+            self.create_in(A.RangeVar(schemaname=schema, relname=names[-1], relpersistence="p"))
+        elif isinstance(stmt, A.AlterEnumStmt):
+            self.own_type([n.sval for n in stmt.typeName])
         elif isinstance(stmt, A.CreateSchemaStmt):
             raise InsufficientPrivilege("permission denied for database headwater")
         elif isinstance(stmt, A.DropStmt):
@@ -195,6 +207,10 @@ class Checker:
                 s = self.cat.schemas.get(obj.sval)
                 if s is not None:
                     self.must_own(s)
+            return
+        if stmt.removeType == ObjectType.OBJECT_TYPE:
+            for tn in stmt.objects:
+                self.own_type([n.sval for n in tn.names])
             return
         for obj in stmt.objects:
             if not isinstance(obj, tuple | list):
