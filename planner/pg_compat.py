@@ -39,7 +39,7 @@ from headwater.catalog.pgtypes import (
     text_decoder,
 )
 from headwater.catalog.pgtypes.arrays import array_in, parse_array_literal
-from headwater.catalog.types import enum_duckdb, resolve_type_name
+from headwater.catalog.types import enum_duckdb, resolve_type_name, type_named
 from headwater.catalog.version import SERVER_VERSION_TEXT
 from headwater.planner import constant_lists, functions
 from headwater.planner.functions import text_casts
@@ -1453,7 +1453,9 @@ def _typecast(tc: A.TypeCast) -> Any:
     elif _names(tn.names)[-1:] in (["numeric"], ["decimal"]) and not tn.typmods:
         return _numeric(tc.arg)
     names = _names(tn.names)
-    own = user_type(names) if names[-1] not in _TYPE_MAP or len(names) == 2 else None
+    # (a built-in type's name is the built-in type's, as pg_catalog comes first)
+    builtin = names[0] in SYSTEM_QUALIFIERS or (len(names) == 1 and type_named(names[0]))
+    own = None if builtin else user_type(names)
     if own is not None:  # 'happy'::mood: DuckDB's ENUM of its labels
         return _cast_sql_type(tc.arg, enum_duckdb(own.labels) + ("[]" if tn.arrayBounds else ""))
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:

@@ -1,6 +1,6 @@
 """Alembic (SQLAlchemy 2, psycopg 3) against Headwater over a real socket: a small app's
 migrations create tables with serial keys, a foreign key, an index and a unique
-constraint, then add, rename and drop columns; `alembic upgrade head` runs them, the
+constraint and an enum column (CREATE TYPE), then add, rename and drop columns; `alembic upgrade head` runs them, the
 autogenerate comparison of the app's models with the reflected database finds no
 difference, the foreign key holds, and `alembic downgrade base` undoes everything.
 """
@@ -86,6 +86,7 @@ def upgrade():
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("book_id", sa.BigInteger, nullable=False),
         sa.Column("stars", sa.SmallInteger),
+        sa.Column("mood", sa.Enum("bad", "ok", "good", name="alb_mood")),
     )
     op.create_foreign_key(
         "alb_review_book_fk", "alb_review", "alb_book", ["book_id"], ["id"]
@@ -97,6 +98,7 @@ def downgrade():
     op.drop_constraint("alb_review_book_uq", "alb_review", type_="unique")
     op.drop_constraint("alb_review_book_fk", "alb_review", type_="foreignkey")
     op.drop_table("alb_review")
+    sa.Enum(name="alb_mood").drop(op.get_bind())
     op.add_column("alb_book", sa.Column("isbn", sa.String(13)))
     op.alter_column("alb_book", "name", new_column_name="title")
     op.drop_column("alb_book", "pages")
@@ -139,6 +141,7 @@ def _models() -> sa.MetaData:
             nullable=False,
         ),
         sa.Column("stars", sa.SmallInteger),
+        sa.Column("mood", sa.Enum("bad", "ok", "good", name="alb_mood")),
         sa.UniqueConstraint("book_id", "id", name="alb_review_book_uq"),
     )
     return md
@@ -193,6 +196,13 @@ def test_upgrade_compare_downgrade(alembic_cfg: Config) -> None:
                 sa.text("INSERT INTO alb_book (id, author_id, name) VALUES (1, :a, 'Earthsea')"),
                 {"a": author},
             )
+            conn.execute(  # an enum column (CREATE TYPE by SQLAlchemy with the table)
+                sa.text("INSERT INTO alb_review VALUES (1, 1, 5, :m), (2, 1, 1, 'bad')"),
+                {"m": "good"},
+            )
+            moods = "SELECT mood FROM alb_review WHERE mood > 'ok' ORDER BY mood"
+            assert conn.execute(sa.text(moods)).scalars().all() == ["good"]
+            conn.execute(sa.text("DELETE FROM alb_review"))
         with pytest.raises(sa.exc.IntegrityError, match="alb_book_author_id_fkey"):
             with engine.begin() as conn:
                 conn.execute(

@@ -347,3 +347,34 @@ def test_enums_survive_sigkill() -> None:
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_sinks_of_enum_columns(hw_server: HeadwaterServer, pg_oracle: Any, tmp_path: Path) -> None:
+    """Parquet and Delta targets get the labels as strings; a PostgreSQL target's table,
+    made by the sink, holds them as text (that database has no such type)."""
+    import deltalake
+    import pyarrow.parquet as pq
+
+    from tests.test_sinks import _current_epoch, _wait_caught_up
+
+    names = ["enum_sk_parquet", "enum_sk_delta", "enum_sk_pg"]
+    with psycopg.connect(hw_server.dsn, autocommit=True) as c:
+        c.execute("CREATE TYPE enum_sk_t AS ENUM ('b', 'a')")
+        c.execute("CREATE TABLE enum_sk (id int PRIMARY KEY, v enum_sk_t)")
+        c.execute("INSERT INTO enum_sk VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+        c.execute(f"CREATE SINK {names[0]} FROM enum_sk INTO PARQUET '{tmp_path / 'pq'}'")
+        c.execute(f"CREATE SINK {names[1]} FROM enum_sk INTO DELTA '{tmp_path / 'delta'}'")
+        target = pg_oracle.dsn.replace("'", "")
+        c.execute(f"CREATE SINK {names[2]} FROM enum_sk INTO POSTGRES '{target}' TABLE enum_sk")
+        c.execute("UPDATE enum_sk SET v = 'b' WHERE id = 1")
+        _wait_caught_up(c, names, _current_epoch(c))
+        for name in names:
+            c.execute(f"DROP SINK {name}")
+    want = [(1, "b"), (2, "b"), (3, None)]
+    files = sorted((tmp_path / "pq").glob("**/*.parquet"))
+    assert sorted(tuple(r.values()) for r in pq.read_table(files[-1]).to_pylist()) == want
+    delta = deltalake.DeltaTable(str(tmp_path / "delta")).to_pyarrow_table().to_pylist()
+    assert sorted(tuple(r.values()) for r in delta) == want
+    with psycopg.connect(pg_oracle.dsn, autocommit=True) as pg:
+        assert pg.execute("SELECT * FROM enum_sk ORDER BY id").fetchall() == want
+        pg.execute("DROP TABLE enum_sk")

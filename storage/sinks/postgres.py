@@ -92,7 +92,12 @@ class PostgresTarget:
         if exists is not None:
             return
         spec = self.spec
-        cols = [f"{quote_ident(c.name)} {c.type.sql()}" for c in spec.columns]
+        # an enum's labels as text: the target has no such type (a table made beforehand
+        # with the type takes them as they are)
+        cols = [
+            f"{quote_ident(c.name)} {'text' if c.type.pg.category == 'E' else c.type.sql()}"
+            for c in spec.columns
+        ]
         if spec.mode == "changes":
             cols = [f"{EPOCH} bigint NOT NULL", f"{DIFF} bigint NOT NULL", *cols]
         elif spec.key:
