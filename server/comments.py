@@ -1,4 +1,4 @@
-"""COMMENT ON TABLE | VIEW | MATERIALIZED VIEW | INDEX | COLUMN | SCHEMA ... IS '...' | NULL.
+"""COMMENT ON TABLE | VIEW | MATERIALIZED VIEW | INDEX | COLUMN | SCHEMA | TYPE ... IS '...' | NULL.
 
 A comment is part of the object it describes (catalog/objects.py), so it is renamed,
 moved and dropped with it, and is durable with the transaction's catalog changes.
@@ -20,6 +20,7 @@ from headwater.errors import (
     FeatureNotSupported,
     InvalidSchemaName,
     UndefinedColumn,
+    UndefinedObject,
     UndefinedTable,
     WrongObjectType,
 )
@@ -43,6 +44,13 @@ def execute(s: Session, w: WriteTxn, stmt: A.CommentStmt) -> Result:
         if schema is None:
             raise InvalidSchemaName(f'schema "{name}" does not exist')
         cat.replace_schema(replace(schema, comment=text))
+        return Result("COMMENT")
+    if kind == ObjectType.OBJECT_TYPE:  # an enum (CREATE TYPE)
+        names = [n.sval for n in stmt.object.names]
+        t = cat.resolve_type(names[0] if len(names) == 2 else None, names[-1], s.search_path())
+        if t is None:
+            raise UndefinedObject(f'type "{".".join(names)}" does not exist')
+        cat.put_type(replace(t, comment=text))
         return Result("COMMENT")
     if kind in _RELATION_KINDS:
         rel = _relation(s, w, [n.sval for n in stmt.object])

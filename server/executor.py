@@ -248,7 +248,7 @@ class Executor:
             return await transactions.in_write(s, partial(ddl.execute, s), stmt)
         if isinstance(stmt, A.AlterTableStmt):
             return await transactions.in_write(s, partial(alter.execute, s), stmt)
-        if isinstance(stmt, type_ddl.STATEMENTS):
+        if type_ddl.handles(stmt):
             return await transactions.in_write(s, partial(type_ddl.execute, s), stmt)
         if isinstance(stmt, renames.STATEMENTS):
             return await transactions.in_write(s, partial(renames.execute, s), stmt)

@@ -17,12 +17,14 @@ from typing import Any
 
 import duckdb
 import pglast.ast as A
+from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, MaterializedView, Relation, Table, UserType
 from headwater.catalog.types import BY_NAME, PgType
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import physical, quote
+from pglast.enums import ObjectType
 
 from headwater.errors import (
     DependentObjects,
@@ -33,8 +35,15 @@ from headwater.errors import (
     UndefinedObject,
 )
 
-STATEMENTS = (A.CreateEnumStmt, A.AlterEnumStmt, A.CompositeTypeStmt, A.CreateDomainStmt)
+_STATEMENTS = (A.CreateEnumStmt, A.AlterEnumStmt, A.CompositeTypeStmt, A.CreateDomainStmt)
 NAMEDATALEN = 64
+
+
+def handles(stmt: Any) -> bool:
+    """CREATE TYPE, CREATE DOMAIN, ALTER TYPE (DROP TYPE: server/ddl.py)."""
+    if isinstance(stmt, A.RenameStmt):
+        return stmt.renameType == ObjectType.OBJECT_TYPE
+    return isinstance(stmt, _STATEMENTS)
 
 
 def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
@@ -42,6 +51,8 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
         return _create(s, w, stmt)
     if isinstance(stmt, A.AlterEnumStmt):
         return _alter(s, w, stmt)
+    if isinstance(stmt, A.RenameStmt):
+        return _rename(s, w, stmt)
     what = "composite types" if isinstance(stmt, A.CompositeTypeStmt) else "domains"
     raise FeatureNotSupported(f"{what} are not supported", hint="CREATE TYPE ... AS ENUM (...) is.")
 
@@ -96,7 +107,8 @@ def _alter(s: Session, w: WriteTxn, stmt: A.AlterEnumStmt) -> Result:
         if stmt.newVal in labels:
             raise DuplicateObject(f'enum label "{stmt.newVal}" already exists')
         _check_label(stmt.newVal)
-        _refuse_if_named(w, t, stmt.oldVal)
+        quoted = "'" + stmt.oldVal.replace("'", "''") + "'"
+        _refuse_if_named(w, f'enum label "{stmt.oldVal}" of type {t.name}', (quoted,))
         labels[labels.index(stmt.oldVal)] = stmt.newVal
         _retype(s, w, t, replace(t, labels=tuple(labels)), {stmt.oldVal: stmt.newVal})
         return Result("ALTER TYPE")
@@ -118,21 +130,33 @@ def _alter(s: Session, w: WriteTxn, stmt: A.AlterEnumStmt) -> Result:
     return Result("ALTER TYPE")
 
 
-def _refuse_if_named(w: WriteTxn, t: UserType, label: str) -> None:
-    """RENAME VALUE of a label a view, CHECK or default names as a constant: PostgreSQL's
-    keep the value (by oid) and follow the rename; Headwater keeps their text, which
-    would then name a label the type no longer has."""
-    quoted = "'" + label.replace("'", "''") + "'"
+def _refuse_if_named(w: WriteTxn, what: str, needles: tuple[str, ...]) -> None:
+    """Renaming what a view, CHECK or default names (an enum's label as a constant, the
+    type in a cast): PostgreSQL's keep it by oid and follow the rename; Headwater keeps
+    their text, which would then name something that no longer exists."""
     for rel in w.catalog.relations.values():
         texts = [getattr(rel, "definition", "")]
         texts += [c.expr for c in getattr(rel, "checks", ())]
         texts += [c.default or "" for c in rel.columns]
-        if any(quoted in text for text in texts):
+        if any(needle in text for text in texts for needle in needles):
             raise FeatureNotSupported(
-                f'cannot rename enum label "{label}" of type {t.name}: {rel.kind} {rel.name}'
-                " names it",
-                hint="Drop or change that definition first, or add a new label instead.",
+                f"cannot rename {what}: {rel.kind} {rel.name} names it",
+                hint="Drop or change that definition first.",
             )
+
+
+def _rename(s: Session, w: WriteTxn, stmt: A.RenameStmt) -> Result:
+    """ALTER TYPE name RENAME TO new: the columns of the type show the new name."""
+    t = find(s, w, [n.sval for n in stmt.object])
+    assert t is not None
+    cat = w.catalog
+    if cat.resolve_type(t.schema, stmt.newname, ()) or cat.resolve(t.schema, stmt.newname, ()):
+        raise DuplicateObject(f'type "{stmt.newname}" already exists')
+    casts = (f"::{t.name}", f"::{quote_ident(t.name)}", f"AS {quote_ident(t.name)})")
+    _refuse_if_named(w, f"type {t.name}", casts)
+    cat.drop_type(t)
+    _retype(s, w, t, replace(t, name=stmt.newname), {})
+    return Result("ALTER TYPE")
 
 
 def users(w: WriteTxn, oid: int) -> list[tuple[Relation, Column]]:
@@ -147,16 +171,17 @@ def _retype(s: Session, w: WriteTxn, old: UserType, new: UserType, renamed: dict
     by_relation: dict[int, Relation] = {}
     for rel, _ in users(w, old.oid):
         by_relation[rel.oid] = rel
+    relabeled = new.labels != old.labels  # (else renamed: the values stay as they are)
     for rel in by_relation.values():
         columns = tuple(_with_type(c, old.oid, pg) for c in rel.columns)
-        if isinstance(rel, Table):
+        if isinstance(rel, Table) and relabeled:
             for c in columns:
                 if c.type.pg.oid == old.oid:
                     _convert(w, rel, c, renamed)
             w.touched.add(rel.oid)
             if renamed:  # the history holds the old label: the log is rewritten
                 w.rewritten.add(rel.oid)
-        if isinstance(rel, MaterializedView) and rel.oid not in w.rebuilt_matviews:
+        if isinstance(rel, MaterializedView) and relabeled and rel.oid not in w.rebuilt_matviews:
             w.rebuilt_matviews.append(rel.oid)
         cat.replace_relation(replace(rel, columns=columns))
 

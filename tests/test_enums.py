@@ -66,6 +66,13 @@ def test_enum_columns_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) ->
             "UPDATE person SET m = 'furious' WHERE id = 2",
             "DELETE FROM person WHERE m = 'ok'",
             "SELECT * FROM person ORDER BY id",
+            "ALTER TYPE mood RENAME TO feeling",
+            "ALTER TYPE mood RENAME TO feeling",
+            "INSERT INTO person VALUES (6, 'f', 'sad')",
+            "SELECT m, pg_typeof(m)::text, 'ok'::feeling FROM person ORDER BY m",
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attrelid = 'person'::regclass AND attname = 'm'",
+            "ALTER TYPE feeling RENAME TO mood",
             "CREATE TABLE bad (x mood(3))",
             "DROP TYPE mood",
             "DROP TYPE IF EXISTS nosuch",
@@ -124,7 +131,8 @@ def test_alter_type_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> N
 
 def test_rename_value_named_by_a_view(hw_server: HeadwaterServer) -> None:
     """PostgreSQL's views keep an enum constant by its oid and follow RENAME VALUE;
-    Headwater keeps their text: the rename is refused while one names the label."""
+    Headwater keeps their text: the rename (of the label, or of the type a cast names)
+    is refused while one names it."""
     with psycopg.connect(hw_server.dsn, autocommit=True) as c:
         c.execute("DROP VIEW IF EXISTS enum_rv_v; DROP TABLE IF EXISTS enum_rv")
         c.execute("DROP TYPE IF EXISTS enum_rv_t")
@@ -134,6 +142,8 @@ def test_rename_value_named_by_a_view(hw_server: HeadwaterServer) -> None:
         with pytest.raises(psycopg.errors.FeatureNotSupported, match="view enum_rv_v names"):
             c.execute("ALTER TYPE enum_rv_t RENAME VALUE 'a' TO 'z'")
         c.execute("ALTER TYPE enum_rv_t RENAME VALUE 'b' TO 'y'")
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="view enum_rv_v names"):
+            c.execute("ALTER TYPE enum_rv_t RENAME TO enum_rv_u")
         c.execute("DROP VIEW enum_rv_v")
         c.execute("ALTER TYPE enum_rv_t RENAME VALUE 'a' TO 'z'")
         assert c.execute("SELECT enum_range(NULL::enum_rv_t)::text").fetchone() == ("{z,y}",)
@@ -175,11 +185,12 @@ def test_psql_describes_enums(hw_server: HeadwaterServer, pg_oracle: Any) -> Non
         "DROP TABLE IF EXISTS enum_psql; DROP TYPE IF EXISTS enum_lvl;"
         " CREATE TYPE enum_lvl AS ENUM ('low', 'mid', 'high');"
         " CREATE TABLE enum_psql (id int PRIMARY KEY, l enum_lvl DEFAULT 'mid');"
+        " COMMENT ON TYPE enum_lvl IS 'how loud';"
     )
     script = "\\dT enum_lvl\n\\dT+ enum_lvl\n\\d enum_psql\n"
     hw, pg = psql_outputs((hw_server.dsn, pg_oracle.dsn), setup, script)
     assert hw.replace("headwater", "X") == pg.replace("headwater", "X")
-    assert "low     +" in hw and "enum_lvl" in hw
+    assert "low     +" in hw and "how loud" in hw
 
 
 def test_parameters_through_asyncpg(hw_server: HeadwaterServer, pg_oracle: Any) -> None:

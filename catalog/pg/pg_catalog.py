@@ -343,11 +343,15 @@ def _pg_constraint(b: Builder) -> list[dict[str, Any]]:
 
 @_builder("pg_catalog", "pg_description")
 def _pg_description(b: Builder) -> list[dict[str, Any]]:
-    """COMMENT ON: relations and their columns (pg_class), schemas (pg_namespace)."""
+    """COMMENT ON: relations and their columns (pg_class), schemas (pg_namespace), enums
+    (pg_type)."""
     out = []
     for s in b.catalog.schemas.values():
         if s.comment is not None:
             out.append({"objoid": s.oid, "classoid": 2615, "objsubid": 0, "description": s.comment})
+    for t in b.catalog.types.values():  # (pg_type's)
+        if t.comment is not None:
+            out.append({"objoid": t.oid, "classoid": 1247, "objsubid": 0, "description": t.comment})
     for r in b.catalog.relations.values():
         if r.comment is not None:
             out.append({"objoid": r.oid, "classoid": 1259, "objsubid": 0, "description": r.comment})

@@ -189,6 +189,8 @@ class Checker:
             self.create_in(A.RangeVar(schemaname=schema, relname=names[-1], relpersistence="p"))
         elif isinstance(stmt, A.AlterEnumStmt):
             self.own_type([n.sval for n in stmt.typeName])
+        elif isinstance(stmt, A.RenameStmt) and stmt.renameType == ObjectType.OBJECT_TYPE:
+            self.own_type([n.sval for n in stmt.object])
         elif isinstance(stmt, A.CreateSchemaStmt):
             raise InsufficientPrivilege("permission denied for database headwater")
         elif isinstance(stmt, A.DropStmt):
