@@ -68,6 +68,18 @@ class Key:
 
 
 @dataclass(frozen=True)
+class IndexKey:
+    """A UNIQUE index over expressions or with a WHERE (`CREATE UNIQUE INDEX ON users
+    (lower(email))`, `... (email) WHERE deleted_at IS NULL`): per key its text, an
+    expression's or a column's quoted name; rows the predicate leaves out, and rows
+    with a NULL key, collide with nothing. Enforced by the general write path."""
+
+    name: str
+    keys: tuple[str, ...]
+    predicate: str | None = None
+
+
+@dataclass(frozen=True)
 class Check:
     """A CHECK constraint: its name and expression (PostgreSQL text, as pglast deparses
     it); a row passes when the expression is true or NULL."""
@@ -155,6 +167,7 @@ class Table(Relation):
     kind: str = field(default="table", init=False)
     checks: tuple[Check, ...] = field(default=(), kw_only=True)  # CHECK constraints
     foreign_keys: tuple[ForeignKey, ...] = field(default=(), kw_only=True)
+    index_keys: tuple[IndexKey, ...] = field(default=(), kw_only=True)
 
     @property
     def primary_key(self) -> Key | None:
@@ -319,6 +332,8 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
             d["checks"] = [asdict(c) for c in obj.checks]
         if obj.foreign_keys:
             d["foreign_keys"] = [asdict(f) for f in obj.foreign_keys]
+        if obj.index_keys:
+            d["index_keys"] = [asdict(k) for k in obj.index_keys]
     if isinstance(obj, View | MaterializedView):
         d["definition"] = obj.definition
     if isinstance(obj, MaterializedView) and obj.freshness is not None:
@@ -378,8 +393,19 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             )
             for f in d.get("foreign_keys", ())
         )
+        index_keys = tuple(
+            IndexKey(k["name"], tuple(k["keys"]), k["predicate"]) for k in d.get("index_keys", ())
+        )
         return Table(
-            d["oid"], d["schema"], d["name"], cols, keys, checks=checks, foreign_keys=fks, **own
+            d["oid"],
+            d["schema"],
+            d["name"],
+            cols,
+            keys,
+            checks=checks,
+            foreign_keys=fks,
+            index_keys=index_keys,
+            **own,
         )
     if kind == "view":
         return View(d["oid"], d["schema"], d["name"], cols, d["definition"], **own)
@@ -428,6 +454,7 @@ __all__ = [
     "Column",
     "ForeignKey",
     "Index",
+    "IndexKey",
     "Key",
     "MaterializedView",
     "Schema",

@@ -30,6 +30,7 @@ from headwater.catalog.objects import (
     Column,
     ForeignKey,
     Index,
+    IndexKey,
     Key,
     MaterializedView,
     Relation,
@@ -351,14 +352,15 @@ def _drop_column(work: TableChange, cmd: A.AlterTableCmd) -> None:
         keys=tuple(k for k in table.keys if name not in k.columns),
         checks=tuple(c for c in table.checks if name not in _expr_columns(c.expr)),
         foreign_keys=tuple(f for f in table.foreign_keys if name not in f.columns),
+        index_keys=tuple(k for k in table.index_keys if name not in _index_columns(k)),
     )
     work.new_foreign_keys = [f for f in work.new_foreign_keys if name not in f.columns]
     cat = work.w.catalog
     for ix in [
         r
         for r in cat.relations.values()
-        if isinstance(r, Index) and r.table_oid == table.oid and name in r.keys
-    ]:  # its indexes go with it, as in PostgreSQL
+        if isinstance(r, Index) and r.table_oid == table.oid and _index_uses(r, name)
+    ]:  # its indexes go with it, as in PostgreSQL (those whose expressions name it too)
         cat.drop_relation(ix)
     sequence_ddl.drop_owned(work.w, table, name)  # and the sequence it owns (serial)
     work.new_keys = [k for k in work.new_keys if name not in k.columns]
@@ -366,6 +368,16 @@ def _drop_column(work: TableChange, cmd: A.AlterTableCmd) -> None:
     work.exprs.pop(name, None)
     work.not_null.discard(name)
     work.reshaped = True
+
+
+def _index_uses(ix: Index, column: str) -> bool:
+    texts = [e for e in (*ix.key_exprs, ix.predicate) if e]
+    return column in ix.keys or any(column in _expr_columns(t) for t in texts)
+
+
+def _index_columns(k: IndexKey) -> set[str]:
+    """The columns a unique expression or partial index's keys and predicate name."""
+    return set().union(*(_expr_columns(e) for e in (*k.keys, k.predicate or "true")))
 
 
 def _alter_type(work: TableChange, cmd: A.AlterTableCmd) -> None:

@@ -437,6 +437,8 @@ def fast_rows(
     (a serial column's nextval: server/sequences.py), or None: the general path
     evaluates it. `started`: when the statement's transaction block began (now()'s
     value); None for an autocommitted statement (now)."""
+    if table.index_keys:  # (unique expression or partial indexes: server/constraints.py)
+        return None
     tpl: _Template | None = per_statement(stmt, table, params, _template)
     if tpl is None:
         return None

@@ -1,6 +1,6 @@
 """The checks a table's new row versions pass before they are written: NOT NULL,
-varchar(n)/char(n) lengths, unique keys (against each other and the table) and CHECK
-constraints (server/checks.py)."""
+varchar(n)/char(n) lengths, enum labels, unique keys and unique expression or partial
+indexes (against each other and the table) and CHECK constraints (server/checks.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 from headwater.catalog.constraints import not_null_violation, unique_violation
-from headwater.catalog.objects import Key, Table
+from headwater.catalog.objects import IndexKey, Key, Table
 from headwater.catalog.types import BPCHAR, VARCHAR, PgType, invalid_enum_label
-from headwater.server.checks import check_rows
+from headwater.server.checks import check_rows, condition_sql
 from headwater.server.duckdb_calls import fetch, unregister_quietly
 from headwater.server.py_values import first_row, py_list
 from headwater.storage.replica import CURRENT, Replica, quote
 
-from headwater.errors import StringTooLong
+from headwater.errors import StringTooLong, UniqueViolation
 
 
 def check(
@@ -41,7 +41,59 @@ def check(
     for key in table.keys:
         if not _keeps_keys(key, old, new):
             _check_unique(table, key, new, cur)
+    for ikey in table.index_keys:
+        _check_index_key(table, ikey, new, cur)
     return new
+
+
+def index_key_text(key: IndexKey) -> str:
+    """The key as PostgreSQL's messages show it: `lower(email)`, `a, b`."""
+    return ", ".join(key.keys)
+
+
+def _index_key_rows(table: Table, key: IndexKey, source: str) -> str:
+    """The keys (k0, k1, ...) of the rows of `source` the index holds: its predicate's,
+    without a NULL in the key."""
+    exprs = [condition_sql(k, table.columns) for k in key.keys]
+    keep = [condition_sql(key.predicate, table.columns)] if key.predicate else []
+    keep += [f"({e}) IS NOT NULL" for e in exprs]
+    cols = ", ".join(f"{e} AS k{i}" for i, e in enumerate(exprs))
+    return f"SELECT {cols} FROM {source} AS _hw_r WHERE {' AND '.join(keep)}"
+
+
+def _shown(row: dict[str, Any]) -> str:
+    return ", ".join("null" if v is None else str(v) for v in row.values())
+
+
+def duplicate_index_key(cur: duckdb.DuckDBPyConnection, table: Table, key: IndexKey) -> str | None:
+    """A key value two of the table's live rows share (CREATE UNIQUE INDEX), as shown."""
+    rows = _index_key_rows(table, key, Replica.scan(table, CURRENT))
+    dup, _ = fetch(cur, f"SELECT * FROM ({rows}) GROUP BY ALL HAVING count(*) > 1 LIMIT 1")
+    return _shown(dup.to_pylist()[0]) if dup.num_rows else None
+
+
+def _check_index_key(
+    table: Table, key: IndexKey, new: pa.Table, cur: duckdb.DuckDBPyConnection
+) -> None:
+    """23505 for a new row whose key another new row or a live row of the table has."""
+    name = "_hw_check_index"
+    cur.register(name, new)
+    try:
+        mine = _index_key_rows(table, key, name)
+        theirs = _index_key_rows(table, key, Replica.scan(table, CURRENT))
+        on = " AND ".join(f"n.k{i} = t.k{i}" for i in range(len(key.keys)))
+        hit, _ = fetch(
+            cur,
+            f"(SELECT * FROM ({mine}) GROUP BY ALL HAVING count(*) > 1 LIMIT 1) UNION ALL"
+            f" (SELECT n.* FROM ({mine}) n JOIN ({theirs}) t ON {on} LIMIT 1) LIMIT 1",
+        )
+    finally:
+        unregister_quietly(cur, name)
+    if hit.num_rows:
+        raise UniqueViolation(
+            f'duplicate key value violates unique constraint "{key.name}"',
+            detail=f"Key ({index_key_text(key)})=({_shown(hit.to_pylist()[0])}) already exists.",
+        )
 
 
 def _check_labels(pg: PgType, arr: pa.ChunkedArray) -> None:

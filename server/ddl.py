@@ -18,6 +18,7 @@ from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import (
     Column,
     Index,
+    IndexKey,
     Key,
     MaterializedView,
     Relation,
@@ -33,7 +34,7 @@ from headwater.planner.naming import name_targets, pg_column_name
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
 from headwater.planner.sequences import with_sequence_defaults
-from headwater.server import foreign_keys, sequence_ddl, slo, temp_tables, type_ddl
+from headwater.server import constraints, foreign_keys, sequence_ddl, slo, temp_tables, type_ddl
 from headwater.server.binders import user_types, write_binder
 from headwater.server.duckdb_calls import fetch
 from headwater.server.queries import with_sources
@@ -49,6 +50,7 @@ from headwater.errors import (
     DependentObjects,
     FeatureNotSupported,
     SQLError,
+    UndefinedObject,
     UndefinedTable,
     UniqueViolation,
     WrongObjectType,
@@ -248,8 +250,6 @@ def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
         raise FeatureNotSupported("CREATE INDEX on a materialized view is not supported")
     table = target_table(s, w, stmt.relation)
     shaped = stmt.whereClause is not None or any(e.expr is not None for e in stmt.indexParams)
-    if shaped and stmt.unique:  # (a plain one is a catalog entry: nothing to enforce)
-        raise FeatureNotSupported("unique partial and expression indexes are not supported")
     key_exprs: tuple[str, ...] = ()
     predicate = None
     if shaped:
@@ -265,7 +265,18 @@ def _create_index(s: Session, w: WriteTxn, stmt: A.IndexStmt) -> Result:
         if stmt.if_not_exists:
             return Result("CREATE INDEX", notices=[f'relation "{name}" already exists, skipping'])
         raise SQLError(f'relation "{name}" already exists', "42P07")
-    if stmt.unique:
+    if stmt.unique and shaped:  # enforced by server/constraints.py
+        texts = [e or quote_ident(c) for e, c in zip(key_exprs, cols, strict=True)]
+        key = IndexKey(name, tuple(texts), predicate)
+        dup = constraints.duplicate_index_key(w.cur, table, key)
+        if dup is not None:
+            raise UniqueViolation(
+                f'could not create unique index "{name}"',
+                detail=f"Key ({constraints.index_key_text(key)})=({dup}) is duplicated.",
+            )
+        table = replace(table, index_keys=(*table.index_keys, key))
+        cat.replace_relation(table)
+    elif stmt.unique:
         qcols = ", ".join(quote(c) for c in cols)
         notnull = " AND ".join(f"{quote(c)} IS NOT NULL" for c in cols)
         dup, _ = fetch(
@@ -476,8 +487,8 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
             if stmt.missing_ok:
                 notices.append(f'{word} "{name}" does not exist, skipping')
                 continue
-            if word == "index":
-                raise UndefinedTable(f'index "{name}" does not exist')
+            if word == "index":  # (PostgreSQL's code for an index is 42704)
+                raise UndefinedObject(f'index "{name}" does not exist')
             raise UndefinedTable(f'{word} "{name}" does not exist')
         if not isinstance(rel, cls):
             raise WrongObjectType(
@@ -547,6 +558,9 @@ def drop_relation(
             cat.replace_relation(
                 replace(table, keys=tuple(k for k in table.keys if k.name != rel.name))
             )
+        if isinstance(table, Table) and any(k.name == rel.name for k in table.index_keys):
+            kept = tuple(k for k in table.index_keys if k.name != rel.name)
+            cat.replace_relation(replace(table, index_keys=kept))
     cat.drop_relation(rel)
     s.instance.view_deps.pop(rel.oid, None)
     if isinstance(rel, MaterializedView):

@@ -157,6 +157,7 @@ def eligible(table: Table) -> bool:
     return (
         pk is not None
         and (not table.checks or compiled(table) is not None)
+        and not table.index_keys  # (DuckDB computes their keys: server/constraints.py)
         and all(c.type.pg in SIMPLE_TYPES for c in table.columns)
         and _comparable(table, pk.columns)
     )

@@ -146,6 +146,14 @@ def _rename_column(s: Session, w: WriteTxn, rel: Relation, old: str, new: str) -
         checks=tuple(
             replace(c, expr=deps.rename_in_expression(c.expr, old, new)) for c in rel.checks
         ),
+        index_keys=tuple(
+            replace(
+                k,
+                keys=tuple(deps.rename_in_expression(e, old, new) for e in k.keys),
+                predicate=k.predicate and deps.rename_in_expression(k.predicate, old, new),
+            )
+            for k in rel.index_keys
+        ),
         foreign_keys=tuple(
             _renamed_in_fk(f, old, new, own=True, referenced=f.ref_table == rel.oid)
             for f in rel.foreign_keys
@@ -162,9 +170,15 @@ def _rename_column(s: Session, w: WriteTxn, rel: Relation, old: str, new: str) -
     work.exprs = {(new if n == old else n): e for n, e in work.exprs.items()}
     for ix in [
         r for r in cat.relations.values() if isinstance(r, Index) and r.table_oid == rel.oid
-    ]:
-        if old in ix.keys:
-            cat.replace_relation(replace(ix, keys=tuple(new if k == old else k for k in ix.keys)))
+    ]:  # (an expression's or predicate's text names it too)
+        cat.replace_relation(
+            replace(
+                ix,
+                keys=tuple(new if k == old else k for k in ix.keys),
+                key_exprs=tuple(e and deps.rename_in_expression(e, old, new) for e in ix.key_exprs),
+                predicate=ix.predicate and deps.rename_in_expression(ix.predicate, old, new),
+            )
+        )
     work.reshaped = True
     finish(work)
 
@@ -247,15 +261,14 @@ def _move(s: Session, w: WriteTxn, rel: Relation, schema: str, name: str) -> Non
     cat.add_relation(replace(rel, schema=schema, name=name))
     if isinstance(rel, Index):
         table = cat.by_oid(rel.table_oid)
-        if isinstance(table, Table) and any(k.name == rel.name for k in table.keys):
-            cat.replace_relation(
-                replace(
-                    table,
-                    keys=tuple(
-                        replace(k, name=name) if k.name == rel.name else k for k in table.keys
-                    ),
-                )
-            )
+        if isinstance(table, Table):  # the unique key (or index key) it enforces follows
+
+            def renamed(k: Any) -> Any:
+                return replace(k, name=name) if k.name == rel.name else k
+
+            keys = tuple(renamed(k) for k in table.keys)
+            index_keys = tuple(renamed(k) for k in table.index_keys)
+            cat.replace_relation(replace(table, keys=keys, index_keys=index_keys))
     if isinstance(rel, Table) and moved_schema is not None:
         for ix in [
             r for r in cat.relations.values() if isinstance(r, Index) and r.table_oid == rel.oid

@@ -464,6 +464,7 @@ def test_alter_survives_sigkill() -> None:
         "CREATE TABLE d (id int PRIMARY KEY, a int, b text)",
         "INSERT INTO d VALUES (1, 10, 'one')",
         "INSERT INTO d VALUES (2, 20, 'two')",
+        "CREATE UNIQUE INDEX d_lower_b ON d (lower(b)) WHERE id < 100",
         "UPDATE d SET a = 11 WHERE id = 1",
         "ALTER TABLE d ADD COLUMN c numeric(6,2) DEFAULT 1.5",
         "INSERT INTO d VALUES (3, 30, 'three', 3.25)",
@@ -519,6 +520,9 @@ def test_alter_survives_sigkill() -> None:
             with pytest.raises(psycopg.errors.CheckViolation):
                 c.execute("INSERT INTO dd VALUES (8, 'eight', 'much too long', 88)")
             assert len(c.execute("SELECT * FROM dd").fetchall()) == 6
+            with pytest.raises(psycopg.errors.UniqueViolation, match="d_lower_b"):
+                c.execute("INSERT INTO dd VALUES (9, 'ONE', 'v', 1)")  # (b renamed bb)
+            c.execute("INSERT INTO dd VALUES (109, 'ONE', 'v', 1)")  # (outside its WHERE)
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)

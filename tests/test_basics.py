@@ -146,8 +146,8 @@ def test_indexes(conn: psycopg.Connection, table_name: str) -> None:
 
 def test_expression_and_partial_indexes(conn: psycopg.Connection, table_name: str) -> None:
     """Expression, partial and GIN indexes (migrations create them) are catalog entries,
-    shown by pg_get_indexdef as PostgreSQL shows them; a missing column is 42703; a
-    UNIQUE one is refused (0A000: it would go unenforced)."""
+    shown by pg_get_indexdef as PostgreSQL shows them; a missing column is 42703 (UNIQUE
+    ones are enforced: tests/test_unique_indexes.py)."""
     t = table_name
     conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, email text, data jsonb, at date)")
     conn.execute(f"CREATE INDEX {t}_lower ON {t} (lower(email))")
@@ -167,8 +167,6 @@ def test_expression_and_partial_indexes(conn: psycopg.Connection, table_name: st
     assert f"{t}_upper_idx" in defs
     with pytest.raises(errors.UndefinedColumn):
         conn.execute(f"CREATE INDEX {t}_bad ON {t} (lower(nosuch))")
-    with pytest.raises(errors.FeatureNotSupported):
-        conn.execute(f"CREATE UNIQUE INDEX {t}_u ON {t} (lower(email))")
     conn.execute(f"INSERT INTO {t} VALUES (1, 'A@x', '{{}}', '2024-01-01')")
     assert conn.execute(f"SELECT id FROM {t} WHERE lower(email) = 'a@x'").fetchall() == [(1,)]
     conn.execute(f"DROP INDEX {t}_lower")

@@ -1,0 +1,136 @@
+"""UNIQUE indexes over expressions or with a WHERE (`CREATE UNIQUE INDEX ON users
+(lower(email))`, `... (email) WHERE deleted_at IS NULL`: case-insensitive and soft-delete
+uniqueness, as migrations create them) against PostgreSQL 15: the same rows accepted and
+the same 23505 errors (message and detail) for INSERT, UPDATE, COPY and CREATE UNIQUE
+INDEX over existing rows; the index follows RENAME of itself and of its columns and goes
+with a dropped column; concurrent writers of colliding keys: exactly one wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import psycopg
+import pytest
+
+from tests.hwserver import HeadwaterServer
+from tests.oracle_scripts import assert_same_as_postgres, statement_results
+
+pytestmark = pytest.mark.oracle
+
+
+def test_unique_expression_and_partial_indexes(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
+    assert_same_as_postgres(
+        pg_oracle.dsn,
+        hw_server.dsn,
+        "uidx",
+        [
+            "CREATE TABLE users (id int PRIMARY KEY, email text, deleted_at timestamp, org int)",
+            "INSERT INTO users VALUES (1, 'A@x.com', NULL, 1), (2, 'b@x.com', NULL, 1),"
+            " (3, 'a@X.com', '2020-01-01', 2)",
+            "CREATE UNIQUE INDEX users_email_lower ON users (lower(email))",
+            "CREATE UNIQUE INDEX users_email_live ON users (email) WHERE deleted_at IS NULL",
+            "CREATE UNIQUE INDEX users_org_email ON users (org, lower(email))"
+            " WHERE deleted_at IS NULL",
+            "INSERT INTO users VALUES (4, 'B@X.COM', '2021-01-01', 3)",
+            "INSERT INTO users VALUES (5, 'c@x.com', NULL, 1), (6, 'C@x.com', NULL, 1)",
+            "INSERT INTO users VALUES (5, 'c@x.com', NULL, 1), (6, NULL, NULL, 1),"
+            " (7, NULL, NULL, 1)",
+            "INSERT INTO users VALUES (8, 'b@x.com', NULL, 1)",
+            "INSERT INTO users VALUES (8, 'b@x.com', now(), 1)",
+            "UPDATE users SET email = 'A@x.com' WHERE id = 2",
+            "UPDATE users SET deleted_at = '2022-01-01' WHERE id = 1",
+            "UPDATE users SET email = 'A@x.com' WHERE id = 2",
+            "UPDATE users SET org = 2 WHERE id = 2",
+            "UPDATE users SET email = upper(email) WHERE id = 5",
+            "SELECT id, email, deleted_at IS NULL, org FROM users ORDER BY id",
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'users'"
+            " ORDER BY indexname",
+            "ALTER INDEX users_email_live RENAME TO users_live_email",
+            "INSERT INTO users VALUES (9, 'A@x.com', NULL, 9)",
+            "ALTER TABLE users RENAME COLUMN email TO mail",
+            "INSERT INTO users VALUES (10, 'c@X.com', NULL, 9)",
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'users'"
+            " ORDER BY indexname",
+            "ALTER TABLE users DROP COLUMN deleted_at",
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'users' ORDER BY indexname",
+            "INSERT INTO users VALUES (11, 'z@x.com', 1)",
+            "INSERT INTO users VALUES (12, 'Z@x.com', 1)",
+            "DROP INDEX users_email_lower",
+            "INSERT INTO users VALUES (12, 'Z@x.com', 1)",
+            "SELECT id, mail, org FROM users ORDER BY id",
+        ],
+        ignore=("types",),  # (pg_indexes.indexname: name in PostgreSQL, text here)
+    )
+
+
+def test_in_blocks_and_copy(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
+    """A block's own rows count; a rolled-back row frees its key; COPY is checked."""
+    script = [
+        "DROP TABLE IF EXISTS uidx_tags",
+        "CREATE TABLE uidx_tags (id int PRIMARY KEY, name text)",
+        "CREATE UNIQUE INDEX uidx_tags_name ON uidx_tags (lower(name))",
+        "BEGIN",
+        "INSERT INTO uidx_tags VALUES (1, 'Red')",
+        "INSERT INTO uidx_tags VALUES (2, 'RED')",
+        "ROLLBACK",
+        "BEGIN",
+        "INSERT INTO uidx_tags VALUES (1, 'Red')",
+        "ROLLBACK",
+        "INSERT INTO uidx_tags VALUES (2, 'red')",
+        "COPY uidx_tags FROM STDIN\n3\tBlue\n4\tGREEN\n",
+        "COPY uidx_tags FROM STDIN\n5\tRED\n",
+        "SELECT * FROM uidx_tags ORDER BY id",
+    ]
+    results = []
+    for dsn in (hw_server.dsn, pg_oracle.dsn):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            results.append(statement_results(conn, script))
+    assert results[0] == results[1]
+
+
+def test_concurrent_writers_of_one_key(hw_server: HeadwaterServer) -> None:
+    """16 clients insert spellings of the same few emails at once: one row per
+    lower-case email survives, every other INSERT gets 23505."""
+
+    async def run() -> tuple[int, int, list[Any]]:
+        async def connect() -> asyncpg.Connection:
+            return await asyncpg.connect(
+                host=hw_server.host, port=hw_server.port, user="headwater", database="headwater"
+            )
+
+        admin = await connect()
+        await admin.execute("DROP TABLE IF EXISTS uidx_race")
+        await admin.execute("CREATE TABLE uidx_race (id int PRIMARY KEY, email text)")
+        await admin.execute("CREATE UNIQUE INDEX uidx_race_email ON uidx_race (lower(email))")
+        clients = [await connect() for _ in range(16)]
+        won = lost = 0
+
+        async def insert(c: asyncpg.Connection, i: int) -> None:
+            nonlocal won, lost
+            email = f"user{i % 4}@x.com"
+            try:
+                await c.execute(
+                    "INSERT INTO uidx_race VALUES ($1, $2)", i, email.upper() if i % 2 else email
+                )
+                won += 1
+            except asyncpg.UniqueViolationError:
+                lost += 1
+
+        async def client(n: int) -> None:
+            for i in range(n, 64, 16):
+                await insert(clients[n], i)
+
+        await asyncio.gather(*(client(n) for n in range(16)))
+        rows = await admin.fetch(
+            "SELECT lower(email), count(*) FROM uidx_race GROUP BY 1 ORDER BY 1"
+        )
+        for c in [admin, *clients]:
+            await c.close()
+        return won, lost, [tuple(r) for r in rows]
+
+    won, lost, rows = asyncio.run(run())
+    assert (won, lost) == (4, 60)
+    assert rows == [(f"user{i}@x.com", 1) for i in range(4)]
