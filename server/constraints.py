@@ -51,13 +51,13 @@ def index_key_text(key: IndexKey) -> str:
     return ", ".join(key.keys)
 
 
-def _index_key_rows(table: Table, key: IndexKey, source: str) -> str:
+def index_key_rows(table: Table, key: IndexKey, source: str, carry: str = "") -> str:
     """The keys (k0, k1, ...) of the rows of `source` the index holds: its predicate's,
-    without a NULL in the key."""
+    without a NULL in the key; `carry`: a column of `source` to keep before them."""
     exprs = [condition_sql(k, table.columns) for k in key.keys]
     keep = [condition_sql(key.predicate, table.columns)] if key.predicate else []
     keep += [f"({e}) IS NOT NULL" for e in exprs]
-    cols = ", ".join(f"{e} AS k{i}" for i, e in enumerate(exprs))
+    cols = ", ".join([carry] * bool(carry) + [f"{e} AS k{i}" for i, e in enumerate(exprs)])
     return f"SELECT {cols} FROM {source} AS _hw_r WHERE {' AND '.join(keep)}"
 
 
@@ -67,7 +67,7 @@ def _shown(row: dict[str, Any]) -> str:
 
 def duplicate_index_key(cur: duckdb.DuckDBPyConnection, table: Table, key: IndexKey) -> str | None:
     """A key value two of the table's live rows share (CREATE UNIQUE INDEX), as shown."""
-    rows = _index_key_rows(table, key, Replica.scan(table, CURRENT))
+    rows = index_key_rows(table, key, Replica.scan(table, CURRENT))
     dup, _ = fetch(cur, f"SELECT * FROM ({rows}) GROUP BY ALL HAVING count(*) > 1 LIMIT 1")
     return _shown(dup.to_pylist()[0]) if dup.num_rows else None
 
@@ -79,8 +79,8 @@ def _check_index_key(
     name = "_hw_check_index"
     cur.register(name, new)
     try:
-        mine = _index_key_rows(table, key, name)
-        theirs = _index_key_rows(table, key, Replica.scan(table, CURRENT))
+        mine = index_key_rows(table, key, name)
+        theirs = index_key_rows(table, key, Replica.scan(table, CURRENT))
         on = " AND ".join(f"n.k{i} = t.k{i}" for i in range(len(key.keys)))
         hit, _ = fetch(
             cur,

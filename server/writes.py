@@ -21,7 +21,7 @@ import pglast.ast as A
 import pyarrow as pa
 import pyarrow.compute as pc
 from headwater.catalog.catalog import is_temp_schema
-from headwater.catalog.objects import Column, Key, Sequence, Table
+from headwater.catalog.objects import Column, IndexKey, Key, Sequence, Table
 from headwater.catalog.pgtypes import SessionFormat
 from headwater.catalog.types import ARRAY_ELEMENT, arrow_type
 from headwater.planner import dml, pg_compat
@@ -39,7 +39,7 @@ from headwater.server.ref_counts import Pair, references, referencing
 from headwater.server.results import Field, Result, arrow_fields, rows_of, sourced
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import ENCODE_OFF_LOOP_BYTES, RID, WEIGHT
-from headwater.storage.replica import Replica, quote
+from headwater.storage.replica import CURRENT, Replica, quote
 from pglast.enums import OnConflictAction
 
 from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError, WrongObjectType
@@ -405,6 +405,11 @@ def _on_conflict(
     params: list[Any],
 ) -> tuple[pa.Table | None, pa.Table | None, pa.Table | None]:
     """Split proposed rows into inserts and (for DO UPDATE) updates of existing rows."""
+    infer = clause.infer
+    if clause.action != OnConflictAction.ONCONFLICT_UPDATE and (
+        infer is None or not (infer.indexElems or infer.conname)
+    ):
+        return _not_conflicting(w, table, new), None, None
     key = _conflict_key(table, clause)
     cols = list(key.columns)
     # Later duplicates of a key within the statement: DO NOTHING keeps the first.
@@ -468,25 +473,56 @@ def _on_conflict(
     return inserts, old, upd
 
 
-def _conflict_key(table: Table, clause: A.OnConflictClause) -> Key | _NoKey:
+def _not_conflicting(w: WriteTxn, table: Table, new: pa.Table) -> pa.Table:
+    """ON CONFLICT DO NOTHING without a target: the proposed rows that collide on none
+    of the table's unique keys and indexes with a row of the table or with an earlier
+    proposed row that is inserted (PostgreSQL inserts them one after the other)."""
+    arbiters = [IndexKey(k.name, tuple(quote(c) for c in k.columns)) for k in table.keys]
+    arbiters += table.index_keys
+    if not arbiters or not new.num_rows:
+        return new
+    name = "_hw_proposed"
+    w.cur.register(name, new.append_column("_hw_pos", row_ids(0, new.num_rows)))
+    clash: set[int] = set()  # rows whose key a row of the table has
+    keys: list[dict[int, tuple[Any, ...]]] = []  # per arbiter: each row's key (not NULL)
+    try:
+        for k in arbiters:
+            mine = constraints.index_key_rows(table, k, name, carry="_hw_pos")
+            theirs = constraints.index_key_rows(table, k, Replica.scan(table, CURRENT))
+            on = " AND ".join(f"m.k{i} = t.k{i}" for i in range(len(k.keys)))
+            hits, _ = fetch(w.cur, f"SELECT m._hw_pos FROM ({mine}) m JOIN ({theirs}) t ON {on}")
+            clash.update(hits.column(0).to_pylist())
+            rows, _ = fetch(w.cur, mine)
+            columns = [c.to_pylist() for c in rows.columns]
+            keys.append({r[0]: r[1:] for r in zip(*columns, strict=True)})
+    finally:
+        unregister_quietly(w.cur, name)
+    seen: list[set[tuple[Any, ...]]] = [set() for _ in arbiters]
+    keep = []
+    for pos in range(new.num_rows):
+        row_keys = [(k[pos], taken) for k, taken in zip(keys, seen, strict=True) if pos in k]
+        ok = pos not in clash and not any(v in taken for v, taken in row_keys)
+        keep.append(ok)
+        for v, taken in row_keys if ok else ():
+            taken.add(v)
+    return new.filter(pa.array(keep, pa.bool_()))
+
+
+def _conflict_key(table: Table, clause: A.OnConflictClause) -> Key:
     infer = clause.infer
-    if infer is None or not infer.indexElems:
-        if clause.action == OnConflictAction.ONCONFLICT_UPDATE:
+    if infer is not None and infer.conname:  # ON CONFLICT ON CONSTRAINT name
+        key = next((k for k in table.keys if k.name == infer.conname), None)
+        if key is None:
             raise SQLError(
-                "ON CONFLICT DO UPDATE requires inference specification or constraint name",
-                "42601",
+                f'constraint "{infer.conname}" for table "{table.name}" does not exist',
+                "42704",
             )
-        if infer is not None and infer.conname:
-            key = next((k for k in table.keys if k.name == infer.conname), None)
-            if key is None:
-                raise SQLError(
-                    f'constraint "{infer.conname}" for table "{table.name}" does not exist',
-                    "42704",
-                )
-            return key
-        if not table.keys:
-            return _NoKey()
-        return table.primary_key or table.keys[0]
+        return key
+    if infer is None or not infer.indexElems:
+        raise SQLError(
+            "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+            "42601",
+        )
     cols = tuple(e.name for e in infer.indexElems)
     for k in table.keys:
         if set(k.columns) == set(cols):
@@ -495,12 +531,6 @@ def _conflict_key(table: Table, clause: A.OnConflictClause) -> Key | _NoKey:
         "there is no unique or exclusion constraint matching the ON CONFLICT specification",
         "42P10",
     )
-
-
-class _NoKey:
-    """ON CONFLICT DO NOTHING on a table without keys: nothing conflicts."""
-
-    columns: tuple[str, ...] = ()
 
 
 def _update(s: Session, w: WriteTxn, stmt: A.UpdateStmt, params: list[Any]) -> Result:

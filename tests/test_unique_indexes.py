@@ -66,6 +66,40 @@ def test_unique_expression_and_partial_indexes(hw_server: HeadwaterServer, pg_or
     )
 
 
+def test_on_conflict_arbiters(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
+    """ON CONFLICT DO NOTHING without a target skips a row colliding on any unique key
+    or index, with the table or an earlier row of the statement (once: only the primary
+    key counted, and 23505 ended the statement); ON CONFLICT ON CONSTRAINT ... DO UPDATE
+    (once: 42601)."""
+    assert_same_as_postgres(
+        pg_oracle.dsn,
+        hw_server.dsn,
+        "uidx_oc",
+        [
+            "CREATE TABLE oc (id int PRIMARY KEY, email text UNIQUE, n int)",
+            "INSERT INTO oc VALUES (1, 'a', 1), (2, 'b', 2)",
+            "INSERT INTO oc VALUES (3, 'a', 3) ON CONFLICT DO NOTHING",
+            "INSERT INTO oc VALUES (1, 'z', 3) ON CONFLICT DO NOTHING",
+            "INSERT INTO oc VALUES (4, 'c', 4), (5, 'c', 5) ON CONFLICT DO NOTHING",
+            "INSERT INTO oc VALUES (6, 'd', 4), (6, 'e', 5) ON CONFLICT DO NOTHING",
+            "INSERT INTO oc VALUES (7, 'x', 1), (8, 'x', 1), (8, 'y', 1), (9, NULL, 1),"
+            " (10, NULL, 1) ON CONFLICT DO NOTHING",
+            "INSERT INTO oc VALUES (11, 'b', 7) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO oc VALUES (12, 'b', 7) ON CONFLICT (email) DO UPDATE SET n = excluded.n",
+            "INSERT INTO oc VALUES (2, 'q', 9) ON CONFLICT ON CONSTRAINT oc_pkey"
+            " DO UPDATE SET n = 99",
+            "INSERT INTO oc VALUES (2, 'q', 9) ON CONFLICT ON CONSTRAINT nosuch DO NOTHING",
+            "CREATE UNIQUE INDEX oc_lower ON oc (lower(email))",
+            "INSERT INTO oc VALUES (13, 'A', 1) ON CONFLICT DO NOTHING",
+            "INSERT INTO oc VALUES (13, 'A', 1)",
+            "SELECT * FROM oc ORDER BY id",
+            "CREATE TABLE plain (v int)",
+            "INSERT INTO plain VALUES (1), (1) ON CONFLICT DO NOTHING",
+            "SELECT * FROM plain",
+        ],
+    )
+
+
 def test_in_blocks_and_copy(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
     """A block's own rows count; a rolled-back row frees its key; COPY is checked."""
     script = [
