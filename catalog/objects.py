@@ -6,6 +6,7 @@ atomic batch as the epoch that changes them).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -23,6 +24,8 @@ class Column:
     # `default` then holds the nextval() of its sequence (not shown as a default)
     identity: str = ""
     comment: str | None = field(default=None, kw_only=True)  # COMMENT ON COLUMN
+    # GENERATED ALWAYS AS (expr) STORED: the expression's text (computed by every write)
+    generated: str | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -39,6 +42,8 @@ class Column:
             d["identity"] = self.identity
         if self.comment is not None:
             d["comment"] = self.comment
+        if self.generated is not None:
+            d["generated"] = self.generated
         return d
 
     @staticmethod
@@ -55,6 +60,7 @@ class Column:
             d["default"],
             d.get("identity", ""),
             comment=d.get("comment"),
+            generated=d.get("generated"),
         )
 
 
@@ -168,6 +174,12 @@ class Table(Relation):
     checks: tuple[Check, ...] = field(default=(), kw_only=True)  # CHECK constraints
     foreign_keys: tuple[ForeignKey, ...] = field(default=(), kw_only=True)
     index_keys: tuple[IndexKey, ...] = field(default=(), kw_only=True)
+
+    @functools.cached_property
+    def general_writes_only(self) -> bool:
+        """Do its writes need the general path (DuckDB computing unique expression or
+        partial index keys, generated columns), not the fast INSERT and point writes?"""
+        return bool(self.index_keys) or any(c.generated is not None for c in self.columns)
 
     @property
     def primary_key(self) -> Key | None:

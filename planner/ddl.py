@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pglast.ast as A
@@ -12,6 +13,7 @@ from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
 from headwater.planner.syntax import nodes
 from headwater.storage.replica import HIDDEN
+from pglast import parse_sql
 from pglast.enums import ConstrType
 
 from headwater.errors import (
@@ -122,6 +124,7 @@ def table_from_create(
                 raise DuplicateColumn(f'column "{cname}" specified more than once')
             ctype = type_of(elt.typeName, user)
             default: str | None = None
+            generated: str | None = None
             nn = False
             if elt.typeName.names[-1].sval in ("serial", "bigserial", "smallserial"):
                 raise FeatureNotSupported(
@@ -134,6 +137,8 @@ def table_from_create(
                     nn = True
                 elif kind == ConstrType.CONSTR_DEFAULT:
                     default = deparse(con.raw_expr)
+                elif kind == ConstrType.CONSTR_GENERATED:
+                    generated = generation_expression(con, cname)
                 elif kind == ConstrType.CONSTR_PRIMARY:
                     add_key([cname], True, con.conname)
                 elif kind == ConstrType.CONSTR_UNIQUE:
@@ -146,7 +151,13 @@ def table_from_create(
                     raise FeatureNotSupported(
                         f"{_constraint_word(kind)} constraints are not supported"
                     )
-            columns.append(Column(cname, ctype, nn, default))
+            if default is not None and generated is not None:
+                raise SQLError(
+                    f'both default and generation expression specified for column "{cname}"'
+                    f' of table "{name}"',
+                    "42601",
+                )
+            columns.append(Column(cname, ctype, nn, default, generated=generated))
         elif isinstance(elt, A.Constraint):
             cols = [k.sval for k in elt.keys or ()]
             if elt.contype in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE):
@@ -176,10 +187,36 @@ def table_from_create(
         if k.name in seen:
             raise DuplicateObject(f'relation "{k.name}" already exists')
         seen.add(k.name)
-    columns = [Column(c.name, c.type, c.not_null or c.name in not_null, c.default) for c in columns]
+    columns = [replace(c, not_null=c.not_null or c.name in not_null) for c in columns]
+    check_generated(columns)
     taken: set[str] = set()
     made = [check_from(con, name, names, taken) for con in checks]
     return Table(oid, schema, name, tuple(columns), tuple(keys), checks=tuple(made))
+
+
+def generation_expression(con: A.Constraint, column: str) -> str:
+    """GENERATED ALWAYS AS (expr) STORED's expression text (PostgreSQL 15 has no other
+    kind of generated column)."""
+    if con.generated_kind != "s":
+        raise FeatureNotSupported(
+            f'generated column "{column}": only STORED generated columns are supported'
+        )
+    return deparse(con.raw_expr)
+
+
+def check_generated(columns: Sequence[Column]) -> None:
+    """A generation expression may not use another generated column (42P17)."""
+    generated = {c.name for c in columns if c.generated is not None}
+    for c in columns:
+        if c.generated is None:
+            continue
+        for ref in column_refs(parse_sql(f"SELECT ({c.generated})")[0].stmt.targetList[0].val):
+            if ref in generated:
+                raise SQLError(
+                    f'cannot use generated column "{ref}" in column generation expression',
+                    "42P17",
+                    detail="A generated column cannot reference another generated column.",
+                )
 
 
 def _constraint_word(kind: Any) -> str:

@@ -323,6 +323,19 @@ def _drop_column(work: TableChange, cmd: A.AlterTableCmd) -> None:
             work.notices.append(msg + ", skipping")
             return
         raise UndefinedColumn(msg)
+    computed = [c.name for c in table.columns if c.generated and name in _expr_columns(c.generated)]
+    if computed:  # generated columns computed from it
+        lines = [
+            f"column {g} of table {table.name} depends on column {name} of table {table.name}"
+            for g in computed
+        ]
+        raise (FeatureNotSupported if cmd.behavior else DependentObjects)(
+            f"cannot drop column {name} of table {table.name} because other objects depend on it",
+            detail="\n".join(lines),
+            hint="Drop the generated columns first."
+            if cmd.behavior
+            else "Use DROP ... CASCADE to drop the dependent objects too.",
+        )
     users = _views_using(work, name)
     if users:
         order: list[tuple[Relation, str]] = []

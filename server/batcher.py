@@ -437,7 +437,7 @@ def fast_rows(
     (a serial column's nextval: server/sequences.py), or None: the general path
     evaluates it. `started`: when the statement's transaction block began (now()'s
     value); None for an autocommitted statement (now)."""
-    if table.index_keys:  # (unique expression or partial indexes: server/constraints.py)
+    if table.general_writes_only:  # (unique expression indexes, generated columns)
         return None
     tpl: _Template | None = per_statement(stmt, table, params, _template)
     if tpl is None:

@@ -34,7 +34,15 @@ from headwater.planner.naming import name_targets, pg_column_name
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
 from headwater.planner.sequences import with_sequence_defaults
-from headwater.server import constraints, foreign_keys, sequence_ddl, slo, temp_tables, type_ddl
+from headwater.server import (
+    constraints,
+    foreign_keys,
+    generated,
+    sequence_ddl,
+    slo,
+    temp_tables,
+    type_ddl,
+)
 from headwater.server.binders import user_types, write_binder
 from headwater.server.duckdb_calls import fetch
 from headwater.server.queries import with_sources
@@ -93,6 +101,7 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
             Replica.create_table(w.cur, table)
         except duckdb.Error as e:
             raise translate(e) from None
+        generated.validate(table, w.cur)
         w.touched.add(table.oid)
         if temp_tables.wants_temp(stmt.relation):
             temp_tables.created(s, table, stmt.oncommit)

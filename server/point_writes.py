@@ -157,7 +157,7 @@ def eligible(table: Table) -> bool:
     return (
         pk is not None
         and (not table.checks or compiled(table) is not None)
-        and not table.index_keys  # (DuckDB computes their keys: server/constraints.py)
+        and not table.general_writes_only  # (DuckDB computes index keys, generated values)
         and all(c.type.pg in SIMPLE_TYPES for c in table.columns)
         and _comparable(table, pk.columns)
     )

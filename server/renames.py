@@ -139,7 +139,14 @@ def _rename_column(s: Session, w: WriteTxn, rel: Relation, old: str, new: str) -
                 cat.replace_relation(replace(v, definition=text))
     work.table = replace(
         rel,
-        columns=tuple(replace(c, name=new) if c.name == old else c for c in rel.columns),
+        columns=tuple(
+            replace(
+                c,
+                name=new if c.name == old else c.name,
+                generated=c.generated and deps.rename_in_expression(c.generated, old, new),
+            )
+            for c in rel.columns
+        ),
         keys=tuple(
             replace(k, columns=tuple(new if c == old else c for c in k.columns)) for k in rel.keys
         ),

@@ -28,7 +28,7 @@ from headwater.planner import dml, pg_compat
 from headwater.planner.output_types import returning_sources
 from headwater.planner.params import epoch_parameter
 from headwater.planner.scope import column_types
-from headwater.server import constraints, foreign_keys, point_writes, reads
+from headwater.server import constraints, foreign_keys, generated, point_writes, reads
 from headwater.server.auth import privilege_checks
 from headwater.server.batcher import BlockRow, StagedWrites, fast_rows, row_ids, rows_table
 from headwater.server.binders import read_binder, write_binder
@@ -370,6 +370,8 @@ def _insert(s: Session, w: WriteTxn, stmt: A.InsertStmt, params: list[Any]) -> R
             raise SQLError("INSERT has more expressions than target columns", "42601")
         if probe.num_columns < plan.width:
             raise SQLError("INSERT has more target columns than expressions", "42601")
+    if table.general_writes_only and generated.has_generated(table):
+        generated.check_insert(table, dml.target_columns(table, stmt.cols)[: plan.width], stmt)
     if plan.values is not None:  # many rows of constants, as Arrow (planner/dml.py)
         w.cur.register(dml.VALUES_TABLE, plan.values)
     try:
@@ -535,6 +537,8 @@ def _conflict_key(table: Table, clause: A.OnConflictClause) -> Key:
 
 def _update(s: Session, w: WriteTxn, stmt: A.UpdateStmt, params: list[Any]) -> Result:
     table = target_table(s, w, stmt.relation)
+    if table.general_writes_only:
+        generated.check_update(table, list(stmt.targetList))
     sel = dml.update_sql(stmt, table, write_binder(s, w))
     both, _ = fetch(w.cur, sel.sql, params)
     both = _dedupe_rids(both)
@@ -657,9 +661,8 @@ def copy_target(s: Session, stmt: A.CopyStmt) -> list[Column]:
     if not isinstance(table, Table):
         raise WrongObjectType(f'cannot copy to {table.kind} "{table.name}"')
     privilege_checks.check_copy_in(s, stmt.relation)
-    return dml.target_columns(
-        table, [A.ResTarget(name=a.sval) for a in stmt.attlist] if stmt.attlist else None
-    )
+    named = [A.ResTarget(name=a.sval) for a in stmt.attlist] if stmt.attlist else None
+    return generated.copy_columns(table, dml.target_columns(table, named) if named else None)
 
 
 def copy_rows(
@@ -726,6 +729,8 @@ def apply(
         Replica.retire_versions(cur, table, old.column(RID), w.stamp, born)
     added = None
     if new is not None and new.num_rows:
+        if table.general_writes_only and generated.has_generated(table):
+            new = generated.fill(table, new, cur)
         new = constraints.check(table, new, cur, old)
         added = new.append_column(WEIGHT, pa.repeat(pa.scalar(1, pa.int64()), new.num_rows))
         if encode is not None:

@@ -99,6 +99,8 @@ def _is_columns(b: Builder) -> list[dict[str, Any]]:
                 "ARRAY" if t is not None and t.is_array else _IS_DATA_TYPE.get(typname, typname)
             )
             udt_schema = "pg_catalog"
+            col = r.obj.columns[i - 1] if r.obj is not None and r.relkind == "r" else None
+            generated = getattr(col, "generated", None)
             enum = user_types.get(toid)
             if enum is not None:  # CREATE TYPE ... AS ENUM
                 typname, udt_schema, data_type = enum.name, enum.schema, "USER-DEFINED"
@@ -127,7 +129,7 @@ def _is_columns(b: Builder) -> list[dict[str, Any]]:
                     "table_name": r.name,
                     "column_name": name,
                     "ordinal_position": i,
-                    "column_default": default,
+                    "column_default": default if generated is None else None,
                     "is_nullable": _yes(not notnull),
                     "data_type": data_type,
                     "character_maximum_length": length,
@@ -149,7 +151,8 @@ def _is_columns(b: Builder) -> list[dict[str, Any]]:
                     "is_self_referencing": "NO",
                     "is_identity": "NO",
                     "identity_cycle": "NO",
-                    "is_generated": "NEVER",
+                    "is_generated": "NEVER" if generated is None else "ALWAYS",
+                    "generation_expression": generated,
                     "is_updatable": _yes(r.relkind == "r"),
                     **identity_fields(b, r.oid, name),
                 }

@@ -163,7 +163,7 @@ def _pg_attribute(b: Builder) -> list[dict[str, Any]]:
                     "atthasdef": default is not None,
                     "atthasmissing": False,
                     "attidentity": _identity(r.obj, i),
-                    "attgenerated": "",
+                    "attgenerated": _generated(r.obj, i),
                     "attisdropped": False,
                     "attislocal": True,
                     "attinhcount": 0,
@@ -171,6 +171,12 @@ def _pg_attribute(b: Builder) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _generated(obj: Any, attnum: int) -> str:
+    """pg_attribute.attgenerated: 's' for GENERATED ALWAYS AS (...) STORED."""
+    cols = getattr(obj, "columns", ())
+    return "s" if attnum <= len(cols) and getattr(cols[attnum - 1], "generated", None) else ""
 
 
 def _identity(obj: Any, attnum: int) -> str:
