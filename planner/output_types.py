@@ -15,6 +15,8 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Column, Relation, Table
+from headwater.catalog.system_shapes import system_columns
+from headwater.catalog.types import CHAR, NAME, VARCHAR
 from headwater.planner.scope import Item, Scope, find_relation, names_cte
 
 
@@ -41,9 +43,9 @@ def _from_items(
                 return None
             return [Item(node.alias.aliasname if node.alias else node.relname, list(cte))]
         rel = find_relation(catalog, node, search_path)
-        if rel is None:
-            return None
         alias = node.alias.aliasname if node.alias else node.relname
+        if rel is None:
+            return _system_items(node, alias)
         return [Item(alias, [(c.name, _source(rel, c)) for c in rel.columns])]
     if isinstance(node, A.RangeSubselect):
         if node.alias is None:
@@ -61,6 +63,24 @@ def _from_items(
             return None
         return left + right
     return None
+
+
+_TEXTS = (NAME, CHAR, VARCHAR)
+
+
+def _system_items(node: A.RangeVar, alias: str) -> list[Item[Source | None]] | None:
+    """A system relation's columns of type name, "char" and varchar, which DuckDB gives
+    as text (pg_class.relname, pg_attribute.attgenerated, information_schema's
+    character_data): their PostgreSQL types."""
+    cols = system_columns(node.schemaname, node.relname)
+    if cols is None:
+        return None
+    return [
+        Item(
+            alias,
+            [(n, Source(Column(n, ct), 0, 0) if ct.pg in _TEXTS else None) for n, ct in cols],
+        )
+    ]
 
 
 def _renamed(outs: Outputs, alias: A.Alias | None) -> Outputs:

@@ -62,7 +62,6 @@ def test_unique_expression_and_partial_indexes(hw_server: HeadwaterServer, pg_or
             "INSERT INTO users VALUES (12, 'Z@x.com', 1)",
             "SELECT id, mail, org FROM users ORDER BY id",
         ],
-        ignore=("types",),  # (pg_indexes.indexname: name in PostgreSQL, text here)
     )
 
 
