@@ -44,9 +44,11 @@ from headwater.planner import foreign_keys as fk_plan
 from headwater.planner import pg_compat
 from headwater.planner.ddl import (
     check_from,
+    check_generated,
     check_key_columns,
     column_refs,
     constraint_word,
+    generation_expression,
     type_of,
 )
 from headwater.planner.dml import default_sql, to_column_sql
@@ -56,7 +58,7 @@ from headwater.planner.scope import column_types
 from headwater.planner.sequences import column_default
 from headwater.server import ddl, foreign_keys, sequence_ddl, slo
 from headwater.server.binders import user_types, write_binder
-from headwater.server.checks import check_violation, failing_sql
+from headwater.server.checks import check_violation, condition_sql, failing_sql
 from headwater.server.duckdb_calls import fetch
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
@@ -299,10 +301,23 @@ def _add_column(work: TableChange, cmd: A.AlterTableCmd) -> None:
             fks.append(con)
         elif kind == ConstrType.CONSTR_IDENTITY:
             pass  # its sequence is made above
+        elif kind == ConstrType.CONSTR_GENERATED:
+            col = replace(col, generated=generation_expression(con, name))
         elif kind != ConstrType.CONSTR_NULL:
             raise FeatureNotSupported(f"{constraint_word(kind)} constraints are not supported")
+    if col.generated is not None and col.default is not None:
+        raise SQLError(
+            f'both default and generation expression specified for column "{name}"'
+            f' of table "{table.name}"',
+            "42601",
+        )
     work.table = replace(table, columns=(*table.columns, col))
-    work.exprs[name] = default_sql(col, write_binder(work.s, work.w))
+    check_generated(work.table.columns)
+    if col.generated is not None:  # computed for the rows there are (the rewrite's)
+        value = condition_sql(col.generated, work.table.columns)
+        work.exprs[name] = to_column_sql(value, col)
+    else:
+        work.exprs[name] = default_sql(col, write_binder(work.s, work.w))
     work.reshaped = True
     if col.not_null:
         work.not_null.add(name)

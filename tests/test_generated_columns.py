@@ -1,6 +1,7 @@
 """Generated columns (`GENERATED ALWAYS AS (expr) STORED`) against PostgreSQL 15: every
 write computes them (INSERT, INSERT ... SELECT, UPDATE of what they read, ON CONFLICT DO
-UPDATE, COPY), a value of the statement's own is refused (428C9), CHECKs see the
+UPDATE, COPY; ALTER TABLE ADD COLUMN for the rows there are), a value of the
+statement's own is refused (428C9), CHECKs see the
 computed value; the catalog shows them (pg_attribute.attgenerated, information_schema,
 psql's \\d); RENAME of a column they read follows, DROP of one is refused (2BP01).
 """
@@ -57,6 +58,13 @@ def test_generated_columns_as_postgres(hw_server: HeadwaterServer, pg_oracle: An
             "ALTER TABLE g5 RENAME COLUMN a TO aa",
             "INSERT INTO g5 (aa) VALUES (4)",
             "ALTER TABLE g5 DROP COLUMN aa",
+            "SELECT * FROM g5 ORDER BY aa",
+            "ALTER TABLE g5 ADD COLUMN c int GENERATED ALWAYS AS (aa + b) STORED",
+            "ALTER TABLE g5 ADD COLUMN d text GENERATED ALWAYS AS ('#' || aa) STORED",
+            "ALTER TABLE g5 ADD COLUMN e int GENERATED ALWAYS AS (nosuch) STORED",
+            "ALTER TABLE g5 ADD COLUMN f int DEFAULT 0 GENERATED ALWAYS AS (aa) STORED",
+            "INSERT INTO g5 (aa) VALUES (1)",
+            "UPDATE g5 SET aa = aa + 1",
             "SELECT * FROM g5 ORDER BY aa",
         ],
         ignore=("position",),
