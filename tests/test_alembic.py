@@ -1,8 +1,9 @@
 """Alembic (SQLAlchemy 2, psycopg 3) against Headwater over a real socket: a small app's
-migrations create tables with serial keys, a foreign key, an index and a unique
-constraint and an enum column (CREATE TYPE), then add, rename and drop columns; `alembic upgrade head` runs them, the
-autogenerate comparison of the app's models with the reflected database finds no
-difference, the foreign key holds, and `alembic downgrade base` undoes everything.
+migrations create tables with serial keys, a foreign key, an index, a unique
+constraint and an enum column (CREATE TYPE), then add, rename and drop columns;
+`alembic upgrade head` runs them, the autogenerate comparison of the app's models with
+the reflected database finds no difference, the foreign key holds, and
+`alembic downgrade base` undoes everything.
 """
 
 from __future__ import annotations
