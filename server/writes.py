@@ -21,12 +21,14 @@ import pglast.ast as A
 import pyarrow as pa
 import pyarrow.compute as pc
 from headwater.catalog.catalog import is_temp_schema
+from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, IndexKey, Key, Sequence, Table
 from headwater.catalog.pgtypes import SessionFormat
 from headwater.catalog.types import ARRAY_ELEMENT, arrow_type
 from headwater.planner import dml, pg_compat
 from headwater.planner.output_types import returning_sources
 from headwater.planner.params import epoch_parameter
+from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
 from headwater.server import constraints, foreign_keys, generated, point_writes, reads
 from headwater.server.auth import privilege_checks
@@ -406,39 +408,41 @@ def _on_conflict(
     alias: str,
     params: list[Any],
 ) -> tuple[pa.Table | None, pa.Table | None, pa.Table | None]:
-    """Split proposed rows into inserts and (for DO UPDATE) updates of existing rows."""
+    """Split proposed rows into inserts and (for DO UPDATE) updates of existing rows.
+    The arbiter is a unique key or a unique expression or partial index
+    (`ON CONFLICT (lower(email))`, `ON CONFLICT (email) WHERE deleted_at IS NULL`)."""
     infer = clause.infer
-    if clause.action != OnConflictAction.ONCONFLICT_UPDATE and (
-        infer is None or not (infer.indexElems or infer.conname)
-    ):
+    updates = clause.action == OnConflictAction.ONCONFLICT_UPDATE
+    if not updates and (infer is None or not (infer.indexElems or infer.conname)):
         return _not_conflicting(w, table, new), None, None
-    key = _conflict_key(table, clause)
-    cols = list(key.columns)
-    # Later duplicates of a key within the statement: DO NOTHING keeps the first.
-    dup = constraints.duplicate_mask(new, cols)
-    if (
-        clause.action == OnConflictAction.ONCONFLICT_UPDATE
-        and dup is not None
-        and pc.any(dup).as_py()
-    ):
-        raise SQLError(
-            "ON CONFLICT DO UPDATE command cannot affect row a second time",
-            "21000",
-            hint="Ensure that no rows proposed for insertion within the same command "
-            "have duplicate constrained values.",
-        )
-    if dup is not None:
-        new = new.filter(pc.invert(dup))
+    key = _arbiter(table, clause)
     name = "_hw_proposed"
     w.cur.register(name, new.append_column("_hw_pos", row_ids(0, new.num_rows)))
     try:
-        on = " AND ".join(f"t.{quote(c)} = p.{quote(c)}" for c in cols)
-        existing = Replica.scan_with_rid(table)
-        hits, _ = fetch(w.cur, f"SELECT p._hw_pos, t.{RID} FROM {name} p JOIN {existing} t ON {on}")
-        hit_pos = hits.column(0)
-        mask = pc.is_in(row_ids(0, new.num_rows), value_set=hit_pos)
-        inserts = new.filter(pc.invert(mask))
-        if clause.action != OnConflictAction.ONCONFLICT_UPDATE or hits.num_rows == 0:
+        mine = constraints.index_key_rows(table, key, name, carry="_hw_pos")
+        theirs = constraints.index_key_rows(table, key, Replica.scan_with_rid(table), carry=RID)
+        on = " AND ".join(f"m.k{i} = t.k{i}" for i in range(len(key.keys)))
+        hits, _ = fetch(
+            w.cur, f"SELECT m._hw_pos, t.{RID} FROM ({mine}) m JOIN ({theirs}) t ON {on}"
+        )
+        # later rows with an earlier row's key: DO NOTHING keeps the first
+        keyed, _ = fetch(w.cur, f"SELECT * FROM ({mine}) ORDER BY _hw_pos")
+        seen: set[tuple[Any, ...]] = set()
+        repeated = set()
+        for row in zip(*(c.to_pylist() for c in keyed.columns), strict=True):
+            if row[1:] in seen:
+                repeated.add(row[0])
+            seen.add(row[1:])
+        if updates and repeated:
+            raise SQLError(
+                "ON CONFLICT DO UPDATE command cannot affect row a second time",
+                "21000",
+                hint="Ensure that no rows proposed for insertion within the same command "
+                "have duplicate constrained values.",
+            )
+        taken = set(hits.column(0).to_pylist()) | repeated
+        inserts = new.filter(pa.array([i not in taken for i in range(new.num_rows)], pa.bool_()))
+        if not updates or hits.num_rows == 0:
             return inserts, None, None
         binder = write_binder(s, w)
         sets = []
@@ -459,14 +463,16 @@ def _on_conflict(
         where = (
             f" AND ({binder.to_sql(clause.whereClause)})" if clause.whereClause is not None else ""
         )
-        match = " AND ".join(f"{a}.{quote(c)} = excluded.{quote(c)}" for c in cols)
+        w.cur.register("_hw_pairs", hits)  # (proposed row, the existing row it hits)
         sql = (
             f"SELECT {a}.{RID}, {old_exprs}, {new_exprs} FROM {dml.target_scan(table, alias)} "
-            f"JOIN {name} AS excluded ON {match} WHERE true{where}"
+            f"JOIN _hw_pairs ON {a}.{RID} = _hw_pairs.{RID} "
+            f"JOIN {name} AS excluded ON excluded._hw_pos = _hw_pairs._hw_pos WHERE true{where}"
         )
         both, _ = fetch(w.cur, sql, params)
     finally:
         unregister_quietly(w.cur, name)
+        unregister_quietly(w.cur, "_hw_pairs")
     n = len(table.columns)
     old = _slice_cols(both, 0, n, table)
     upd = pa.table(
@@ -479,8 +485,7 @@ def _not_conflicting(w: WriteTxn, table: Table, new: pa.Table) -> pa.Table:
     """ON CONFLICT DO NOTHING without a target: the proposed rows that collide on none
     of the table's unique keys and indexes with a row of the table or with an earlier
     proposed row that is inserted (PostgreSQL inserts them one after the other)."""
-    arbiters = [IndexKey(k.name, tuple(quote(c) for c in k.columns)) for k in table.keys]
-    arbiters += table.index_keys
+    arbiters = [_key_of(k) for k in table.keys] + list(table.index_keys)
     if not arbiters or not new.num_rows:
         return new
     name = "_hw_proposed"
@@ -510,7 +515,15 @@ def _not_conflicting(w: WriteTxn, table: Table, new: pa.Table) -> pa.Table:
     return new.filter(pa.array(keep, pa.bool_()))
 
 
-def _conflict_key(table: Table, clause: A.OnConflictClause) -> Key:
+def _key_of(k: Key) -> IndexKey:
+    """A unique key as the index that enforces it."""
+    return IndexKey(k.name, tuple(quote_ident(c) for c in k.columns))
+
+
+def _arbiter(table: Table, clause: A.OnConflictClause) -> IndexKey:
+    """The unique key or index ON CONFLICT names or infers, as PostgreSQL finds it: by
+    constraint name; by its columns and expressions in any order, a partial index when
+    the inference's WHERE is its predicate."""
     infer = clause.infer
     if infer is not None and infer.conname:  # ON CONFLICT ON CONSTRAINT name
         key = next((k for k in table.keys if k.name == infer.conname), None)
@@ -519,15 +532,17 @@ def _conflict_key(table: Table, clause: A.OnConflictClause) -> Key:
                 f'constraint "{infer.conname}" for table "{table.name}" does not exist',
                 "42704",
             )
-        return key
+        return _key_of(key)
     if infer is None or not infer.indexElems:
         raise SQLError(
             "ON CONFLICT DO UPDATE requires inference specification or constraint name",
             "42601",
         )
-    cols = tuple(e.name for e in infer.indexElems)
-    for k in table.keys:
-        if set(k.columns) == set(cols):
+    # (the texts CREATE UNIQUE INDEX kept: server/ddl.py `_create_index`)
+    texts = {quote_ident(e.name) if e.name else deparse(e.expr) for e in infer.indexElems}
+    where = deparse(infer.whereClause) if infer.whereClause is not None else None
+    for k in [_key_of(k) for k in table.keys] + list(table.index_keys):
+        if set(k.keys) == texts and k.predicate in (None, where):
             return k
     raise SQLError(
         "there is no unique or exclusion constraint matching the ON CONFLICT specification",

@@ -92,6 +92,20 @@ def test_on_conflict_arbiters(hw_server: HeadwaterServer, pg_oracle: Any) -> Non
             "INSERT INTO oc VALUES (13, 'A', 1) ON CONFLICT DO NOTHING",
             "INSERT INTO oc VALUES (13, 'A', 1)",
             "SELECT * FROM oc ORDER BY id",
+            "CREATE UNIQUE INDEX oc_live ON oc (org_id, lower(email)) WHERE n > 0",
+            "ALTER TABLE oc ADD COLUMN org_id int DEFAULT 1",
+            "CREATE UNIQUE INDEX oc_live ON oc (org_id, lower(email)) WHERE n > 0",
+            "INSERT INTO oc VALUES (20, 'NEW', 5, 1) ON CONFLICT (lower(email), org_id)"
+            " WHERE n > 0 DO UPDATE SET n = oc.n + excluded.n",
+            "INSERT INTO oc VALUES (21, 'A', 5, 1) ON CONFLICT (lower(email), org_id)"
+            " WHERE n > 0 DO UPDATE SET n = oc.n + excluded.n",
+            "INSERT INTO oc VALUES (22, 'b', 5, 1), (23, 'B', 6, 1) ON CONFLICT"
+            " (lower(email), org_id) WHERE n > 0 DO UPDATE SET n = excluded.n",
+            "INSERT INTO oc VALUES (22, 'c', 5, 1), (23, 'C', 6, 1) ON CONFLICT"
+            " (org_id, lower(email)) WHERE n > 0 DO NOTHING",
+            "INSERT INTO oc VALUES (24, 'b', 1, 1) ON CONFLICT (lower(email), org_id) DO NOTHING",
+            "INSERT INTO oc VALUES (24, 'b', 1, 1) ON CONFLICT (lower(email)) DO NOTHING",
+            "SELECT * FROM oc ORDER BY id",
             "CREATE TABLE plain (v int)",
             "INSERT INTO plain VALUES (1), (1) ON CONFLICT DO NOTHING",
             "SELECT * FROM plain",
