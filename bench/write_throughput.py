@@ -7,7 +7,9 @@
     statement, parameters bound; `--form orm`: a serial key returned and a created-at
     default, as ORMs insert; `--form orm-txn`: the same inside BEGIN ... COMMIT, as
     SQLAlchemy sessions and ActiveRecord send it; `--form orm-fk`: the ORM's INSERT into
-    a table with a FOREIGN KEY to a 100-row parent; `--form update`: point UPDATEs by
+    a table with a FOREIGN KEY to a 100-row parent; `--form orm-unique` / `orm-generated`:
+    into a table with a unique index on lower(name) / a generated column (Headwater's
+    general write path); `--form update`: point UPDATEs by
     primary key of a 10,000-row table instead, as ORMs save a changed object), for D
     seconds after a short warm-up; acknowledged
     INSERTs per second, plus per-statement latency and the CPU time the server's whole
@@ -64,6 +66,11 @@ ORM_INSERT = "INSERT INTO {t} (name, amount) VALUES ($1, $2) RETURNING id"
 # one of FK_PARENTS rows), as most of an application's tables do
 ORM_FK_INSERT = "INSERT INTO {t} (parent_id, name, amount) VALUES ($3, $1, $2) RETURNING id"
 FK_PARENTS = 100
+# --form orm-unique: the ORM's INSERT into a table whose name is unique case-insensitively
+# (CREATE UNIQUE INDEX ... (lower(name))), each INSERT a new name; --form orm-generated:
+# into a table with a generated column (amount * 2) STORED. Headwater takes the general
+# write path for both (server/constraints.py, server/generated.py)
+GENERATED_COLUMN = ", total numeric(14,2) GENERATED ALWAYS AS (amount * 2) STORED"
 # --form update: an ORM's save of a changed object plus a counter, by primary key, over
 # UPDATE_ROWS rows (server/point_writes.py); the counters' sum checks the acks
 UPDATE_COLUMNS = "id bigint PRIMARY KEY, name text, amount numeric(12,2), n bigint"
@@ -239,6 +246,8 @@ async def _connect_asyncpg(
             return await conn.execute(update_by_sql, amount, f"row {update_key(i)}")
         if form == "orm-fk":
             return await conn.fetchval(orm_sql, name, amount, 1 + i % FK_PARENTS)
+        if form == "orm-unique":
+            return await conn.fetchval(orm_sql, f"User{i}@X.com", amount)
         async with _in_transaction(conn, form):
             return await conn.fetchval(orm_sql, name, amount)
 
@@ -266,6 +275,8 @@ async def _connect_psycopg(
             return await conn.execute(update_by_sql, (amount, f"row {update_key(i)}"))
         if form == "orm-fk":
             return await (await conn.execute(fk_sql, (1 + i % FK_PARENTS, name, amount))).fetchone()
+        if form == "orm-unique":
+            return await (await conn.execute(orm_sql, (f"User{i}@X.com", amount))).fetchone()
         async with _in_transaction(conn, form):
             return await (await conn.execute(orm_sql, (name, amount))).fetchone()
 
@@ -353,7 +364,12 @@ def bench_insert(
                 f" FROM generate_series(1, {FK_PARENTS}) AS g"
             )
         columns += f", parent_id bigint NOT NULL REFERENCES {parent}"
+    if form == "orm-generated":
+        columns += GENERATED_COLUMN
     create_table(dsn, table, columns)
+    if form == "orm-unique":
+        with connect(dsn) as c:
+            c.execute(f"CREATE UNIQUE INDEX {table}_lower ON {table} (lower(name))")
     if updates:
         with connect(dsn) as c:
             c.execute(
@@ -415,7 +431,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--form",
-        choices=["plain", "orm", "orm-txn", "orm-fk", "update", "update-by"],
+        choices=[
+            "plain",
+            "orm",
+            "orm-txn",
+            "orm-fk",
+            "orm-unique",
+            "orm-generated",
+            "update",
+            "update-by",
+        ],
         default="plain",
         help="the INSERT: every column a parameter (plain), or an ORM's (a serial key"
         " returned, a created-at default: " + ORM_INSERT.format(t="t") + "), or that"
