@@ -175,6 +175,7 @@ def test_catalogs_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> Non
             " WHERE attrelid = 'task'::regclass AND attnum > 0 ORDER BY attnum",
             "SELECT column_name, data_type, udt_name, udt_schema = current_schema"
             " FROM information_schema.columns WHERE table_name = 'task'"
+            " AND table_schema = current_schema"
             " ORDER BY ordinal_position",
         ],
     )

@@ -47,7 +47,8 @@ def test_generated_columns_as_postgres(hw_server: HeadwaterServer, pg_oracle: An
             "SELECT attname, attgenerated FROM pg_attribute"
             " WHERE attrelid = 'items'::regclass AND attnum > 0 ORDER BY attnum",
             "SELECT column_name, is_generated, column_default FROM information_schema.columns"
-            " WHERE table_name = 'items' ORDER BY ordinal_position",
+            " WHERE table_name = 'items' AND table_schema = current_schema"
+            " ORDER BY ordinal_position",
             "CREATE TABLE g2 (a int, b int GENERATED ALWAYS AS (a + 1) STORED,"
             " c int GENERATED ALWAYS AS (b + 1) STORED)",
             "CREATE TABLE g3 (a int DEFAULT 1 GENERATED ALWAYS AS (2) STORED)",

@@ -47,15 +47,18 @@ def test_unique_expression_and_partial_indexes(hw_server: HeadwaterServer, pg_or
             "UPDATE users SET email = upper(email) WHERE id = 5",
             "SELECT id, email, deleted_at IS NULL, org FROM users ORDER BY id",
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'users'"
+            " AND schemaname = current_schema"
             " ORDER BY indexname",
             "ALTER INDEX users_email_live RENAME TO users_live_email",
             "INSERT INTO users VALUES (9, 'A@x.com', NULL, 9)",
             "ALTER TABLE users RENAME COLUMN email TO mail",
             "INSERT INTO users VALUES (10, 'c@X.com', NULL, 9)",
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'users'"
+            " AND schemaname = current_schema"
             " ORDER BY indexname",
             "ALTER TABLE users DROP COLUMN deleted_at",
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'users' ORDER BY indexname",
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'users'"
+            " AND schemaname = current_schema ORDER BY indexname",
             "INSERT INTO users VALUES (11, 'z@x.com', 1)",
             "INSERT INTO users VALUES (12, 'Z@x.com', 1)",
             "DROP INDEX users_email_lower",
