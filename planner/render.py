@@ -55,7 +55,9 @@ def agg_sql(call: AggCall, pg_aggregates: bool = False) -> str:
     filt = f" FILTER (WHERE {call.filter})" if call.filter is not None else ""
     if call.func in ("array_agg", *JSON_AGGS, "mode"):
         return _collection_agg(call, d, order, filt)
-    if call.func in STATISTICS_AGGS:
+    if call.func in STATISTICS_AGGS or (
+        pg_aggregates and call.func in ("sum", "avg") and call.arg is not None
+    ):  # (sum, avg: hw_sum/hw_avg however the operand was translated, `hw_text(t) || 'x'`)
         return _as_read(call)
     if call.func == "count" and call.arg is None:
         body = "count(*)"
