@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import TypeVar
 
 from headwater.catalog.objects import (
     BOOTSTRAP_ROLE_OID,
@@ -32,6 +33,7 @@ from headwater.errors import (
     UndefinedTable,
 )
 
+T = TypeVar("T")
 FIRST_USER_OID = 16384
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "headwater_catalog")
 PUBLIC_SCHEMA_OID = 2200
@@ -52,6 +54,17 @@ def bootstrap_role() -> Role:
         createrole=True,
         createdb=True,
     )
+
+
+def _on_path(
+    objects: dict[tuple[str, str], T], schema: str | None, name: str, path: tuple[str, ...]
+) -> T | None:
+    """The object `name` in `schema`, or in the first schema of `path` that has one."""
+    for s in (schema,) if schema is not None else path:
+        found = objects.get((s, name))
+        if found is not None:
+            return found
+    return None
 
 
 class Catalog:
@@ -200,20 +213,12 @@ class Catalog:
     def resolve_sink(
         self, schema: str | None, name: str, search_path: tuple[str, ...]
     ) -> Sink | None:
-        for s in (schema,) if schema is not None else search_path:
-            sink = self.sinks.get((s, name))
-            if sink is not None:
-                return sink
-        return None
+        return _on_path(self.sinks, schema, name, search_path)
 
     def resolve_type(
         self, schema: str | None, name: str, search_path: tuple[str, ...]
     ) -> UserType | None:
-        for s in (schema,) if schema is not None else search_path:
-            t = self.types.get((s, name))
-            if t is not None:
-                return t
-        return None
+        return _on_path(self.types, schema, name, search_path)
 
     def type_named(self, names: list[str], search_path: tuple[str, ...]) -> PgType | None:
         """The user type a (qualified) type name stands for, if any."""

@@ -162,3 +162,12 @@ def script_comparer(
             return got
 
         yield compare
+
+
+def assert_results_as_postgres(dsn: str, oracle_dsn: str, script: Sequence[str]) -> None:
+    """`statement_results` of `script` on Headwater equal PostgreSQL's (COPY data too)."""
+    results = []
+    for d in (dsn, oracle_dsn):
+        with psycopg.connect(d, autocommit=True) as conn:
+            results.append(statement_results(conn, script))
+    assert results[0] == results[1]

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from tests.hwserver import HeadwaterServer
-from tests.oracle_scripts import assert_same_as_postgres, psql_outputs, statement_results
+from tests.oracle_scripts import assert_results_as_postgres, assert_same_as_postgres, psql_outputs
 from tests.test_matviews_functions import text_rows
 
 pytestmark = pytest.mark.oracle
@@ -244,11 +244,7 @@ def test_copy_into_enum_columns(hw_server: HeadwaterServer, pg_oracle: Any) -> N
         "COPY enum_copy FROM STDIN (FORMAT csv)\n5,blue\n",
         "SELECT * FROM enum_copy ORDER BY c, id",
     ]
-    results = []
-    for dsn in (hw_server.dsn, pg_oracle.dsn):
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            results.append(statement_results(conn, script))
-    assert results[0] == results[1]
+    assert_results_as_postgres(hw_server.dsn, pg_oracle.dsn, script)
 
 
 @pytest.fixture

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 import pytest
 from headwater.catalog.objects import from_json, to_json
 from headwater.catalog.types import INT4, ColumnType
 
 from tests.hwserver import HeadwaterServer
-from tests.oracle_scripts import assert_same_as_postgres, psql_outputs, statement_results
+from tests.oracle_scripts import assert_results_as_postgres, assert_same_as_postgres, psql_outputs
 
 pytestmark = pytest.mark.oracle
 
@@ -83,11 +82,7 @@ def test_copy_and_psql(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
         "COPY gen_copy (a, b) FROM STDIN\n4\t4\n",
         "SELECT * FROM gen_copy ORDER BY a",
     ]
-    results = []
-    for dsn in (hw_server.dsn, pg_oracle.dsn):
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            results.append(statement_results(conn, script))
-    assert results[0] == results[1]
+    assert_results_as_postgres(hw_server.dsn, pg_oracle.dsn, script)
     setup = (
         "DROP TABLE IF EXISTS gen_psql; CREATE TABLE gen_psql (a int,"
         " b int GENERATED ALWAYS AS (a * 2) STORED, c text NOT NULL DEFAULT 'x');"

@@ -12,11 +12,10 @@ import asyncio
 from typing import Any
 
 import asyncpg
-import psycopg
 import pytest
 
 from tests.hwserver import HeadwaterServer
-from tests.oracle_scripts import assert_same_as_postgres, statement_results
+from tests.oracle_scripts import assert_results_as_postgres, assert_same_as_postgres
 
 pytestmark = pytest.mark.oracle
 
@@ -134,11 +133,7 @@ def test_in_blocks_and_copy(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
         "COPY uidx_tags FROM STDIN\n5\tRED\n",
         "SELECT * FROM uidx_tags ORDER BY id",
     ]
-    results = []
-    for dsn in (hw_server.dsn, pg_oracle.dsn):
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            results.append(statement_results(conn, script))
-    assert results[0] == results[1]
+    assert_results_as_postgres(hw_server.dsn, pg_oracle.dsn, script)
 
 
 def test_concurrent_writers_of_one_key(hw_server: HeadwaterServer) -> None:
