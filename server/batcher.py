@@ -493,15 +493,21 @@ def _check(table: Table, checks: list[tuple[Any, Eval]], row: list[Any]) -> None
 
 def row_ids(first: int, n: int) -> pa.Array:
     """first, first + 1, ..., first + n - 1 in Arrow's C (a COPY's million row ids took
-    pa.array(range(...)) ~60-200 ms of Python)."""
+    pa.array(range(...)) ~60-200 ms of Python; for a few rows Python is quicker: 3 µs
+    against 12)."""
+    if n <= 64:
+        return pa.array(range(first, first + n), pa.int64())
     return pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n), start=first - 1)
 
 
 Rows = list[tuple[Any, ...]]
 
 
-def rows_table(table: Table, rows: Rows, first_rid: int | list[int]) -> pa.Table:
-    """Coerced rows as the table's Arrow rows, with row ids from `first_rid` (or these)."""
+def rows_table(
+    table: Table, rows: Rows, first_rid: int | list[int], weights: list[int] | None = None
+) -> pa.Table:
+    """Coerced rows as the table's Arrow rows, with row ids from `first_rid` (or these)
+    and, given `weights`, the change rows' weight column."""
     rids = (
         pa.array(first_rid, pa.int64())
         if isinstance(first_rid, list)
@@ -510,7 +516,11 @@ def rows_table(table: Table, rows: Rows, first_rid: int | list[int]) -> pa.Table
     arrays = [rids]
     for i, col in enumerate(table.columns):
         arrays.append(pa.array([r[i] for r in rows], arrow_type(col.type)))
-    return pa.table(arrays, names=[RID] + [c.name for c in table.columns])
+    names = [RID] + [c.name for c in table.columns]
+    if weights is not None:
+        arrays.append(pa.array(weights, pa.int64()))
+        names.append(WEIGHT)
+    return pa.table(arrays, names=names)
 
 
 class _Pending:
@@ -1048,9 +1058,10 @@ class InsertBatcher:
         for oid, (table, rows) in inserts.items():
             if not rows:
                 continue
-            new = rows_table(table, rows, self.instance.allocate_rids(len(rows)))
-            self._unapply(epoch, table, new, None)
-            changes[oid] = new.append_column(WEIGHT, pa.array([1] * len(rows), pa.int64()))
+            changes[oid] = rows_table(
+                table, rows, self.instance.allocate_rids(len(rows)), [1] * len(rows)
+            )
+            self._unapply(epoch, table, changes[oid].drop_columns([WEIGHT]), None)
         for oid, before in touched.items():
             live = self._live[oid]
             old: list[tuple[int, tuple[Any, ...]]] = []
@@ -1063,15 +1074,15 @@ class InsertBatcher:
             if not old and not added:
                 continue
             table = live.table
-            gone = rows_table(table, [r for _, r in old], [rid for rid, _ in old])
-            new = rows_table(table, [r for _, r in added], [rid for rid, _ in added])
-            self._unapply(epoch, table, new, [rid for rid, _ in old])
-            changes[oid] = pa.concat_tables(
-                [
-                    gone.append_column(WEIGHT, pa.array([-1] * len(old), pa.int64())),
-                    new.append_column(WEIGHT, pa.array([1] * len(added), pa.int64())),
-                ]
+            both = old + added  # (one Arrow table: ~30 µs each for a few rows)
+            changes[oid] = rows_table(
+                table,
+                [r for _, r in both],
+                [rid for rid, _ in both],
+                [-1] * len(old) + [1] * len(added),
             )
+            new = changes[oid].slice(len(old)).drop_columns([WEIGHT])
+            self._unapply(epoch, table, new, [rid for rid, _ in old])
         for oid in touched:  # grown past the limit by INSERTs: the general path from now
             if len(self._live[oid].rows) > MAX_LIVE_ROWS:
                 self._too_big[oid] = self._live.pop(oid).table

@@ -74,6 +74,12 @@ META_KEY = b"m/catalog"
 
 def encode_arrow(table: pa.Table) -> list[bytes]:
     """Arrow IPC stream blobs of at most ~CHUNK_BYTES each."""
+    if table.get_total_buffer_size() < COMPRESS_FROM_BYTES:  # an epoch of a few rows
+        # (its buffers' size bounds `nbytes`, which walks them: ~10 µs per call)
+        sink = pa.BufferOutputStream()
+        with ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return [sink.getvalue().to_pybytes()]
     blobs: list[bytes] = []
     rows_per_chunk = max(1, int(table.num_rows * CHUNK_BYTES / max(table.nbytes, 1)))
     for start in range(0, max(table.num_rows, 1), rows_per_chunk):
@@ -120,6 +126,14 @@ def consolidate_rows(t: pa.Table) -> pa.Table:
     summed = summed.rename_columns(names).select(t.column_names)
     kept = summed.filter(pc.not_equal(summed.column(WEIGHT), 0))
     return kept.take(pc.sort_indices(kept.column(RID)))
+
+
+def _larger_than(tables: list[pa.Table], limit: int) -> bool:
+    """Whether the tables' data add up to more than `limit` bytes (`nbytes` only when
+    their buffers do: slices share the buffers of what they were cut from)."""
+    if sum(t.get_total_buffer_size() for t in tables) <= limit:
+        return False
+    return sum(t.nbytes for t in tables) > limit
 
 
 @dataclass
@@ -194,8 +208,8 @@ class ChangeLog:
 
     async def submit_epoch(self, rec: EpochRecord) -> Any:
         """Write the epoch's batch; await `store.await_durable(handle)` for durability."""
-        size = sum(t.nbytes for t in rec.changes.values())
-        if size + sum(t.nbytes for t in rec.rewrites.values()) > ENCODE_OFF_LOOP_BYTES:
+        tables = [*rec.changes.values(), *rec.rewrites.values()]
+        if _larger_than(tables, ENCODE_OFF_LOOP_BYTES):
             puts, deletes = await asyncio.to_thread(self._batch, rec)  # a COPY's epoch
         else:
             puts, deletes = self._batch(rec)

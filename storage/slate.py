@@ -147,9 +147,21 @@ def _patch_copies() -> None:
         self.offset += size
         return data
 
+    def lower_bytes(value: bytes) -> Any:
+        # one buffer of the exact size and one copy, where the generated lowering asks
+        # Rust for a buffer, then grows it twice (~25 µs per value; 2-3 per epoch)
+        n = len(value)
+        rbuf = _gen._UniffiRustBuffer.alloc(4 + n)
+        base = ctypes.cast(rbuf.data, ctypes.c_void_p).value or 0
+        ctypes.memmove(base, n.to_bytes(4, "big"), 4)
+        ctypes.memmove(base + 4, bytes(value), n)
+        rbuf.len = 4 + n
+        return rbuf
+
     builder.write = write
     builder._pack_into = pack_into
     _gen._UniffiRustBufferStream.read = read
+    _gen._UniffiFfiConverterBytes.lower = staticmethod(lower_bytes)
     builder._headwater_patched = True
 
 
