@@ -179,7 +179,12 @@ class Table(Relation):
     def general_writes_only(self) -> bool:
         """Do its writes need the general path (DuckDB computing unique expression or
         partial index keys, generated columns), not the fast INSERT and point writes?"""
-        return bool(self.index_keys) or any(c.generated is not None for c in self.columns)
+        return bool(self.index_keys) or bool(self.generated_positions)
+
+    @functools.cached_property
+    def generated_positions(self) -> tuple[int, ...]:
+        """The positions of its generated columns."""
+        return tuple(i for i, c in enumerate(self.columns) if c.generated is not None)
 
     @property
     def primary_key(self) -> Key | None:

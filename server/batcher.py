@@ -348,8 +348,8 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
         cols: list[Column] = [c for c in found if c is not None]
     else:
         cols = list(table.columns)
-    if any(c.identity for c in cols):
-        return None  # a value for an identity column: 428C9 or not (planner/sequences.py)
+    if any(c.identity or c.generated is not None for c in cols):
+        return None  # a value for an identity or generated column: 428C9 or not
     if table.checks and compiled(table) is None:
         return None  # CHECKs of other shapes are evaluated by the general path
     returning = returning_columns(stmt, table)
@@ -429,6 +429,7 @@ def fast_rows(
     fmt: SessionFormat,
     defaults: Callable[[Column], Callable[[], Any] | None] | None = None,
     started: dt.datetime | None = None,
+    generate: Callable[[Table, list[list[Any]]], None] | None = None,
 ) -> FastRows | None:
     """The rows an INSERT ... VALUES adds, if all of them are constants (and its
     RETURNING list, if it returns columns); else None.
@@ -436,9 +437,12 @@ def fast_rows(
     `defaults(column)` gives a function computing the column's default once per row
     (a serial column's nextval: server/sequences.py), or None: the general path
     evaluates it. `started`: when the statement's transaction block began (now()'s
-    value); None for an autocommitted statement (now)."""
-    if table.general_writes_only:  # (unique expression indexes, generated columns)
-        return None
+    value); None for an autocommitted statement (now). `generate(table, rows)` fills
+    the rows' generated columns (server/generated.py `fill_rows`; without it a table
+    with any takes the general path)."""
+    computed = table.generated_positions
+    if table.index_keys or (computed and generate is None):
+        return None  # (DuckDB computes unique expression and partial index keys)
     tpl: _Template | None = per_statement(stmt, table, params, _template)
     if tpl is None:
         return None
@@ -470,9 +474,9 @@ def fast_rows(
                     else coerce(v, col, fmt, node)
                 )
             for i, name in tpl.not_null:
-                if row[i] is None and i not in generated:
+                if row[i] is None and i not in generated and i not in computed:
                     raise not_null_violation(table, name, row)
-            if checks and not generated:
+            if checks and not generated and not computed:
                 _check(table, checks, row)
             rows.append(row)
     except (NotFast, IndexError):
@@ -480,7 +484,15 @@ def fast_rows(
     for row in rows:  # once every row is known to take the fast path
         for i, gen in generated.items():
             row[i] = gen()
-        if checks and generated:
+    if computed:
+        assert generate is not None
+        generate(table, rows)  # (from the other columns, defaults included)
+        for row in rows:
+            for i, name in tpl.not_null:
+                if row[i] is None and i in computed:
+                    raise not_null_violation(table, name, row)
+    if checks and (generated or computed):
+        for row in rows:
             _check(table, checks, row)
     return FastRows([tuple(r) for r in rows], tpl.returning)
 

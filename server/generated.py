@@ -3,13 +3,15 @@
 A write's new row versions get each generated column's value from their other
 columns (server/writes.py `apply`: INSERT, UPDATE, COPY, ON CONFLICT, foreign key
 actions alike), before the constraints are checked. A statement that gives one a value
-of its own is refused as PostgreSQL refuses it (428C9); DEFAULT is allowed. Tables with
-generated columns take the general write path (not the fast INSERT and point-write
-paths, which do not compute them).
+of its own is refused as PostgreSQL refuses it (428C9); DEFAULT is allowed. An INSERT
+of constants that leaves them out takes the fast path, which computes them for its
+rows in one DuckDB statement (`fill_rows`); UPDATEs take the general path (point
+writes do not compute them).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import duckdb
@@ -44,6 +46,37 @@ def fill(table: Table, new: pa.Table, cur: duckdb.DuckDBPyConnection) -> pa.Tabl
     finally:
         unregister_quietly(cur, name)
     return out
+
+
+def fill_rows(table: Table, rows: list[list[Any]], cur: duckdb.DuckDBPyConnection) -> None:
+    """The fast INSERT path's rows (server/batcher.py `fast_rows`) with their generated
+    columns computed, in place: one DuckDB statement of parameters for the statement's
+    rows (~0.5 ms; registering them as Arrow costs twice that, and the general path's
+    writing transaction ~14 ms of CPU per INSERT)."""
+    given = [i for i, c in enumerate(table.columns) if c.generated is None]
+    params = [row[i] for row in rows for i in given]
+    try:
+        out = cur.execute(_values_sql(table, len(rows)), params).fetchall()
+    except duckdb.Error as e:
+        raise translate(e) from None
+    for row, values in zip(rows, out, strict=True):
+        for i, v in zip(table.generated_positions, values, strict=True):
+            row[i] = v
+
+
+@functools.lru_cache(maxsize=64)
+def _values_sql(table: Table, n: int) -> str:
+    """SELECT of the generated columns of `n` rows given as parameters (in column
+    order, the generated ones left out)."""
+    given = [c for c in table.columns if c.generated is None]
+    row = "(" + ", ".join(f"CAST(? AS {c.type.duckdb()})" for c in given) + ")"
+    exprs = ", ".join(
+        to_column_sql(condition_sql(c.generated, table.columns), c)
+        for c in table.columns
+        if c.generated is not None
+    )
+    names = ", ".join(quote(c.name) for c in given)
+    return f"SELECT {exprs} FROM (VALUES {', '.join([row] * n)}) AS _hw_r({names})"
 
 
 def validate(table: Table, cur: duckdb.DuckDBPyConnection) -> None:

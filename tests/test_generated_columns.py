@@ -8,12 +8,19 @@ psql's \\d); RENAME of a column they read follows, DROP of one is refused (2BP01
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+import duckdb
 import pytest
-from headwater.catalog.objects import from_json, to_json
-from headwater.catalog.types import INT4, ColumnType
+from headwater.catalog.objects import Check, Column, Table, from_json, to_json
+from headwater.catalog.pgtypes import SessionFormat
+from headwater.catalog.types import INT4, NUMERIC, TEXT, ColumnType, numeric_typmod
+from headwater.server.batcher import fast_rows
+from headwater.server.generated import fill_rows
+from pglast import parse_sql
 
+from headwater.errors import SQLError
 from tests.hwserver import HeadwaterServer
 from tests.oracle_scripts import assert_results_as_postgres, assert_same_as_postgres, psql_outputs
 
@@ -94,8 +101,6 @@ def test_copy_and_psql(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
 
 def test_generated_column_in_the_stored_catalog() -> None:
     """The expression is kept with the column (the catalog's JSON in the change log)."""
-    from headwater.catalog.objects import Column, Table
-
     t = Table(
         16400,
         "public",
@@ -104,3 +109,38 @@ def test_generated_column_in_the_stored_catalog() -> None:
     )
     assert from_json(to_json(t)) == t
     assert from_json(to_json(t)).columns[1].generated == "a * 2"
+
+
+def test_an_insert_of_constants_computes_them_on_the_fast_path() -> None:
+    """An INSERT of constants into a table with generated columns is taken by the
+    batcher (server/batcher.py `fast_rows`), which has DuckDB compute them for its rows
+    (server/generated.py `fill_rows`: one statement, ~1.6 ms of server CPU per INSERT
+    against ~14 ms as a writing transaction each); NOT NULL and CHECKs see the computed
+    values; a statement naming a generated column stays on the general path (428C9)."""
+    cols = (
+        Column("price", ColumnType(NUMERIC, numeric_typmod(10, 2))),
+        Column("qty", ColumnType(INT4)),
+        Column("total", ColumnType(NUMERIC, numeric_typmod(12, 2)), generated="price * qty"),
+        Column("name", ColumnType(TEXT)),
+        Column("slug", ColumnType(TEXT), True, generated="lower(replace(name, ' ', '-'))"),
+    )
+    table = Table(16401, "public", "g", cols, checks=(Check("g_total", "total < 100"),))
+    cur = duckdb.connect()
+
+    def insert(sql: str, generate: Any = lambda t, rows: fill_rows(t, rows, cur)) -> Any:
+        return fast_rows(parse_sql(sql)[0].stmt, table, [], SessionFormat(), generate=generate)
+
+    fast = insert("INSERT INTO g (price, qty, name) VALUES (2.5, 4, 'Big Thing'), (1, NULL, 'x')")
+    assert fast is not None
+    assert fast.rows == [
+        (Decimal("2.50"), 4, Decimal("10.00"), "Big Thing", "big-thing"),
+        (Decimal("1.00"), None, None, "x", "x"),
+    ]
+    assert insert("INSERT INTO g (price, qty, name) VALUES (1, 1, 'a')", None) is None
+    assert insert("INSERT INTO g (price, total) VALUES (1, 5)") is None  # (428C9 there)
+    with pytest.raises(SQLError) as e:  # the computed total fails the CHECK
+        insert("INSERT INTO g (price, qty, name) VALUES (50, 3, 'big')")
+    assert e.value.sqlstate == "23514"
+    with pytest.raises(SQLError) as e:  # slug is NOT NULL: computed NULL from a NULL name
+        insert("INSERT INTO g (price, qty) VALUES (1, 1)")
+    assert e.value.sqlstate == "23502" and '"slug"' in e.value.message
