@@ -78,7 +78,8 @@ class IndexKey:
     """A UNIQUE index over expressions or with a WHERE (`CREATE UNIQUE INDEX ON users
     (lower(email))`, `... (email) WHERE deleted_at IS NULL`): per key its text, an
     expression's or a column's quoted name; rows the predicate leaves out, and rows
-    with a NULL key, collide with nothing. Enforced by the general write path."""
+    with a NULL key, collide with nothing. Enforced by the general write path, and for
+    INSERTs of constants by the batcher (DuckDB computes their rows' keys)."""
 
     name: str
     keys: tuple[str, ...]
@@ -177,8 +178,9 @@ class Table(Relation):
 
     @functools.cached_property
     def general_writes_only(self) -> bool:
-        """Do its writes need the general path (DuckDB computing unique expression or
-        partial index keys, generated columns), not the fast INSERT and point writes?"""
+        """Do its UPDATEs and DELETEs need the general path (DuckDB computing unique
+        expression or partial index keys, generated columns), not point writes? (The
+        fast INSERT path has DuckDB compute them for its rows: server/writes.py.)"""
         return bool(self.index_keys) or bool(self.generated_positions)
 
     @functools.cached_property

@@ -33,7 +33,7 @@ import pglast.ast as A
 import pyarrow as pa
 import pyarrow.compute as pc
 from headwater.catalog.constraints import not_null_violation, unique_violation
-from headwater.catalog.objects import Column, Key, Table
+from headwater.catalog.objects import Column, IndexKey, Key, Table
 from headwater.catalog.pgtypes import SessionFormat, text_decoder
 from headwater.catalog.types import (
     BOOL,
@@ -53,6 +53,7 @@ from headwater.catalog.types import (
     arrow_type,
     invalid_enum_label,
 )
+from headwater.server.constraints import index_key_rows, index_key_violation
 from headwater.server.fast_checks import Eval, check_error, compiled
 from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
 from headwater.server.py_values import canonical, py_list
@@ -429,7 +430,7 @@ def fast_rows(
     fmt: SessionFormat,
     defaults: Callable[[Column], Callable[[], Any] | None] | None = None,
     started: dt.datetime | None = None,
-    generate: Callable[[Table, list[list[Any]]], None] | None = None,
+    generate: Callable[[Table, list[list[Any]]], list[list[Row]]] | None = None,
 ) -> FastRows | None:
     """The rows an INSERT ... VALUES adds, if all of them are constants (and its
     RETURNING list, if it returns columns); else None.
@@ -438,11 +439,12 @@ def fast_rows(
     (a serial column's nextval: server/sequences.py), or None: the general path
     evaluates it. `started`: when the statement's transaction block began (now()'s
     value); None for an autocommitted statement (now). `generate(table, rows)` fills
-    the rows' generated columns (server/generated.py `fill_rows`; without it a table
-    with any takes the general path)."""
+    the rows' generated columns and returns their keys of the table's unique indexes
+    (DuckDB computes both: writes.fast_insert); without it a table with either takes
+    the general path."""
     computed = table.generated_positions
-    if table.index_keys or (computed and generate is None):
-        return None  # (DuckDB computes unique expression and partial index keys)
+    if (computed or table.index_keys) and generate is None:
+        return None
     tpl: _Template | None = per_statement(stmt, table, params, _template)
     if tpl is None:
         return None
@@ -484,9 +486,10 @@ def fast_rows(
     for row in rows:  # once every row is known to take the fast path
         for i, gen in generated.items():
             row[i] = gen()
-    if computed:
+    index_keys: list[list[Row]] = []
+    if computed or table.index_keys:
         assert generate is not None
-        generate(table, rows)  # (from the other columns, defaults included)
+        index_keys = generate(table, rows)  # (from the other columns, defaults included)
         for row in rows:
             for i, name in tpl.not_null:
                 if row[i] is None and i in computed:
@@ -494,7 +497,18 @@ def fast_rows(
     if checks and (generated or computed):
         for row in rows:
             _check(table, checks, row)
-    return FastRows([tuple(r) for r in rows], tpl.returning)
+    out = [tuple(r) for r in rows]
+    return FastRows(IndexedRows(out, index_keys) if table.index_keys else out, tpl.returning)
+
+
+class IndexedRows(list[tuple[Any, ...]]):
+    """A statement's rows of a table with unique expression or partial indexes, with
+    their keys of each index (`Table.index_keys`' order; the rows it holds only), which
+    DuckDB computed (server/constraints.py `index_key_values`)."""
+
+    def __init__(self, rows: Rows, index_keys: list[list[Row]]) -> None:
+        super().__init__(rows)
+        self.index_keys = index_keys
 
 
 def _check(table: Table, checks: list[tuple[Any, Eval]], row: list[Any]) -> None:
@@ -615,16 +629,33 @@ class _LiveRows:
         return index.get(values)
 
 
-def _key_values(table: Table, rows: Rows) -> list[tuple[Key, list[tuple[Any, ...]]]]:
-    """Per unique key of the table, the rows' values of it (without those with a NULL,
-    which collide with nothing)."""
-    out = []
+def _key_values(table: Table, rows: Rows) -> list[tuple[Key | IndexKey, list[tuple[Any, ...]]]]:
+    """Per unique key and unique index of the table, the rows' values of it (without
+    those with a NULL, which collide with nothing; an index's: of the rows it holds)."""
+    out: list[tuple[Key | IndexKey, list[tuple[Any, ...]]]] = []
     names = [c.name for c in table.columns]
     for key in table.keys:
         idx = [names.index(c) for c in key.columns]
         values = [tuple(r[i] for i in idx) for r in rows]
         out.append((key, [k for k in values if None not in k]))
+    if table.index_keys:  # (only fast_rows gives rows of such a table)
+        assert isinstance(rows, IndexedRows), "rows of a table with unique indexes"
+        out += zip(table.index_keys, rows.index_keys, strict=True)
     return out
+
+
+def _key_set(key: Key | IndexKey) -> str:
+    """The name of a key's set of values: an index's definition is in it (DROP INDEX and
+    CREATE UNIQUE INDEX of the same name on something else leave no stale set)."""
+    if isinstance(key, Key):
+        return key.name
+    return f"{key.name}\x00{key.keys}\x00{key.predicate}"
+
+
+def _violation(key: Key | IndexKey, values: Row, table: Table) -> SQLError:
+    if isinstance(key, Key):
+        return unique_violation(key, values, table)
+    return index_key_violation(key, values)
 
 
 def _duplicate(
@@ -671,7 +702,7 @@ class StagedWrites:
     def add(self, table: Table, rows: Rows) -> None:
         self.parts.append((table, rows))
         for key, values in _key_values(table, rows):
-            self.keys.setdefault((table.oid, key.name), set()).update(values)
+            self.keys.setdefault((table.oid, _key_set(key)), set()).update(values)
 
     def inserted(self, oid: int) -> bool:
         return any(t.oid == oid for t, _ in self.parts)
@@ -851,7 +882,7 @@ class InsertBatcher:
             self._last_batch = len(self._queue)
             async with committer.write_lock:
                 batch, self._queue = self._queue, []
-                tables = {t.oid for p in batch for t, _ in p.parts if t.keys}
+                tables = {t.oid for p in batch for t, _ in p.parts if t.keys or t.index_keys}
                 tables |= {fk.ref_table for p in batch for t in _tables(p) for fk in t.foreign_keys}
                 missing = [oid for oid in tables if not self._has_keys(oid)]
                 unread = {
@@ -927,7 +958,9 @@ class InsertBatcher:
     # -- key sets ---------------------------------------------------------------------
     def _has_keys(self, oid: int) -> bool:
         table = self.instance.table(oid)
-        return table is not None and all((oid, k.name) in self._keys for k in table.keys)
+        return table is not None and all(
+            (oid, _key_set(k)) in self._keys for k in (*table.keys, *table.index_keys)
+        )
 
     async def _read(
         self, oids: Sequence[int] = (), live: Sequence[int] = (), refs: Sequence[Pair] = ()
@@ -959,6 +992,11 @@ class InsertBatcher:
                 ).to_arrow_table()
                 rows = zip(*(py_list(c) for c in found.columns), strict=True)
                 self._keys[(oid, key.name)] = {canonical(r) for r in rows if None not in r}
+            for ikey in table.index_keys:
+                held = index_key_rows(table, ikey, Replica.scan(table, CURRENT))
+                found = cur.execute(held).to_arrow_table()
+                rows = zip(*(py_list(c) for c in found.columns), strict=True)
+                self._keys[(oid, _key_set(ikey))] = {canonical(r) for r in rows}
 
     def _load_rows(self, cur: duckdb.DuckDBPyConnection, table: Table) -> None:
         t = physical(table.oid)
@@ -996,6 +1034,8 @@ class InsertBatcher:
                 del self._live[oid]  # read again at the next point write
             elif live is not None:
                 _observe_rows(live, rows)
+            for ikey in table.index_keys:  # (DuckDB computes them: read again when needed)
+                self._keys.pop((oid, _key_set(ikey)), None)
             for key in table.keys:
                 keys = self._keys.get((oid, key.name))
                 if keys is None:
@@ -1126,12 +1166,12 @@ class InsertBatcher:
         claimed: list[tuple[set[tuple[Any, ...]], tuple[Any, ...]]] = []
         for table, rows in p.parts:
             for key, values in _key_values(table, rows):
-                live = self._keys[(table.oid, key.name)]
+                live = self._keys[(table.oid, _key_set(key))]
                 dup = _duplicate(values, live)
                 if dup is not None:
                     for s_, k in claimed:  # undo what the unit's other keys claimed
                         s_.discard(k)
-                    return unique_violation(key, dup, table)
+                    return _violation(key, dup, table)
                 live.update(values)
                 claimed.extend((live, k) for k in values)
         return None
@@ -1140,7 +1180,7 @@ class InsertBatcher:
         """Free the key values `_claim` took for the unit (they were all new)."""
         for table, rows in p.parts:
             for key, values in _key_values(table, rows):
-                self._keys[(table.oid, key.name)].difference_update(values)
+                self._keys[(table.oid, _key_set(key))].difference_update(values)
 
     def _present(self, check: RefCheck, values: Row) -> bool:
         return values in self._keys.get((check.ref.oid, check.key), ())
@@ -1306,19 +1346,20 @@ class InsertBatcher:
         23503 if one finds no referenced key there (a unit can still fail at COMMIT: a
         concurrent writer may take the key first, or delete the referenced one)."""
         refs = [fk.ref_table for fk in table.foreign_keys]
-        if not table.keys and not refs:
+        keyed = bool(table.keys or table.index_keys)
+        if not keyed and not refs:
             return
-        await self.load_keys([table.oid, *refs] if table.keys else refs)
+        await self.load_keys([table.oid, *refs] if keyed else refs)
         for key, values in _key_values(table, rows):
             dup = _duplicate(
                 values,
-                self._keys.get((table.oid, key.name), set()),
-                staged.keys.get((table.oid, key.name), set()),
+                self._keys.get((table.oid, _key_set(key)), set()),
+                staged.keys.get((table.oid, _key_set(key)), set()),
             )
             if dup is not None:
-                raise unique_violation(key, dup, table)
+                raise _violation(key, dup, table)
         if table.foreign_keys:
-            own = {(table.oid, k.name): set(v) for k, v in _key_values(table, rows)}
+            own = {(table.oid, _key_set(k)): set(v) for k, v in _key_values(table, rows)}
             for row in rows:  # (a row may reference one of the statement's own)
                 err = self.refs_error(table, row, None, staged, own)
                 if err is not None:

@@ -4,6 +4,7 @@ indexes (against each other and the table) and CHECK constraints (server/checks.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import duckdb
@@ -14,7 +15,8 @@ from headwater.catalog.objects import IndexKey, Key, Table
 from headwater.catalog.types import BPCHAR, VARCHAR, PgType, invalid_enum_label
 from headwater.server.checks import check_rows, condition_sql
 from headwater.server.duckdb_calls import fetch, unregister_quietly
-from headwater.server.py_values import first_row, py_list
+from headwater.server.py_values import canonical, first_row, py_list
+from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, Replica, quote
 
 from headwater.errors import StringTooLong, UniqueViolation
@@ -61,15 +63,59 @@ def index_key_rows(table: Table, key: IndexKey, source: str, carry: str = "") ->
     return f"SELECT {cols} FROM {source} AS _hw_r WHERE {' AND '.join(keep)}"
 
 
-def _shown(row: dict[str, Any]) -> str:
-    return ", ".join("null" if v is None else str(v) for v in row.values())
+def _shown(values: Any) -> str:
+    return ", ".join("null" if v is None else str(v) for v in values)
+
+
+def index_key_violation(key: IndexKey, values: Any) -> UniqueViolation:
+    """23505 for a unique index's key `values` (a row's, another row has them)."""
+    return UniqueViolation(
+        f'duplicate key value violates unique constraint "{key.name}"',
+        detail=f"Key ({index_key_text(key)})=({_shown(values)}) already exists.",
+    )
+
+
+def index_key_values(
+    table: Table, rows: list[list[Any]], cur: duckdb.DuckDBPyConnection
+) -> list[list[tuple[Any, ...]]]:
+    """Per unique index of the table (`table.index_keys`), the key values of the rows
+    it holds (its predicate's, without a NULL in the key): what the batcher checks the
+    fast INSERT path's rows against (server/batcher.py), from one DuckDB statement of
+    parameters for the statement's rows."""
+    try:
+        out = cur.execute(_index_keys_sql(table, len(rows)), [v for r in rows for v in r])
+    except duckdb.Error as e:
+        raise translate(e) from None
+    found = out.fetchall()
+    keys: list[list[tuple[Any, ...]]] = []
+    pos = 0
+    for key in table.index_keys:
+        n = len(key.keys)
+        keys.append([canonical(tuple(r[pos + 1 : pos + 1 + n])) for r in found if r[pos]])
+        pos += 1 + n
+    return keys
+
+
+@functools.lru_cache(maxsize=64)
+def _index_keys_sql(table: Table, n: int) -> str:
+    """SELECT, per unique index, whether the row is in it and its key, of `n` rows given
+    as parameters (every column, in order)."""
+    row = "(" + ", ".join(f"CAST(? AS {c.type.duckdb()})" for c in table.columns) + ")"
+    items = []
+    for key in table.index_keys:
+        exprs = [condition_sql(k, table.columns) for k in key.keys]
+        held = [f"({condition_sql(key.predicate, table.columns)})"] if key.predicate else []
+        held += [f"({e}) IS NOT NULL" for e in exprs]
+        items += [f"coalesce({' AND '.join(held)}, false)", *exprs]
+    names = ", ".join(quote(c.name) for c in table.columns)
+    return f"SELECT {', '.join(items)} FROM (VALUES {', '.join([row] * n)}) AS _hw_r({names})"
 
 
 def duplicate_index_key(cur: duckdb.DuckDBPyConnection, table: Table, key: IndexKey) -> str | None:
     """A key value two of the table's live rows share (CREATE UNIQUE INDEX), as shown."""
     rows = index_key_rows(table, key, Replica.scan(table, CURRENT))
     dup, _ = fetch(cur, f"SELECT * FROM ({rows}) GROUP BY ALL HAVING count(*) > 1 LIMIT 1")
-    return _shown(dup.to_pylist()[0]) if dup.num_rows else None
+    return _shown(dup.to_pylist()[0].values()) if dup.num_rows else None
 
 
 def _check_index_key(
@@ -90,10 +136,7 @@ def _check_index_key(
     finally:
         unregister_quietly(cur, name)
     if hit.num_rows:
-        raise UniqueViolation(
-            f'duplicate key value violates unique constraint "{key.name}"',
-            detail=f"Key ({index_key_text(key)})=({_shown(hit.to_pylist()[0])}) already exists.",
-        )
+        raise index_key_violation(key, hit.to_pylist()[0].values())
 
 
 def _check_labels(pg: PgType, arr: pa.ChunkedArray) -> None:

@@ -79,11 +79,14 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         if (c.default or "").startswith("nextval(")
     }
     rows = len(getattr(stmt.selectStmt, "valuesLists", None) or ())
-    if rel.generated_positions:  # computed by DuckDB: on a thread, with its cursor
+    if rel.generated_positions or rel.index_keys:  # DuckDB's: on a thread, with its cursor
         replica = s.instance.replica
 
-        def generate(table: Table, values: list[list[Any]]) -> None:
-            generated.fill_rows(table, values, _thread_cursor(replica))
+        def generate(table: Table, values: list[list[Any]]) -> list[list[tuple[Any, ...]]]:
+            cur = _thread_cursor(replica)
+            if table.generated_positions:
+                generated.fill_rows(table, values, cur)
+            return constraints.index_key_values(table, values, cur) if table.index_keys else []
 
         fast = await asyncio.to_thread(
             fast_rows, stmt, rel, params, fmt, serials.get, started, generate

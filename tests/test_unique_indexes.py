@@ -12,7 +12,14 @@ import asyncio
 from typing import Any
 
 import asyncpg
+import duckdb
 import pytest
+from headwater.catalog.objects import Column, IndexKey, Key, Table
+from headwater.catalog.pgtypes import SessionFormat
+from headwater.catalog.types import INT4, TEXT, TIMESTAMP, ColumnType
+from headwater.server.batcher import IndexedRows, fast_rows
+from headwater.server.constraints import index_key_values
+from pglast import parse_sql
 
 from tests.hwserver import HeadwaterServer
 from tests.oracle_scripts import assert_results_as_postgres, assert_same_as_postgres
@@ -179,3 +186,41 @@ def test_concurrent_writers_of_one_key(hw_server: HeadwaterServer) -> None:
     won, lost, rows = asyncio.run(run())
     assert (won, lost) == (4, 60)
     assert rows == [(f"user{i}@x.com", 1) for i in range(4)]
+
+
+def test_an_insert_of_constants_takes_the_fast_path_with_its_index_keys() -> None:
+    """An INSERT of constants into a table with unique expression or partial indexes is
+    taken by the batcher (server/batcher.py `fast_rows`): DuckDB computes the rows' keys
+    of each index (server/constraints.py `index_key_values`, one statement for the
+    statement's rows) and the batcher checks them against the index's live keys, as it
+    checks a primary key's. Before, each such INSERT was a writing transaction that
+    scanned the whole table for the index's keys (write_throughput --form orm-unique:
+    62 INSERTs/s, 17.9 ms of server CPU each, growing with the table)."""
+    table = Table(
+        16402,
+        "public",
+        "users",
+        (
+            Column("id", ColumnType(INT4), True),
+            Column("email", ColumnType(TEXT)),
+            Column("deleted_at", ColumnType(TIMESTAMP)),
+        ),
+        (Key("users_pkey", ("id",), primary=True),),
+        index_keys=(
+            IndexKey("users_lower", ("lower(email)",), "deleted_at IS NULL"),
+            IndexKey("users_id_email", ("id", "email")),
+        ),
+    )
+    cur = duckdb.connect()
+    sql = (
+        "INSERT INTO users VALUES (1, 'A@x.com', NULL), (2, 'b@x.com', '2020-01-01'),"
+        " (3, NULL, NULL)"
+    )
+    stmt = parse_sql(sql)[0].stmt
+    assert fast_rows(stmt, table, [], SessionFormat()) is None  # (no DuckDB to ask)
+    fast = fast_rows(
+        stmt, table, [], SessionFormat(), generate=lambda t, r: index_key_values(t, r, cur)
+    )
+    assert fast is not None and isinstance(fast.rows, IndexedRows)
+    # the deleted row and the NULL email are in neither index's set of the first
+    assert fast.rows.index_keys == [[("a@x.com",)], [(1, "A@x.com"), (2, "b@x.com")]]
