@@ -430,7 +430,7 @@ def fast_rows(
     fmt: SessionFormat,
     defaults: Callable[[Column], Callable[[], Any] | None] | None = None,
     started: dt.datetime | None = None,
-    generate: Callable[[Table, list[list[Any]]], list[list[Row]]] | None = None,
+    generate: Callable[[Table, list[list[Any]]], list[list[Row]] | None] | None = None,
 ) -> FastRows | None:
     """The rows an INSERT ... VALUES adds, if all of them are constants (and its
     RETURNING list, if it returns columns); else None.
@@ -440,8 +440,8 @@ def fast_rows(
     evaluates it. `started`: when the statement's transaction block began (now()'s
     value); None for an autocommitted statement (now). `generate(table, rows)` fills
     the rows' generated columns and returns their keys of the table's unique indexes
-    (DuckDB computes both: writes.fast_insert); without it a table with either takes
-    the general path."""
+    (None: it cannot; writes.fast_insert); without it a table with either takes the
+    general path."""
     computed = table.generated_positions
     if (computed or table.index_keys) and generate is None:
         return None
@@ -486,10 +486,12 @@ def fast_rows(
     for row in rows:  # once every row is known to take the fast path
         for i, gen in generated.items():
             row[i] = gen()
-    index_keys: list[list[Row]] = []
+    index_keys: list[list[Row]] | None = []
     if computed or table.index_keys:
         assert generate is not None
         index_keys = generate(table, rows)  # (from the other columns, defaults included)
+        if index_keys is None:
+            return None
         for row in rows:
             for i, name in tpl.not_null:
                 if row[i] is None and i in computed:

@@ -92,6 +92,26 @@ def compiled(table: Table) -> list[tuple[Any, Eval]] | None:
     return out
 
 
+def condition(expr: str, table: Table) -> Eval | None:
+    """One condition over the table's rows (a partial index's WHERE) as a function, or
+    None when it is not of the shapes above."""
+    try:
+        node = parse_sql(f"SELECT ({expr})")[0].stmt.targetList[0].val
+        return _boolean(node, table)  # type: ignore[union-attr]
+    except (_Unsupported, SQLError, ValueError, decimal.InvalidOperation):
+        return None
+
+
+def column_position(node: Any, table: Table) -> int | None:
+    """The position of the table's column that `node` names (a ColumnRef), or None."""
+    if not isinstance(node, A.ColumnRef) or len(node.fields) != 1:
+        return None
+    name = node.fields[0]
+    if not isinstance(name, A.String):
+        return None
+    return next((i for i, c in enumerate(table.columns) if c.name == name.sval), None)
+
+
 def check_error(table: Table, checks: list[tuple[Any, Eval]], row: Row) -> SQLError | None:
     """PostgreSQL's 23514 for the first CHECK `row` fails, or None."""
     for check, fn in checks:
@@ -110,7 +130,8 @@ def _boolean(node: Any, table: Table) -> Eval:
         (arg,) = args
         return lambda row: None if (v := arg(row)) is None else not v
     if isinstance(node, A.NullTest):
-        arg = _operand(node.arg, table).fn
+        at = column_position(node.arg, table)  # (a column of any type)
+        arg = _operand(node.arg, table).fn if at is None else operator.itemgetter(at)
         if node.nulltesttype == enums.NullTestType.IS_NULL:
             return lambda row: arg(row) is None
         return lambda row: arg(row) is not None

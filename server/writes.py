@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import threading
 from collections.abc import Callable
@@ -31,7 +32,14 @@ from headwater.planner.output_types import returning_sources
 from headwater.planner.params import epoch_parameter
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
-from headwater.server import constraints, foreign_keys, generated, point_writes, reads
+from headwater.server import (
+    constraints,
+    fast_index_keys,
+    foreign_keys,
+    generated,
+    point_writes,
+    reads,
+)
 from headwater.server.auth import privilege_checks
 from headwater.server.batcher import BlockRow, StagedWrites, fast_rows, row_ids, rows_table
 from headwater.server.binders import read_binder, write_binder
@@ -59,6 +67,24 @@ def _thread_cursor(replica: Replica) -> duckdb.DuckDBPyConnection:
     return cur
 
 
+def _computed(s: Session, table: Table) -> tuple[Any, bool]:
+    """What computes the fast INSERT path's generated columns and unique index keys of
+    `table` (`fast_rows`' `generate`; None for a table with neither), and whether it is
+    DuckDB (then on a worker thread): Python for the common index keys."""
+    if table.generated_positions or (table.index_keys and fast_index_keys.compiled(table) is None):
+        return functools.partial(_in_duckdb, s.instance.replica), True
+    return (fast_index_keys.key_values if table.index_keys else None), False
+
+
+def _in_duckdb(
+    replica: Replica, table: Table, rows: list[list[Any]]
+) -> list[list[tuple[Any, ...]]]:
+    cur = _thread_cursor(replica)
+    if table.generated_positions:
+        generated.fill_rows(table, rows, cur)
+    return constraints.index_key_values(table, rows, cur) if table.index_keys else []
+
+
 async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     """An INSERT of constants through the batcher: autocommitted, it joins the next
     epoch; in a transaction block that has not written otherwise, its rows are staged
@@ -79,24 +105,16 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         if (c.default or "").startswith("nextval(")
     }
     rows = len(getattr(stmt.selectStmt, "valuesLists", None) or ())
-    if rel.generated_positions or rel.index_keys:  # DuckDB's: on a thread, with its cursor
-        replica = s.instance.replica
-
-        def generate(table: Table, values: list[list[Any]]) -> list[list[tuple[Any, ...]]]:
-            cur = _thread_cursor(replica)
-            if table.generated_positions:
-                generated.fill_rows(table, values, cur)
-            return constraints.index_key_values(table, values, cur) if table.index_keys else []
-
+    # nextval now and then makes its log ahead durable (server/sequences.py
+    # SEQ_RESERVE): a statement that would wait for that runs on a thread
+    waits = not all(g is None or g.spare() >= rows for g in serials.values())
+    generate, in_duckdb = _computed(s, rel)
+    if waits or in_duckdb:
         fast = await asyncio.to_thread(
             fast_rows, stmt, rel, params, fmt, serials.get, started, generate
         )
-    # nextval now and then makes its log ahead durable (server/sequences.py
-    # SEQ_RESERVE): a statement that would wait for that runs on a thread
-    elif all(g is None or g.spare() >= rows for g in serials.values()):
-        fast = fast_rows(stmt, rel, params, fmt, serials.get, started)
     else:
-        fast = await asyncio.to_thread(fast_rows, stmt, rel, params, fmt, serials.get, started)
+        fast = fast_rows(stmt, rel, params, fmt, serials.get, started, generate)
     if fast is None:
         return None
     tag = f"INSERT 0 {len(fast.rows)}"

@@ -9,6 +9,7 @@ with a dropped column; concurrent writers of colliding keys: exactly one wins.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 import asyncpg
@@ -17,6 +18,7 @@ import pytest
 from headwater.catalog.objects import Column, IndexKey, Key, Table
 from headwater.catalog.pgtypes import SessionFormat
 from headwater.catalog.types import INT4, TEXT, TIMESTAMP, ColumnType
+from headwater.server import fast_index_keys
 from headwater.server.batcher import IndexedRows, fast_rows
 from headwater.server.constraints import index_key_values
 from pglast import parse_sql
@@ -224,3 +226,26 @@ def test_an_insert_of_constants_takes_the_fast_path_with_its_index_keys() -> Non
     assert fast is not None and isinstance(fast.rows, IndexedRows)
     # the deleted row and the NULL email are in neither index's set of the first
     assert fast.rows.index_keys == [[("a@x.com",)], [(1, "A@x.com"), (2, "b@x.com")]]
+
+
+def test_common_index_keys_are_computed_in_python() -> None:
+    """lower()/upper() of a text column and plain columns, with a partial index's WHERE
+    as CHECKs are compiled (server/fast_index_keys.py): the same keys DuckDB computes,
+    without a DuckDB statement per INSERT; a value that is not ASCII, or a key of another
+    shape, is left to DuckDB."""
+    cols = (
+        Column("id", ColumnType(INT4), True),
+        Column("email", ColumnType(TEXT)),
+        Column("deleted_at", ColumnType(TIMESTAMP)),
+    )
+    lower = IndexKey("t_lower", ("lower(email)",), "deleted_at IS NULL")
+    both = IndexKey("t_both", ("upper(email)", "id"), "id > 1")
+    table = Table(16403, "public", "t", cols, index_keys=(lower, both))
+    day = dt.datetime(2020, 1, 1)
+    rows = [[1, "A@x.com", None], [2, "b@X.com", None], [3, None, None], [4, "c", day]]
+    keys = fast_index_keys.key_values(table, rows)
+    assert keys == index_key_values(table, rows, duckdb.connect())
+    assert keys == [[("a@x.com",), ("b@x.com",)], [("B@X.COM", 2), ("C", 4)]]
+    assert fast_index_keys.key_values(table, [[5, "Ünï", None]]) is None  # DuckDB's case
+    other = IndexKey("t_other", ("(email || 'x')",))
+    assert fast_index_keys.compiled(Table(16404, "public", "t", cols, index_keys=(other,))) is None
