@@ -53,6 +53,7 @@ from headwater.catalog.types import (
     arrow_type,
     invalid_enum_label,
 )
+from headwater.server import fast_index_keys
 from headwater.server.constraints import index_key_rows, index_key_violation
 from headwater.server.fast_checks import Eval, check_error, compiled
 from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
@@ -1036,8 +1037,8 @@ class InsertBatcher:
                 del self._live[oid]  # read again at the next point write
             elif live is not None:
                 _observe_rows(live, rows)
-            for ikey in table.index_keys:  # (DuckDB computes them: read again when needed)
-                self._keys.pop((oid, _key_set(ikey)), None)
+            if table.index_keys:
+                self._observe_index_keys(table, rows)
             for key in table.keys:
                 keys = self._keys.get((oid, key.name))
                 if keys is None:
@@ -1052,6 +1053,32 @@ class InsertBatcher:
                         k = tuple(c[i] for c in cols)
                         if None not in k:
                             keys.add(k)
+
+    def _observe_index_keys(self, table: Table, changes: pa.Table) -> None:
+        """Keep the unique indexes' key sets in step with `changes` where Python computes
+        their keys (server/fast_index_keys.py); else they are read again when needed (a
+        scan of the table)."""
+        names = [(table.oid, _key_set(k)) for k in table.index_keys]
+        if not any(n in self._keys for n in names):
+            return
+        weights = changes.column(WEIGHT).to_pylist()
+        cols = [py_list(changes.column(c.name)) for c in table.columns]
+        rows = list(zip(*cols, strict=True))
+        gone = fast_index_keys.key_values(
+            table, [r for r, w in zip(rows, weights, strict=True) if w < 0]
+        )
+        added = fast_index_keys.key_values(
+            table, [r for r, w in zip(rows, weights, strict=True) if w > 0]
+        )
+        for i, name in enumerate(names):
+            keys = self._keys.get(name)
+            if keys is None:
+                continue
+            if gone is None or added is None:
+                del self._keys[name]
+                continue
+            keys.difference_update(gone[i])  # (first: an UPDATE may keep its key)
+            keys.update(added[i])
 
     def forget(self, oids: set[int] | None = None) -> None:
         """Drop key sets (of dropped tables, or all after a storage failure)."""
