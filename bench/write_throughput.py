@@ -8,9 +8,10 @@
     default, as ORMs insert; `--form orm-txn`: the same inside BEGIN ... COMMIT, as
     SQLAlchemy sessions and ActiveRecord send it; `--form orm-fk`: the ORM's INSERT into
     a table with a FOREIGN KEY to a 100-row parent; `--form orm-unique` / `orm-generated`:
-    into a table with a unique index on lower(name) / a generated column (Headwater's
-    general write path); `--form update`: point UPDATEs by
-    primary key of a 10,000-row table instead, as ORMs save a changed object), for D
+    into a table with a unique index on lower(name) / a generated column; `--form
+    update`: point UPDATEs by primary key of a 10,000-row table instead, as ORMs save a
+    changed object; `--form update-unique`: the same into a table that also has such an
+    index and a generated column), for D
     seconds after a short warm-up; acknowledged
     INSERTs per second, plus per-statement latency and the CPU time the server's whole
     process tree spent per INSERT (user + system from /proc, measured while the clients
@@ -68,9 +69,14 @@ ORM_FK_INSERT = "INSERT INTO {t} (parent_id, name, amount) VALUES ($3, $1, $2) R
 FK_PARENTS = 100
 # --form orm-unique: the ORM's INSERT into a table whose name is unique case-insensitively
 # (CREATE UNIQUE INDEX ... (lower(name))), each INSERT a new name; --form orm-generated:
-# into a table with a generated column (amount * 2) STORED. Headwater takes the general
-# write path for both (server/constraints.py, server/generated.py)
+# into a table with a generated column (amount * 2) STORED. Headwater's fast INSERT path
+# has DuckDB compute the generated values, and Python the index keys
+# (server/generated.py, server/fast_index_keys.py)
 GENERATED_COLUMN = ", total numeric(14,2) GENERATED ALWAYS AS (amount * 2) STORED"
+# --form update-unique: --form update's UPDATE of a table that also has a unique index on
+# lower(name) and a generated column computed from name: point writes, as they set
+# neither (server/point_writes.py `computed_inputs`)
+UPDATE_UNIQUE_EXTRA = ", slug text GENERATED ALWAYS AS (lower(name)) STORED"
 # --form update: an ORM's save of a changed object plus a counter, by primary key, over
 # UPDATE_ROWS rows (server/point_writes.py); the counters' sum checks the acks
 UPDATE_COLUMNS = "id bigint PRIMARY KEY, name text, amount numeric(12,2), n bigint"
@@ -240,7 +246,7 @@ async def _connect_asyncpg(
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, i, name, amount, ts)
-        if form == "update":
+        if form in ("update", "update-unique"):
             return await conn.execute(update_sql, amount, update_key(i))
         if form == "update-by":
             return await conn.execute(update_by_sql, amount, f"row {update_key(i)}")
@@ -269,7 +275,7 @@ async def _connect_psycopg(
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, (i, name, amount, ts))
-        if form == "update":
+        if form in ("update", "update-unique"):
             return await conn.execute(update_sql, (amount, update_key(i)))
         if form == "update-by":
             return await conn.execute(update_by_sql, (amount, f"row {update_key(i)}"))
@@ -351,10 +357,13 @@ def bench_insert(
 ) -> tuple[float, float, float, float]:
     """Returns (acknowledged INSERT tps, p50 ms, p99 ms, server CPU ms per INSERT)."""
     table = table_name("insert")
-    columns = {"plain": COLUMNS, "update": UPDATE_COLUMNS, "update-by": UPDATE_BY_COLUMNS}.get(
-        form, ORM_COLUMNS
-    )
-    updates = form in ("update", "update-by")
+    columns = {
+        "plain": COLUMNS,
+        "update": UPDATE_COLUMNS,
+        "update-by": UPDATE_BY_COLUMNS,
+        "update-unique": UPDATE_COLUMNS + UPDATE_UNIQUE_EXTRA,
+    }.get(form, ORM_COLUMNS)
+    updates = form in ("update", "update-by", "update-unique")
     parent = f"{table}_parent"
     if form == "orm-fk":
         create_table(dsn, parent, "id bigint PRIMARY KEY, name text")
@@ -367,7 +376,7 @@ def bench_insert(
     if form == "orm-generated":
         columns += GENERATED_COLUMN
     create_table(dsn, table, columns)
-    if form == "orm-unique":
+    if form in ("orm-unique", "update-unique"):
         with connect(dsn) as c:
             c.execute(f"CREATE UNIQUE INDEX {table}_lower ON {table} (lower(name))")
     if updates:
@@ -439,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
             "orm-unique",
             "orm-generated",
             "update",
+            "update-unique",
             "update-by",
         ],
         default="plain",
@@ -484,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         "orm-txn": " (ORM form, in BEGIN ... COMMIT)",
         "orm-fk": " (ORM form, a FOREIGN KEY to a parent)",
     }.get(args.form, "")
-    if args.form == "update":
+    if args.form in ("update", "update-unique"):
         form = f" (point UPDATE by key instead: {UPDATE_SQL.format(t='t')})"
     if args.form == "update-by":
         form = f" (UPDATE by a UNIQUE column instead: {UPDATE_BY_SQL.format(t='t')})"

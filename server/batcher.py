@@ -54,7 +54,7 @@ from headwater.catalog.types import (
     invalid_enum_label,
 )
 from headwater.server import fast_index_keys
-from headwater.server.constraints import index_key_rows, index_key_violation
+from headwater.server.constraints import index_key_rows, index_key_values, index_key_violation
 from headwater.server.fast_checks import Eval, check_error, compiled
 from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
 from headwater.server.py_values import canonical, py_list
@@ -1369,6 +1369,20 @@ class InsertBatcher:
             v = tuple(row[names.index(c)] for c in k.columns)
             if values is not None and None not in v:
                 values.discard(v)
+        index_sets = [self._keys.get((oid, _key_set(k))) for k in live.table.index_keys]
+        if any(s_ is not None for s_ in index_sets):
+            for held, keys in zip(index_sets, self._index_keys_of(live.table, row), strict=True):
+                if held is not None:
+                    held.difference_update(keys)
+
+    def _index_keys_of(self, table: Table, row: Row) -> list[list[Row]]:
+        """The row's keys of the table's unique indexes: Python's, or (a value that is
+        not ASCII, a key of another shape: rare) DuckDB's, at once on a cursor of its own."""
+        keys = fast_index_keys.key_values(table, [list(row)])
+        if keys is not None:
+            return keys
+        with self.instance.replica.cursor() as cur:
+            return index_key_values(table, [list(row)], cur)
 
     async def check_keys(self, table: Table, rows: Rows, staged: StagedWrites) -> None:
         """23505 if the rows take a key that is live or staged in their transaction block,

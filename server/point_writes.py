@@ -22,7 +22,9 @@ and updates: the rows are computed at once under their locks and go to the batch
 one unit, server/writes.py `_point_rows`); RETURNING of columns; a DELETE from a
 referenced table of a row nothing references (server/ref_counts.py). Not taken (the
 general path runs them): RETURNING of expressions, FROM/USING, WITH, a SET of a key
-column or of a column a FOREIGN KEY references, a DELETE of a referenced row (its
+column, of a column a FOREIGN KEY references or of one a generated column or a unique
+expression or partial index is computed from (`computed_inputs`; other SETs leave
+those values as they are), a DELETE of a referenced row (its
 action), tables with CHECKs server/fast_checks.py does not evaluate, and columns of
 types other than SIMPLE_TYPES. A constant that does not fit its column fails the
 statement whether a row matches or not, as in PostgreSQL (its planner folds the
@@ -58,6 +60,7 @@ from headwater.catalog.types import (
     VARCHAR,
     PgType,
 )
+from headwater.planner.ddl import column_refs
 from headwater.server.batcher import (
     INT_NAMES,
     INT_RANGES,
@@ -71,7 +74,7 @@ from headwater.server.batcher import (
     returning_columns,
 )
 from headwater.server.fast_checks import check_error, compiled
-from pglast import enums
+from pglast import enums, parse_sql
 
 from headwater.errors import NumericOutOfRange
 
@@ -157,11 +160,32 @@ def eligible(table: Table) -> bool:
     return (
         pk is not None
         and (not table.checks or compiled(table) is not None)
-        and not table.general_writes_only  # (DuckDB computes index keys, generated values)
         and all(c.type.pg in SIMPLE_TYPES for c in table.columns)
         and _comparable(table, pk.columns)
     )
 
+
+def computed_inputs(table: Table) -> frozenset[str]:
+    """The columns the table's generated columns and unique expression or partial
+    indexes are computed from, and the generated columns: a point write that sets none
+    of them leaves every generated value and index key as it was (a DELETE frees its
+    row's index keys: server/batcher.py `_set_row`)."""
+    hit = _INPUTS.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    texts = [c.generated for c in table.columns if c.generated is not None]
+    for k in table.index_keys:
+        texts += [*k.keys, *([k.predicate] if k.predicate else [])]
+    names = {c.name for c in table.columns if c.generated is not None}
+    for text in texts:
+        names.update(column_refs(parse_sql(f"SELECT ({text})")[0].stmt.targetList[0].val))  # type: ignore[union-attr]
+    if len(_INPUTS) >= 1024:
+        _INPUTS.clear()
+    _INPUTS[id(table)] = (table, frozenset(names))
+    return _INPUTS[id(table)][1]
+
+
+_INPUTS: dict[int, tuple[Table, frozenset[str]]] = {}
 
 # keys of one statement taken as point writes (IN lists, ANY arrays); more: the general path
 MANY_MAX = 1000
@@ -289,6 +313,10 @@ def point_writes(
     shape: _Shape | None = per_statement(stmt, table, params, _shape)
     if shape is None:
         return None
+    if table.general_writes_only and any(
+        item.column.name in computed_inputs(table) for item in shape.sets
+    ):
+        return None  # (DuckDB computes index keys and generated values: the general path)
     try:
         if shape.many is None:
             keys = [

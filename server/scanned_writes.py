@@ -69,6 +69,8 @@ def _takes(s: Session, stmt: Any) -> tuple[Table, tuple[tuple[str, int], ...]] |
         return None
     if not point_writes.eligible(rel) or not s.instance.batcher.point_writable(rel):
         return None
+    if rel.general_writes_only:  # (generated values, unique index keys: the general path)
+        return None
     returning = returning_columns(stmt, rel)
     if returning is None:  # RETURNING of expressions
         return None
