@@ -52,6 +52,7 @@ from headwater.catalog.types import (
     VARCHAR,
     arrow_type,
     invalid_enum_label,
+    resolve_type_name,
 )
 from headwater.server import fast_index_keys
 from headwater.server.constraints import index_key_rows, index_key_values, index_key_violation
@@ -62,7 +63,7 @@ from headwater.server.ref_counts import Pair, RefCounts, referencing
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, FROM, LIVE, TO, Replica, physical, quote
-from pglast import enums
+from pglast import enums, parse_sql
 
 from headwater.errors import (
     NumericOutOfRange,
@@ -237,6 +238,48 @@ _CLOCK_DEFAULTS = {
     "LOCALTIMESTAMP": _CLOCK_KEYWORDS[enums.SQLValueFunctionOp.SVFOP_LOCALTIMESTAMP],
     "CURRENT_DATE": _CLOCK_KEYWORDS[enums.SQLValueFunctionOp.SVFOP_CURRENT_DATE],
 }
+
+
+# defaults computed per row in Python: a version 4 UUID, as its text (how the fast paths
+# keep uuid values), as PostgreSQL's gen_random_uuid() makes them
+_RANDOM_DEFAULTS: dict[str | None, Callable[[], Any]] = {
+    "gen_random_uuid()": lambda: str(uuid.uuid4()),
+}
+_DEFAULT_NODES: dict[tuple[str, str], Any] = {}  # (default, column type) -> constant_default
+
+
+def constant_default(col: Column) -> Any:
+    """The constant a column's default is (`0`, `true`, `''::text`, `'new'::character
+    varying`: pg_get_expr's spellings), as a node `constant` reads; None for any other
+    default (an expression, a cast to another type)."""
+    if col.default is None:
+        return None
+    key = (col.default, col.type.sql())
+    if key in _DEFAULT_NODES:
+        return _DEFAULT_NODES[key]
+    try:
+        node: Any = parse_sql(f"SELECT {col.default}")[0].stmt.targetList[0].val  # type: ignore[union-attr]
+    except Exception:
+        node = None
+    if (
+        isinstance(node, A.TypeCast)
+        and isinstance(node.arg, A.A_Const)
+        and node.arg.val is not None
+    ):
+        tn = node.typeName
+        try:
+            cast = resolve_type_name([n.sval for n in tn.names], [], len(tn.arrayBounds or ()))
+        except SQLError:
+            cast = None
+        node = node.arg if cast is not None and cast.pg is col.type.pg else None
+    elif not isinstance(node, A.A_Const) and not (
+        isinstance(node, A.A_Expr) and node.lexpr is None and isinstance(node.rexpr, A.A_Const)
+    ):
+        node = None  # (a negative number is a minus and a constant)
+    if len(_DEFAULT_NODES) >= 1024:
+        _DEFAULT_NODES.clear()
+    _DEFAULT_NODES[key] = node
+    return node
 
 
 def clock_value(
@@ -453,13 +496,20 @@ def fast_rows(
     started = started or now
     checks = compiled(table) if table.checks else None
     generated: dict[int, Callable[[], Any]] = {}
-    clocked: dict[int, Any] = {}  # defaults read from the clock: one value for all rows
+    clocked: dict[int, Any] = {}  # defaults of one value for all rows: the clock, constants
     rows = []
     try:
         for i, c in tpl.defaulted:
             clock = _CLOCK_DEFAULTS.get(c.default or "")
             if clock is not None:
                 clocked[i] = clock_value(clock, c, started, now, fmt)
+                continue
+            if c.default in _RANDOM_DEFAULTS:
+                generated[i] = _RANDOM_DEFAULTS[c.default]
+                continue
+            node = constant_default(c)
+            if node is not None:  # as if the statement had written it in VALUES
+                clocked[i] = coerce(constant(node, []), c, fmt, node)
                 continue
             gen = defaults(c) if defaults is not None else None
             if gen is None:

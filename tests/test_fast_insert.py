@@ -524,3 +524,66 @@ def test_rollback_to_savepoint_refusals(hw_server, table_name: str) -> None:  # 
             c.execute("ROLLBACK")
             assert c.execute(f"SELECT * FROM {t}").fetchall() == [(1, "a")]
         assert c.execute(f"SELECT to_regclass('{t}_x')").fetchone() == (None,)
+
+
+DEFAULTS_COLUMNS = (
+    "id int PRIMARY KEY, n int DEFAULT 0, b boolean DEFAULT true, s text DEFAULT '',"
+    " v varchar(10) DEFAULT 'new', m numeric(6,2) DEFAULT 1.5, neg int DEFAULT -3,"
+    " big bigint DEFAULT '42', f float8 DEFAULT 2.5, d date DEFAULT '2020-01-02',"
+    " j jsonb DEFAULT '{}', ts timestamptz DEFAULT '2020-01-01 00:00:00+00',"
+    " i2 int DEFAULT 1.6, c char(3) DEFAULT 'ab', u uuid DEFAULT gen_random_uuid()"
+)
+
+
+def test_constant_defaults_take_the_fast_path() -> None:
+    """A column left out whose default is a constant (pg_get_expr's `0`, `''::text`,
+    `'new'::character varying`) or gen_random_uuid() is filled in Python: before, such
+    an INSERT was a writing transaction (~9 ms against ~1.7 for one client)."""
+    table = _table(
+        ("id", INT4, None),
+        ("n", INT4, "0"),
+        ("s", TEXT, "''::text"),
+        ("neg", INT4, "'-3'::integer"),
+    )
+    fast = fast_rows(parse_sql("INSERT INTO t (id) VALUES (1)")[0].stmt, table, [], SessionFormat())
+    assert fast is not None and fast.rows == [(1, 0, "", -3)]
+    other = _table(("id", INT4, None), ("s", TEXT, "'x'::character varying || 'y'::text"))
+    assert (
+        fast_rows(parse_sql("INSERT INTO t (id) VALUES (1)")[0].stmt, other, [], SessionFormat())
+        is None
+    )
+    uuids = _table(("id", TEXT, "gen_random_uuid()"), ("n", INT4, None))
+    fast = fast_rows(
+        parse_sql("INSERT INTO t (n) VALUES (1), (2)")[0].stmt, uuids, [], SessionFormat()
+    )
+    assert fast is not None and len({r[0] for r in fast.rows}) == 2
+
+
+def test_constant_defaults_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """The rows stored, a RETURNING of the defaults, and the errors of a default that
+    does not fit (22001, 22003) or is NULL for a NOT NULL column (23502) are PostgreSQL's."""
+    table = f"{table_name}_d"
+    setup = [
+        f"CREATE TABLE {table} ({DEFAULTS_COLUMNS})",
+        f"CREATE TABLE {table}_v (id int, v varchar(3) DEFAULT 'toolong')",
+        f"CREATE TABLE {table}_s (id int, n smallint DEFAULT 70000)",
+        f"CREATE TABLE {table}_n (id int, n int NOT NULL DEFAULT NULL)",
+    ]
+    statements = [
+        f"INSERT INTO {table} (id) VALUES (1), (2)",
+        f"INSERT INTO {table} (id, n) VALUES (3, 7) RETURNING n, b, s, v, m, neg, big, f, d, j,"
+        " ts, i2, c",
+        f"INSERT INTO {table}_v (id) VALUES (1)",
+        f"INSERT INTO {table}_s (id) VALUES (1)",
+        f"INSERT INTO {table}_n (id) VALUES (1)",
+    ]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), table, setup) as (hw, pg):
+        for sql in statements:
+            got, want = (_run(c, sql, False) for c in (hw, pg))
+            assert got == want, sql
+        cols = "id, n, b, s, v, m, neg, big, f, d, j, ts, i2, c, u IS NOT NULL"
+        got, want = (
+            c.execute(f"SELECT {cols} FROM {table} ORDER BY id").fetchall() for c in (hw, pg)
+        )
+        assert got == want
+        assert hw.execute(f"SELECT count(DISTINCT u) FROM {table}").fetchone() == (3,)
