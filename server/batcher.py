@@ -474,7 +474,7 @@ def fast_rows(
     fmt: SessionFormat,
     defaults: Callable[[Column], Callable[[], Any] | None] | None = None,
     started: dt.datetime | None = None,
-    generate: Callable[[Table, list[list[Any]]], list[list[Row]] | None] | None = None,
+    generate: Callable[[Table, list[list[Any]]], list[list[Row | None]] | None] | None = None,
 ) -> FastRows | None:
     """The rows an INSERT ... VALUES adds, if all of them are constants (and its
     RETURNING list, if it returns columns); else None.
@@ -537,7 +537,7 @@ def fast_rows(
     for row in rows:  # once every row is known to take the fast path
         for i, gen in generated.items():
             row[i] = gen()
-    index_keys: list[list[Row]] | None = []
+    index_keys: list[list[Row | None]] | None = []
     if computed or table.index_keys:
         assert generate is not None
         index_keys = generate(table, rows)  # (from the other columns, defaults included)
@@ -556,10 +556,10 @@ def fast_rows(
 
 class IndexedRows(list[tuple[Any, ...]]):
     """A statement's rows of a table with unique expression or partial indexes, with
-    their keys of each index (`Table.index_keys`' order; the rows it holds only), which
-    DuckDB computed (server/constraints.py `index_key_values`)."""
+    each row's key of each index (`Table.index_keys`' order; None: the index does not
+    hold the row), as server/fast_index_keys.py or DuckDB computed them."""
 
-    def __init__(self, rows: Rows, index_keys: list[list[Row]]) -> None:
+    def __init__(self, rows: Rows, index_keys: list[list[Row | None]]) -> None:
         super().__init__(rows)
         self.index_keys = index_keys
 
@@ -693,7 +693,8 @@ def _key_values(table: Table, rows: Rows) -> list[tuple[Key | IndexKey, list[tup
         out.append((key, [k for k in values if None not in k]))
     if table.index_keys:  # (only fast_rows gives rows of such a table)
         assert isinstance(rows, IndexedRows), "rows of a table with unique indexes"
-        out += zip(table.index_keys, rows.index_keys, strict=True)
+        for ikey, keys in zip(table.index_keys, rows.index_keys, strict=True):
+            out.append((ikey, [k for k in keys if k is not None]))
     return out
 
 
@@ -1128,7 +1129,7 @@ class InsertBatcher:
                 del self._keys[name]
                 continue
             keys.difference_update(gone[i])  # (first: an UPDATE may keep its key)
-            keys.update(added[i])
+            keys.update(k for k in added[i] if k is not None)
 
     def forget(self, oids: set[int] | None = None) -> None:
         """Drop key sets (of dropped tables, or all after a storage failure)."""
@@ -1423,9 +1424,9 @@ class InsertBatcher:
         if any(s_ is not None for s_ in index_sets):
             for held, keys in zip(index_sets, self._index_keys_of(live.table, row), strict=True):
                 if held is not None:
-                    held.difference_update(keys)
+                    held.difference_update(keys)  # (a None among them: not there)
 
-    def _index_keys_of(self, table: Table, row: Row) -> list[list[Row]]:
+    def _index_keys_of(self, table: Table, row: Row) -> list[list[Row | None]]:
         """The row's keys of the table's unique indexes: Python's, or (a value that is
         not ASCII, a key of another shape: rare) DuckDB's, at once on a cursor of its own."""
         keys = fast_index_keys.key_values(table, [list(row)])

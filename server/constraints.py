@@ -77,9 +77,10 @@ def index_key_violation(key: IndexKey, values: Any) -> UniqueViolation:
 
 def index_key_values(
     table: Table, rows: list[list[Any]], cur: duckdb.DuckDBPyConnection
-) -> list[list[tuple[Any, ...]]]:
-    """Per unique index of the table (`table.index_keys`), the key values of the rows
-    it holds (its predicate's, without a NULL in the key): what the batcher checks the
+) -> list[list[tuple[Any, ...] | None]]:
+    """Per unique index of the table (`table.index_keys`), each row's key values (None
+    for a row it does not hold: its predicate's, with a NULL in the key): what the
+    batcher checks the
     fast INSERT path's rows against (server/batcher.py), from one DuckDB statement of
     parameters for the statement's rows."""
     try:
@@ -87,11 +88,11 @@ def index_key_values(
     except duckdb.Error as e:
         raise translate(e) from None
     found = out.fetchall()
-    keys: list[list[tuple[Any, ...]]] = []
+    keys: list[list[tuple[Any, ...] | None]] = []
     pos = 0
     for key in table.index_keys:
         n = len(key.keys)
-        keys.append([canonical(tuple(r[pos + 1 : pos + 1 + n])) for r in found if r[pos]])
+        keys.append([canonical(tuple(r[pos + 1 : pos + 1 + n])) if r[pos] else None for r in found])
         pos += 1 + n
     return keys
 

@@ -53,19 +53,15 @@ def compiled(table: Table) -> list[Callable[[Row], Row | None]] | None:
     return fns
 
 
-def key_values(table: Table, rows: list[list[Any]]) -> list[list[Row]] | None:
-    """The rows' keys of each unique index (the rows each holds), as
+def key_values(table: Table, rows: list[Any]) -> list[list[Row | None]] | None:
+    """Each row's key of each unique index (None: the index does not hold the row), as
     server/constraints.py `index_key_values` gives them; None when DuckDB must compute
     them (an index of another shape, a value that is not ASCII)."""
     fns = compiled(table)
     if fns is None:
         return None
     try:
-        out = []
-        for fn in fns:
-            keys = (fn(tuple(r)) for r in rows)
-            out.append([k for k in keys if k is not None])
-        return out
+        return [[fn(tuple(r)) for r in rows] for fn in fns]
     except NotAscii:
         return None
 

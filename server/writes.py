@@ -78,7 +78,7 @@ def _computed(s: Session, table: Table) -> tuple[Any, bool]:
 
 def _in_duckdb(
     replica: Replica, table: Table, rows: list[list[Any]]
-) -> list[list[tuple[Any, ...]]]:
+) -> list[list[tuple[Any, ...] | None]]:
     cur = _thread_cursor(replica)
     if table.generated_positions:
         generated.fill_rows(table, rows, cur)
