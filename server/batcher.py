@@ -355,6 +355,7 @@ class _Template:
     defaulted: tuple[tuple[int, Column], ...]  # columns left out that have a default
     not_null: tuple[tuple[int, str], ...]  # NOT NULL columns: (position, name)
     returning: tuple[tuple[str, int], ...]  # RETURNING: (output name, column position)
+    skip: str | None = None  # ON CONFLICT DO NOTHING: its arbiter (`_arbiter`)
 
 
 class FastRows(NamedTuple):
@@ -362,6 +363,7 @@ class FastRows(NamedTuple):
 
     rows: list[tuple[Any, ...]]
     returning: tuple[tuple[str, int], ...]  # (output name, column position)
+    skip: str | None = None  # ON CONFLICT DO NOTHING: its arbiter (`_arbiter`)
 
 
 # (id(statement), id(function)) -> (statement, table, what `per_statement` worked out:
@@ -372,10 +374,40 @@ _TEMPLATES: dict[tuple[int, int], tuple[Any, Table, Any]] = {}
 _TEMPLATES_MAX = 1024
 
 
+ANY_KEY = "*"  # ON CONFLICT DO NOTHING without a target: a row colliding on any key
+
+
+def _arbiter(clause: A.OnConflictClause, table: Table) -> str | None:
+    """The key an ON CONFLICT DO NOTHING skips rows on: ANY_KEY without a target, the
+    name of the PRIMARY KEY or UNIQUE constraint its columns or ON CONSTRAINT name;
+    None for anything else (DO UPDATE, an expression or partial index's inference: the
+    general path, server/writes.py)."""
+    if clause.action != enums.OnConflictAction.ONCONFLICT_NOTHING:
+        return None
+    infer = clause.infer
+    if infer is None:
+        return ANY_KEY
+    if infer.conname:
+        return next((k.name for k in table.keys if k.name == infer.conname), None)
+    elems = infer.indexElems or ()
+    if infer.whereClause is not None or not all(
+        isinstance(e, A.IndexElem)
+        and e.name
+        and e.expr is None
+        and not e.collation
+        and not e.opclass
+        for e in elems
+    ):
+        return None
+    names = {e.name for e in elems}
+    return next((k.name for k in table.keys if set(k.columns) == names), None)
+
+
 def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
     src = stmt.selectStmt
+    skip = _arbiter(stmt.onConflictClause, table) if stmt.onConflictClause else None
     if (
-        stmt.onConflictClause is not None
+        (stmt.onConflictClause is not None and skip is None)
         or stmt.withClause is not None
         or not isinstance(src, A.SelectStmt)
         or not src.valuesLists
@@ -418,6 +450,7 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
             if c.name not in given and c.default is not None
         ),
         not_null=tuple((i, c.name) for i, c in enumerate(table.columns) if c.not_null),
+        skip=skip,
         returning=returning,
     )
 
@@ -551,7 +584,8 @@ def fast_rows(
         for row in rows:
             _check(table, checks, row)
     out = [tuple(r) for r in rows]
-    return FastRows(IndexedRows(out, index_keys) if table.index_keys else out, tpl.returning)
+    rows_out = IndexedRows(out, index_keys) if table.index_keys else out
+    return FastRows(rows_out, tpl.returning, tpl.skip)
 
 
 class IndexedRows(list[tuple[Any, ...]]):
@@ -607,7 +641,7 @@ class _Pending:
     committed together or not at all) or a point write, and the future of its epoch
     (a plain class: one per statement)."""
 
-    __slots__ = ("parts", "done", "write", "rows", "staged", "row")
+    __slots__ = ("parts", "done", "write", "rows", "staged", "row", "skip")
 
     def __init__(
         self,
@@ -623,6 +657,7 @@ class _Pending:
         self.rows = rows or []  # a block's point writes
         self.staged = staged  # called once the unit's batch is staged (or failed)
         self.row: Row | None = None  # a point write's new row (a DELETE's old one)
+        self.skip: str | None = None  # ON CONFLICT DO NOTHING's arbiter (`_claim_skipping`)
 
 
 class _LiveRows:
@@ -685,16 +720,21 @@ class _LiveRows:
 def _key_values(table: Table, rows: Rows) -> list[tuple[Key | IndexKey, list[tuple[Any, ...]]]]:
     """Per unique key and unique index of the table, the rows' values of it (without
     those with a NULL, which collide with nothing; an index's: of the rows it holds)."""
-    out: list[tuple[Key | IndexKey, list[tuple[Any, ...]]]] = []
+    return [(key, [k for k in keys if k is not None]) for key, keys in _row_keys(table, rows)]
+
+
+def _row_keys(table: Table, rows: Rows) -> list[tuple[Key | IndexKey, list[Row | None]]]:
+    """Per unique key and unique index of the table, each row's value of it (None: it
+    collides with nothing)."""
+    out: list[tuple[Key | IndexKey, list[Row | None]]] = []
     names = [c.name for c in table.columns]
     for key in table.keys:
         idx = [names.index(c) for c in key.columns]
         values = [tuple(r[i] for i in idx) for r in rows]
-        out.append((key, [k for k in values if None not in k]))
+        out.append((key, [None if None in k else k for k in values]))
     if table.index_keys:  # (only fast_rows gives rows of such a table)
         assert isinstance(rows, IndexedRows), "rows of a table with unique indexes"
-        for ikey, keys in zip(table.index_keys, rows.index_keys, strict=True):
-            out.append((ikey, [k for k in keys if k is not None]))
+        out += zip(table.index_keys, rows.index_keys, strict=True)
     return out
 
 
@@ -851,6 +891,15 @@ class InsertBatcher:
         `staged()` is called once the unit is staged or failed."""
         loop = asyncio.get_running_loop()
         return await self._submit(_Pending(parts, loop.create_future(), None, rows, staged))
+
+    async def insert_skipping(self, table: Table, rows: Rows, skip: str) -> tuple[Rows, int]:
+        """An autocommitted INSERT ... ON CONFLICT DO NOTHING: the rows it inserted (the
+        others collided on its arbiter `skip`: `_claim_skipping`) and its epoch once
+        durable (0: none inserted)."""
+        p = _Pending([(table, rows)], asyncio.get_running_loop().create_future())
+        p.skip = skip
+        epoch = await self._submit(p)
+        return p.parts[0][1], epoch
 
     async def point(
         self, write: PointWrite, staged: Callable[[], None] | None = None
@@ -1243,6 +1292,8 @@ class InsertBatcher:
     def _claim(self, p: _Pending) -> SQLError | None:
         """Claim the unit's key values, unless one collides with the tables or another
         unit's (then nothing of it is claimed)."""
+        if p.skip is not None:
+            return self._claim_skipping(p)
         claimed: list[tuple[set[tuple[Any, ...]], tuple[Any, ...]]] = []
         for table, rows in p.parts:
             for key, values in _key_values(table, rows):
@@ -1254,6 +1305,34 @@ class InsertBatcher:
                     return _violation(key, dup, table)
                 live.update(values)
                 claimed.extend((live, k) for k in values)
+        return None
+
+    def _claim_skipping(self, p: _Pending) -> SQLError | None:
+        """ON CONFLICT DO NOTHING: claim the rows' keys in their order, leaving out each
+        row whose arbiter key a live row or a row kept before it has (PostgreSQL skips
+        it); a collision on another key fails the unit (23505). The unit keeps the
+        rows it inserts."""
+        ((table, rows),) = p.parts
+        keyed = [(k, self._keys[(table.oid, _key_set(k))], v) for k, v in _row_keys(table, rows)]
+        kept: list[int] = []
+        claimed: list[tuple[set[Row], Row]] = []
+        for i in range(len(rows)):
+            taken = [(k, v[i]) for k, live, v in keyed if v[i] is not None and v[i] in live]
+            if any(p.skip in (ANY_KEY, k.name) for k, _ in taken):
+                continue
+            if taken:
+                for live, value in claimed:
+                    live.discard(value)
+                return _violation(taken[0][0], taken[0][1], table)
+            for _, live, v in keyed:
+                if v[i] is not None:
+                    live.add(v[i])
+                    claimed.append((live, v[i]))
+            kept.append(i)
+        out: Rows = [rows[i] for i in kept]
+        if isinstance(rows, IndexedRows):
+            out = IndexedRows(out, [[keys[i] for i in kept] for keys in rows.index_keys])
+        p.parts = [(table, out)]
         return None
 
     def _unclaim(self, p: _Pending) -> None:

@@ -115,22 +115,26 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         )
     else:
         fast = fast_rows(stmt, rel, params, fmt, serials.get, started, generate)
-    if fast is None:
-        return None
-    tag = f"INSERT 0 {len(fast.rows)}"
+    if fast is None or (fast.skip is not None and s.status == "T"):
+        return None  # (DO NOTHING in a block: the general path, at the statement)
     if s.status == "T":
         if s.staged.written(rel.oid):  # a key its point writes deleted is not free yet
             return None
         await s.instance.batcher.check_keys(rel, fast.rows, s.staged)
         s.staged.add(rel, fast.rows)
-        return returned(rel, fast.rows, fast.returning, tag)
+        return returned(rel, fast.rows, fast.returning, f"INSERT 0 {len(fast.rows)}")
+    batcher, rows = s.instance.batcher, fast.rows
     try:
-        s.last_write_epoch = await s.instance.batcher.insert([(rel, fast.rows)])
+        if fast.skip is not None:  # ON CONFLICT DO NOTHING: the rows it inserted
+            rows, epoch = await batcher.insert_skipping(rel, fast.rows, fast.skip)
+        else:
+            epoch = await batcher.insert([(rel, fast.rows)])
     except SQLError as e:
         if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
             return None  # ALTERed meanwhile: the general path, on the new table
         raise
-    return returned(rel, fast.rows, fast.returning, tag)
+    s.last_write_epoch = epoch or s.last_write_epoch
+    return returned(rel, rows, fast.returning, f"INSERT 0 {len(rows)}")
 
 
 async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
