@@ -356,6 +356,10 @@ class _Template:
     not_null: tuple[tuple[int, str], ...]  # NOT NULL columns: (position, name)
     returning: tuple[tuple[str, int], ...]  # RETURNING: (output name, column position)
     skip: str | None = None  # ON CONFLICT DO NOTHING: its arbiter (`_arbiter`)
+    # ON CONFLICT (primary key) DO UPDATE: per SET item (position, "excluded", the proposed
+    # row's position) / (position, "value", its node) / (position, "add", (the row's
+    # position, sign, node)): server/writes.py takes one row as a point write
+    upsert: tuple[tuple[int, str, Any], ...] | None = None
 
 
 class FastRows(NamedTuple):
@@ -364,6 +368,8 @@ class FastRows(NamedTuple):
     rows: list[tuple[Any, ...]]
     returning: tuple[tuple[str, int], ...]  # (output name, column position)
     skip: str | None = None  # ON CONFLICT DO NOTHING: its arbiter (`_arbiter`)
+    # ON CONFLICT (primary key) DO UPDATE: its SET items with this execution's values
+    upsert: tuple[tuple[int, str, Any], ...] | None = None
 
 
 # (id(statement), id(function)) -> (statement, table, what `per_statement` worked out:
@@ -403,11 +409,100 @@ def _arbiter(clause: A.OnConflictClause, table: Table) -> str | None:
     return next((k.name for k in table.keys if set(k.columns) == names), None)
 
 
+def _upsert_sets(stmt: A.InsertStmt, table: Table) -> tuple[tuple[int, str, Any], ...] | None:
+    """An ON CONFLICT DO UPDATE the batcher applies as a point write: its arbiter is the
+    primary key (its columns or ON CONSTRAINT), no WHERE, and each SET item gives a
+    column of no key, FOREIGN KEY, generated or identity column `EXCLUDED.c`, a
+    constant or parameter, or (integer columns) its own value (`t.c`: a bare `c` is
+    ambiguous) plus or minus an integer;
+    the items' nodes (`value`, `add`) are read at each execution (`fast_rows`)."""
+    clause, pk = stmt.onConflictClause, table.primary_key
+    infer = clause.infer
+    if clause.action != enums.OnConflictAction.ONCONFLICT_UPDATE or pk is None or infer is None:
+        return None
+    if clause.whereClause is not None or infer.whereClause is not None:
+        return None
+    if infer.conname:
+        if infer.conname != pk.name:
+            return None
+    elif {getattr(e, "name", None) for e in infer.indexElems or ()} != set(pk.columns) or any(
+        e.expr is not None or e.collation or e.opclass for e in infer.indexElems
+    ):
+        return None
+    names = [c.name for c in table.columns]
+    fixed = {c for k in table.keys for c in k.columns} | {
+        c for fk in table.foreign_keys for c in fk.columns
+    }
+    alias = stmt.relation.alias.aliasname if stmt.relation.alias else table.name
+    items: list[tuple[int, str, Any]] = []
+    for rt in clause.targetList:
+        col = table.column(rt.name)
+        if col is None or rt.indirection or col.name in fixed or col.generated or col.identity:
+            return None
+        at, node = names.index(col.name), rt.val
+        ref = _column_ref(node)
+        if ref is not None and len(ref) == 2 and ref[0] == "excluded" and ref[1] in names:
+            items.append((at, "excluded", names.index(ref[1])))
+        elif (
+            isinstance(node, A.A_Expr)
+            and node.kind == enums.A_Expr_Kind.AEXPR_OP
+            and node.name[-1].sval in ("+", "-")
+            and _column_ref(node.lexpr) == (alias, col.name)  # (bare: ambiguous, 42702)
+            and col.type.pg in INT_RANGES
+        ):
+            sign = 1 if node.name[-1].sval == "+" else -1
+            items.append((at, "add", (at, sign, node.rexpr)))
+        elif ref is None:
+            items.append((at, "value", node))
+        else:
+            return None
+    return tuple(items)
+
+
+def _column_ref(node: Any) -> tuple[str, ...] | None:
+    if not isinstance(node, A.ColumnRef) or not all(isinstance(f, A.String) for f in node.fields):
+        return None
+    return tuple(f.sval for f in node.fields)
+
+
+def _upsert_values(
+    tpl: _Template,
+    table: Table,
+    params: list[Any],
+    fmt: SessionFormat,
+    started: dt.datetime,
+    now: dt.datetime,
+) -> tuple[tuple[int, str, Any], ...]:
+    """The DO UPDATE SET items with this execution's values (NotFast: not constants of
+    a kind the batcher applies)."""
+    assert tpl.upsert is not None
+    out: list[tuple[int, str, Any]] = []
+    for at, kind, payload in tpl.upsert:
+        col = table.columns[at]
+        if kind == "value":
+            v = constant(payload, params)
+            if isinstance(v, Clock):
+                v = clock_value(v, col, started, now, fmt)
+            else:
+                v = coerce(v, col, fmt, payload)
+            out.append((at, kind, v))
+        elif kind == "add":
+            source, sign, node = payload
+            v = constant(node, params)
+            if isinstance(v, bool) or not isinstance(v, int | None):
+                raise NotFast  # (a fraction is added in numeric, then rounded)
+            out.append((at, kind, (source, sign, v)))
+        else:
+            out.append((at, kind, payload))
+    return tuple(out)
+
+
 def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
     src = stmt.selectStmt
     skip = _arbiter(stmt.onConflictClause, table) if stmt.onConflictClause else None
+    upsert = _upsert_sets(stmt, table) if stmt.onConflictClause and skip is None else None
     if (
-        (stmt.onConflictClause is not None and skip is None)
+        (stmt.onConflictClause is not None and skip is None and upsert is None)
         or stmt.withClause is not None
         or not isinstance(src, A.SelectStmt)
         or not src.valuesLists
@@ -451,6 +546,7 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
         ),
         not_null=tuple((i, c.name) for i, c in enumerate(table.columns) if c.not_null),
         skip=skip,
+        upsert=upsert,
         returning=returning,
     )
 
@@ -585,7 +681,11 @@ def fast_rows(
             _check(table, checks, row)
     out = [tuple(r) for r in rows]
     rows_out = IndexedRows(out, index_keys) if table.index_keys else out
-    return FastRows(rows_out, tpl.returning, tpl.skip)
+    try:
+        upsert = _upsert_values(tpl, table, params, fmt, started, now) if tpl.upsert else None
+    except NotFast:
+        return None
+    return FastRows(rows_out, tpl.returning, tpl.skip, upsert)
 
 
 class IndexedRows(list[tuple[Any, ...]]):
@@ -641,7 +741,7 @@ class _Pending:
     committed together or not at all) or a point write, and the future of its epoch
     (a plain class: one per statement)."""
 
-    __slots__ = ("parts", "done", "write", "rows", "staged", "row", "skip")
+    __slots__ = ("parts", "done", "write", "rows", "staged", "row", "skip", "upsert")
 
     def __init__(
         self,
@@ -658,6 +758,8 @@ class _Pending:
         self.staged = staged  # called once the unit's batch is staged (or failed)
         self.row: Row | None = None  # a point write's new row (a DELETE's old one)
         self.skip: str | None = None  # ON CONFLICT DO NOTHING's arbiter (`_claim_skipping`)
+        # ON CONFLICT DO UPDATE of one row: (table, proposed row, SET items) (`_upsert`)
+        self.upsert: tuple[Table, Row, tuple[tuple[int, str, Any], ...]] | None = None
 
 
 class _LiveRows:
@@ -892,6 +994,21 @@ class InsertBatcher:
         loop = asyncio.get_running_loop()
         return await self._submit(_Pending(parts, loop.create_future(), None, rows, staged))
 
+    async def upsert(
+        self,
+        table: Table,
+        row: Row,
+        sets: tuple[tuple[int, str, Any], ...],
+        staged: Callable[[], None] | None = None,
+    ) -> tuple[Row, int]:
+        """An autocommitted INSERT of one row ... ON CONFLICT (primary key) DO UPDATE, at
+        the batcher's turn (`_upsert`): the row inserted or updated, and its epoch."""
+        p = _Pending([], asyncio.get_running_loop().create_future(), staged=staged)
+        p.upsert = (table, row, sets)
+        epoch = await self._submit(p)
+        assert p.row is not None
+        return p.row, epoch
+
     async def insert_skipping(self, table: Table, rows: Rows, skip: str) -> tuple[Rows, int]:
         """An autocommitted INSERT ... ON CONFLICT DO NOTHING: the rows it inserted (the
         others collided on its arbiter `skip`: `_claim_skipping`) and its epoch once
@@ -985,7 +1102,7 @@ class InsertBatcher:
             self._last_batch = len(self._queue)
             async with committer.write_lock:
                 batch, self._queue = self._queue, []
-                tables = {t.oid for p in batch for t, _ in p.parts if t.keys or t.index_keys}
+                tables = {t.oid for p in batch for t in _tables(p) if t.keys or t.index_keys}
                 tables |= {fk.ref_table for p in batch for t in _tables(p) for fk in t.foreign_keys}
                 missing = [oid for oid in tables if not self._has_keys(oid)]
                 unread = {
@@ -1212,6 +1329,8 @@ class InsertBatcher:
             err = self._changed(p)
             if err is None and p.write is not None:
                 err = self._point(p, touched)
+            elif err is None and p.upsert is not None:
+                err = self._upsert(p, touched)
             elif err is None:
                 err = self._verify(p) or self._claim(p)
                 if err is None:
@@ -1276,8 +1395,7 @@ class InsertBatcher:
             self._unapplied_epochs[epoch] += 1
 
     def _changed(self, p: _Pending) -> SQLError | None:
-        tables = [p.write.table] if p.write is not None else [t for t, _ in p.parts]
-        tables += [r[0] for r in p.rows]
+        tables = _tables(p)
         for table in tables:
             current = self.instance.table(table.oid)
             # (a catalog copy shares the Table objects it did not change: `is` first,
@@ -1452,6 +1570,44 @@ class InsertBatcher:
             return e
         self._set_row(live, w.key, entry, new, touched)
         p.row = entry[1] if new is None else new
+        return None
+
+    def _upsert(
+        self, p: _Pending, touched: dict[int, dict[Row, tuple[int, Row] | None]]
+    ) -> SQLError | None:
+        """INSERT ... ON CONFLICT (primary key) DO UPDATE of one row: the proposed row if
+        its key is free (checked as an INSERT's: its other keys, FOREIGN KEYs), else the
+        live row with the SET items applied (as a point UPDATE: NOT NULL, CHECKs)."""
+        assert p.upsert is not None
+        table, row, sets = p.upsert
+        live = self._live_rows(table.oid)
+        if live is None:  # too many rows to keep: the general path (server/writes.py)
+            return SQLError(f'relation "{table.name}" is read whole; retry', "40001")
+        key = live.key_of(row)
+        entry = live.rows.get(key)
+        if entry is None:
+            keyed = _key_values(table, [row])
+            for k, values in keyed:
+                dup = _duplicate(values, self._keys[(table.oid, _key_set(k))])
+                if dup is not None:
+                    return _violation(k, dup, table)
+            if table.foreign_keys:
+                err = refs_error(table, self._ref_checks(table), row, self._present, None)
+                if err is not None:
+                    return err
+            for k, values in keyed:
+                self._keys[(table.oid, _key_set(k))].update(values)
+            touched.setdefault(table.oid, {}).setdefault(key, None)
+            live.put(key, self.instance.allocate_rids(1), row)
+            self.refs.add(table, [row], 1)
+            p.row = row
+            return None
+        try:
+            new = _updated(table, entry[1], row, sets)
+        except SQLError as e:
+            return e
+        self._set_row(live, key, entry, new, touched)
+        p.row = new
         return None
 
     def _verify(self, p: _Pending) -> SQLError | None:
@@ -1712,9 +1868,38 @@ def _deleted_from(p: _Pending) -> list[Table]:
     return out + [p.write.table] if p.write is not None and p.write.delete else out
 
 
+def _updated(table: Table, old: Row, proposed: Row, sets: tuple[tuple[int, str, Any], ...]) -> Row:
+    """A DO UPDATE's new version of `old` (each item reads the old row and EXCLUDED, the
+    proposed row); PostgreSQL's error for a sum out of range, a NULL in a NOT NULL
+    column or a failed CHECK."""
+    new = list(old)
+    for at, kind, v in sets:
+        if kind == "excluded":
+            new[at] = proposed[v]
+        elif kind == "value":
+            new[at] = v
+        else:
+            source, sign, k = v
+            base = old[source]
+            new[at] = None if base is None or k is None else base + sign * k
+            pg = table.columns[at].type.pg
+            if new[at] is not None and not INT_RANGES[pg][0] <= new[at] <= INT_RANGES[pg][1]:
+                raise NumericOutOfRange(f"{INT_NAMES[pg]} out of range")
+    for i, col in enumerate(table.columns):
+        if col.not_null and new[i] is None:
+            raise not_null_violation(table, col.name, new)
+    row = tuple(new)
+    if table.checks:
+        err = check_error(table, compiled(table) or [], row)
+        if err is not None:
+            raise err
+    return row
+
+
 def _tables(p: _Pending) -> list[Table]:
     """The tables a unit writes."""
     out = [t for t, _ in p.parts] + [r.table for r in p.rows]
+    out += [p.upsert[0]] if p.upsert is not None else []
     return out + [p.write.table] if p.write is not None else out
 
 

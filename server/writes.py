@@ -41,7 +41,14 @@ from headwater.server import (
     reads,
 )
 from headwater.server.auth import privilege_checks
-from headwater.server.batcher import BlockRow, StagedWrites, fast_rows, row_ids, rows_table
+from headwater.server.batcher import (
+    BlockRow,
+    FastRows,
+    StagedWrites,
+    fast_rows,
+    row_ids,
+    rows_table,
+)
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
 from headwater.server.duckdb_calls import fetch, unregister_quietly
@@ -115,8 +122,10 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         )
     else:
         fast = fast_rows(stmt, rel, params, fmt, serials.get, started, generate)
-    if fast is None or (fast.skip is not None and s.status == "T"):
-        return None  # (DO NOTHING in a block: the general path, at the statement)
+    if fast is None or (s.status == "T" and (fast.skip is not None or fast.upsert is not None)):
+        return None  # (ON CONFLICT in a block: the general path, at the statement)
+    if fast.upsert is not None:
+        return await _upsert(s, rel, fast)
     if s.status == "T":
         if s.staged.written(rel.oid):  # a key its point writes deleted is not free yet
             return None
@@ -135,6 +144,46 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         raise
     s.last_write_epoch = epoch or s.last_write_epoch
     return returned(rel, rows, fast.returning, f"INSERT 0 {len(rows)}")
+
+
+async def _upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:
+    """INSERT of one row ... ON CONFLICT (primary key) DO UPDATE as a point write: under
+    the key's row lock, at the batcher's turn (server/batcher.py `_upsert`). None for
+    the general path: several rows, a table whose rows are not kept in Python."""
+    batcher = s.instance.batcher
+    pk = rel.primary_key
+    if (
+        len(fast.rows) != 1
+        or pk is None
+        or rel.general_writes_only
+        or not point_writes.eligible(rel)
+        or not batcher.point_writable(rel)
+    ):
+        return None
+    names = [c.name for c in rel.columns]
+    key = tuple(fast.rows[0][names.index(c)] for c in pk.columns)
+    if None in key:
+        return None  # (23502 from the general path)
+    locks, owner = s.instance.key_locks, id(s)
+    try:
+        await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
+        if not await batcher.ensure_live(rel):
+            locks.release(owner)
+            return None
+        assert fast.upsert is not None
+        row, epoch = await batcher.upsert(
+            rel, fast.rows[0], fast.upsert, staged=lambda: locks.release(owner)
+        )
+    except SQLError as e:
+        locks.release(owner)
+        if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
+            return None  # ALTERed meanwhile, or too large to keep: the general path
+        raise
+    except BaseException:
+        locks.release(owner)
+        raise
+    s.last_write_epoch = epoch or s.last_write_epoch
+    return returned(rel, [row], fast.returning, "INSERT 0 1")
 
 
 async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
