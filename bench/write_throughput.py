@@ -11,7 +11,8 @@
     into a table with a unique index on lower(name) / a generated column; `--form
     update`: point UPDATEs by primary key of a 10,000-row table instead, as ORMs save a
     changed object; `--form update-unique`: the same into a table that also has such an
-    index and a generated column), for D
+    index and a generated column; `--form upsert`: INSERT ... ON CONFLICT (id) DO
+    UPDATE of keys of which half exist), for D
     seconds after a short warm-up; acknowledged
     INSERTs per second, plus per-statement latency and the CPU time the server's whole
     process tree spent per INSERT (user + system from /proc, measured while the clients
@@ -77,6 +78,13 @@ GENERATED_COLUMN = ", total numeric(14,2) GENERATED ALWAYS AS (amount * 2) STORE
 # lower(name) and a generated column computed from name: point writes, as they set
 # neither (server/point_writes.py `computed_inputs`)
 UPDATE_UNIQUE_EXTRA = ", slug text GENERATED ALWAYS AS (lower(name)) STORED"
+# --form upsert: an ORM's upsert (Rails upsert, SQLAlchemy on_conflict_do_update) of keys
+# spread over 2 x UPDATE_ROWS: about half insert, half update (server/batcher.py `_upsert`)
+UPSERT_SQL = (
+    "INSERT INTO {t} AS t (id, name, amount, n) VALUES ($1, $2, $3, 1)"
+    " ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, amount = EXCLUDED.amount,"
+    " n = t.n + 1"
+)
 # --form update: an ORM's save of a changed object plus a counter, by primary key, over
 # UPDATE_ROWS rows (server/point_writes.py); the counters' sum checks the acks
 UPDATE_COLUMNS = "id bigint PRIMARY KEY, name text, amount numeric(12,2), n bigint"
@@ -242,10 +250,13 @@ async def _connect_asyncpg(
     orm_sql = (ORM_FK_INSERT if form == "orm-fk" else ORM_INSERT).format(t=table)
     update_sql = UPDATE_SQL.format(t=table)
     update_by_sql = UPDATE_BY_SQL.format(t=table)
+    upsert_sql = UPSERT_SQL.format(t=table)
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, i, name, amount, ts)
+        if form == "upsert":
+            return await conn.execute(upsert_sql, 1 + i % (2 * UPDATE_ROWS), name, amount)
         if form in ("update", "update-unique"):
             return await conn.execute(update_sql, amount, update_key(i))
         if form == "update-by":
@@ -271,10 +282,15 @@ async def _connect_psycopg(
     fk_sql = ORM_FK_INSERT.format(t=table).replace("$3, $1, $2", "%s, %s, %s")
     update_sql = UPDATE_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
     update_by_sql = UPDATE_BY_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
+    upsert_sql = UPSERT_SQL.format(t=table)
+    for n in (1, 2, 3):
+        upsert_sql = upsert_sql.replace(f"${n}", "%s")
 
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, (i, name, amount, ts))
+        if form == "upsert":
+            return await conn.execute(upsert_sql, (1 + i % (2 * UPDATE_ROWS), name, amount))
         if form in ("update", "update-unique"):
             return await conn.execute(update_sql, (amount, update_key(i)))
         if form == "update-by":
@@ -362,8 +378,9 @@ def bench_insert(
         "update": UPDATE_COLUMNS,
         "update-by": UPDATE_BY_COLUMNS,
         "update-unique": UPDATE_COLUMNS + UPDATE_UNIQUE_EXTRA,
+        "upsert": UPDATE_COLUMNS,
     }.get(form, ORM_COLUMNS)
-    updates = form in ("update", "update-by", "update-unique")
+    updates = form in ("update", "update-by", "update-unique", "upsert")
     parent = f"{table}_parent"
     if form == "orm-fk":
         create_table(dsn, parent, "id bigint PRIMARY KEY, name text")
@@ -449,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             "orm-generated",
             "update",
             "update-unique",
+            "upsert",
             "update-by",
         ],
         default="plain",
@@ -498,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         form = f" (point UPDATE by key instead: {UPDATE_SQL.format(t='t')})"
     if args.form == "update-by":
         form = f" (UPDATE by a UNIQUE column instead: {UPDATE_BY_SQL.format(t='t')})"
+    if args.form == "upsert":
+        form = " (INSERT ... ON CONFLICT (id) DO UPDATE instead, half of them updates)"
     m_tps = report.metric(f"INSERT x{args.clients} clients{form}", "tx/s")
     m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
     m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)
