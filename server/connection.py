@@ -44,7 +44,7 @@ from headwater.server.auth.exchange import AUTH_TIMEOUT, authenticate
 from headwater.server.copy import CopyIn, CopyOptions, copy_options, format_copy_row, header_row
 from headwater.server.executor import Executor
 from headwater.server.instance import Instance
-from headwater.server.literal_reads import LiteralReads
+from headwater.server.literal_shapes import LiteralShapes
 from headwater.server.pgwire import messages
 from headwater.server.pgwire.framing import Reader, buffered_message, read_message
 from headwater.server.pgwire.startup import (
@@ -132,7 +132,7 @@ class Connection:
         # (text, parameter types): the same tree each time keeps its read plan
         self._typed: OrderedDict[tuple[str, tuple[int, ...]], Any] = OrderedDict()
         self._idle = False  # ReadyForQuery sent, no message since: notifications go out now
-        self._literal_reads = LiteralReads()  # point reads sent as text, by shape
+        self._shapes = LiteralShapes()  # point reads and fast writes sent as text
 
     # -- plumbing -------------------------------------------------------------------
     def parse(self, sql: str) -> list[tuple[Any, str]]:
@@ -423,18 +423,19 @@ class Connection:
 
     # -- simple query ---------------------------------------------------------------
     async def simple_query(self, sql: str) -> None:
-        assert self.session is not None
+        assert self.session is not None and self.executor is not None
         try:
-            known = self._literal_reads.lookup(self.session, sql)  # a point read's shape
-            stmts = [] if known is not None else self.parse(sql)
-            if known is not None:
-                await self.run_statement(known[0], sql, known[1], [], describe=True, max_rows=0)
-            elif not stmts:
-                self.send(messages.empty_query())
-            elif len(stmts) == 1:
-                self._literal_reads.learn(self.session, sql, stmts[0][0])
-            for stmt, text in stmts:
-                await self.run_statement(stmt, text, [], [], describe=True, max_rows=0)
+            if not await self._known_shape(sql):
+                stmts = self.parse(sql)
+                if not stmts:
+                    self.send(messages.empty_query())
+                elif len(stmts) == 1:
+                    self._shapes.learn(self.session, sql, stmts[0][0])
+                self.executor.last_fast = False
+                for stmt, text in stmts:
+                    await self.run_statement(stmt, text, [], [], describe=True, max_rows=0)
+                if len(stmts) == 1 and self.executor.last_fast:
+                    self._shapes.learn_write(self.session, sql)
         except ProtocolViolation:
             raise  # the framing is lost (a CopyData too long): the connection ends
         except SQLError as e:
@@ -443,6 +444,28 @@ class Connection:
                 await self.executor.fail()
         self.send_ready()
         await self.flush()
+
+    async def _known_shape(self, sql: str) -> bool:
+        """Run `sql` as the remembered tree of its text's shape (server/literal_shapes.py):
+        a point read, or a write a fast path takes again. False: parse and run it."""
+        assert self.session is not None and self.executor is not None
+        known = self._shapes.lookup(self.session, sql)
+        if known is None:
+            return False
+        tree, values = known
+        if isinstance(tree, A.SelectStmt):
+            await self.run_statement(tree, sql, values, [], describe=True, max_rows=0)
+            return True
+        timer = self._statement_timer()
+        try:
+            result = await self.executor.fast_write(tree, values)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if result is None:
+            return False
+        self.send_result(result, [], describe=True)
+        return True
 
     async def run_statement(
         self,

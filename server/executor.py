@@ -111,6 +111,7 @@ class Executor:
         self.instance = session.instance
         self.waits = Waits()  # what the statement waits for, ended by a CancelRequest
         self.plans = ReadPlans()  # SELECTs bound once for statements the client reuses
+        self.last_fast = False  # the last write went through a fast path (not its text's)
         session.on_close.append(self._drop_temp_tables)
 
     def _drop_temp_tables(self) -> None:
@@ -302,24 +303,57 @@ class Executor:
         """INSERT (an autocommitted one of constants through the batcher), UPDATE,
         DELETE, TRUNCATE."""
         s = self.s
-        paths = s.instance.write_paths  # statements per path, for /metrics
+        self.last_fast = False
         if not temp_tables.targets_temp(s, stmt):
-            fast = await writes.fast_insert(s, stmt, params)
+            fast = await self._fast(stmt, params)
             if fast is not None:
-                paths["insert"] += 1
-                return fast
-            fast = await writes.fast_point(s, stmt, params)
-            if fast is not None:
-                paths["point"] += 1
+                self.last_fast = True
                 return fast
             fast = await scanned_writes.scanned_write(s, stmt, params)
             if fast is not None:
-                paths["scanned"] += 1
+                s.instance.write_paths["scanned"] += 1
                 return fast
         if s.staged:
             await self._unstage()
-        paths["general"] += 1
+        s.instance.write_paths["general"] += 1  # statements per path, for /metrics
         return await transactions.in_write(s, partial(writes.change, s), stmt, params)
+
+    async def _fast(self, stmt: Any, params: list[Any]) -> Result | None:
+        """The statement through the batcher's fast INSERT or point-write path, or None."""
+        fast = await writes.fast_insert(self.s, stmt, params)
+        if fast is not None:
+            self.s.instance.write_paths["insert"] += 1
+            return fast
+        fast = await writes.fast_point(self.s, stmt, params)
+        if fast is not None:
+            self.s.instance.write_paths["point"] += 1
+        return fast
+
+    async def fast_write(self, stmt: Any, params: list[Any]) -> Result | None:
+        """A write of a text shape a fast path took before (server/literal_shapes.py), with
+        its literals as `params`, if a fast path takes it again; None when the text must
+        run as usual: also for a data error or one about names (the fast paths write
+        nothing before they raise), which the text gives with its literal's position."""
+        s = self.s
+        if s.status == "E" or s.write is not None or s.staged and not _keeps_staged(stmt):
+            return None
+        try:
+            read_only.refuse_writes(s, stmt)
+            privilege_checks.check(s, stmt)
+            if temp_tables.targets_temp(s, stmt):
+                return None
+            result = await self._fast(stmt, params)
+        except SQLError as e:
+            if e.sqlstate[:2] in ("22", "42"):
+                return None
+            await self.fail()
+            raise
+        except BaseException:
+            await self.fail()
+            raise
+        if result is not None:
+            notify.statement_ended(s)
+        return result
 
     async def _unstage(self) -> None:
         """The block's staged INSERTs into its writing transaction, where the statement

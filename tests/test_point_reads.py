@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from decimal import Decimal
+from typing import Any
 
 import asyncpg
 import psycopg
@@ -349,7 +351,7 @@ def test_key_index_bulk_fill() -> None:
 
 def test_point_reads_sent_as_text_by_shape(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """Simple-protocol point reads with their keys inlined (psycopg2, pgbench) run as the
-    remembered tree of their text's shape (server/literal_reads.py): each answer is the
+    remembered tree of their text's shape (server/literal_shapes.py): each answer is the
     DuckDB path's and PostgreSQL's, also for quoted strings, keys of the wrong kind,
     after DDL, another search_path and inside a writing transaction."""
     name = f"{table_name}_lit"
@@ -400,17 +402,91 @@ def test_point_reads_sent_as_text_by_shape(hw_server, pg_oracle, table_name: str
 
 
 def test_text_shapes() -> None:
-    """A text's shape: its plain integer and string literals as $n, with their kinds and
-    values; anything else (E'' strings, parameters, huge numbers) has none."""
-    from headwater.server.literal_reads import _shape
+    """A text's shape: its plain integer, decimal and string literals as $n, with their
+    kinds and values; anything else (E'' strings, parameters, huge numbers, exponents)
+    has none."""
+    from headwater.server.literal_shapes import _shape
 
     assert _shape("SELECT v FROM t WHERE k = 42 AND s = 'it''s'") == (
         "SELECT v FROM t WHERE k = $1 AND s = $2",
         ("i", "s"),
         [42, "it's"],
     )
-    assert _shape("SELECT v FROM t WHERE k = 1.5") is None
+    assert _shape("SELECT v FROM t WHERE k = 1.5") == (
+        "SELECT v FROM t WHERE k = $1",
+        ("f",),
+        [Decimal("1.5")],
+    )
+    assert _shape("SELECT v FROM t WHERE k = 1e5") is None
     assert _shape("SELECT v FROM t WHERE s = E'a\\'b'") is None
     assert _shape("SELECT v FROM t WHERE k = $1") is None
     assert _shape("SELECT v FROM t WHERE k = 1234567890123456789012") is None
     assert _shape("SELECT v FROM t") is None
+
+
+def test_writes_sent_as_text_by_shape(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """Simple-protocol INSERTs, UPDATEs and DELETEs with their values inlined (psycopg2,
+    pgbench), once a fast path took their text's shape, run as its remembered tree with
+    the literals as parameters (server/literal_shapes.py, Executor.fast_write): results,
+    tags, rows and errors are PostgreSQL's (a data error: the text runs as usual), in
+    blocks, after a rollback and after DDL too."""
+    name = f"{table_name}_litw"
+    setup = [f"CREATE TABLE {name} (id int PRIMARY KEY, s text, a numeric(8,2), n int DEFAULT 0)"]
+    texts = [
+        *(f"INSERT INTO {name} (id, s, a) VALUES ({i}, 'it''s {i}', {i}.25)" for i in range(1, 6)),
+        f"INSERT INTO {name} (id, s, a) VALUES (6, 'six', -1.5) RETURNING id, a, n",
+        f"INSERT INTO {name} (id, s, a) VALUES (8, 'eight', 123456789.5)",
+        f"INSERT INTO {name} (id, s, a) VALUES (1, 'dup', 1.5)",
+        *(f"UPDATE {name} SET a = {i}.5, n = n + {i} WHERE id = {i}" for i in range(1, 4)),
+        f"UPDATE {name} SET a = 9.5, n = n + -7 WHERE id = 4 RETURNING n",
+        f"UPDATE {name} SET a = 2.5, n = n + 1 WHERE id = 99",
+        *(f"DELETE FROM {name} WHERE id = {i}" for i in (5, 5, 6)),
+        "BEGIN",
+        f"INSERT INTO {name} (id, s, a) VALUES (20, 'block', 2.25)",
+        f"UPDATE {name} SET a = 3.5, n = n + 2 WHERE id = 20",
+        "ROLLBACK",
+        "BEGIN",
+        f"INSERT INTO {name} (id, s, a) VALUES (21, 'kept', 2.25)",
+        f"UPDATE {name} SET a = 4.5, n = n + 3 WHERE id = 21",
+        "COMMIT",
+        f"ALTER TABLE {name} ALTER COLUMN a TYPE numeric(4,1)",
+        f"INSERT INTO {name} (id, s, a) VALUES (30, 'after', 3.25)",
+        f"INSERT INTO {name} (id, s, a) VALUES (31, 'after', 12345.5)",
+        f"SELECT * FROM {name} ORDER BY id",
+    ]
+
+    def results(c: psycopg.Connection, sql: str) -> object:
+        try:
+            with c.cursor() as cur:
+                cur.execute(sql.encode(), prepare=False)  # bytes: the simple protocol
+                return cur.statusmessage, cur.fetchall() if cur.description else None
+        except psycopg.Error as e:
+            d = e.diag
+            return e.sqlstate, d.message_primary, d.statement_position
+
+    with in_schema((hw_server.dsn, pg_oracle.dsn), name, setup) as (hw, pg):
+        for sql in texts:
+            assert results(hw, sql) == results(pg, sql), sql
+
+
+def test_write_shapes_are_remembered_after_a_fast_path() -> None:
+    """The shape of a write a fast path took is remembered for the session's catalog and
+    search_path; another catalog or search_path does not find it."""
+    from types import SimpleNamespace
+
+    from headwater.server.literal_shapes import LiteralShapes
+
+    catalog = object()
+    s: Any = SimpleNamespace(
+        write=None,
+        catalog=catalog,
+        settings=SimpleNamespace(values={"search_path": "p"}),
+        temp_schema=None,
+    )
+    shapes = LiteralShapes()
+    shapes.learn_write(s, "UPDATE t SET a = 1.5, n = n + 2 WHERE id = 7")
+    known = shapes.lookup(s, "UPDATE t SET a = 2.25, n = n + 3 WHERE id = 8")
+    assert known is not None and known[1] == [Decimal("2.25"), 3, 8]
+    assert type(known[0]).__name__ == "UpdateStmt"
+    s.settings.values["search_path"] = "q"
+    assert shapes.lookup(s, "UPDATE t SET a = 2.25, n = n + 3 WHERE id = 8") is None
