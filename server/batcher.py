@@ -414,8 +414,8 @@ def _upsert_sets(stmt: A.InsertStmt, table: Table) -> tuple[tuple[int, str, Any]
     primary key (its columns or ON CONSTRAINT), no WHERE, and each SET item gives a
     column of no key, FOREIGN KEY, generated or identity column `EXCLUDED.c`, a
     constant or parameter, or (integer columns) its own value (`t.c`: a bare `c` is
-    ambiguous) plus or minus an integer;
-    the items' nodes (`value`, `add`) are read at each execution (`fast_rows`)."""
+    ambiguous) plus or minus an integer. The items' nodes (`value`, `add`) are read at
+    each execution (`_upsert_values`)."""
     clause, pk = stmt.onConflictClause, table.primary_key
     infer = clause.infer
     if clause.action != enums.OnConflictAction.ONCONFLICT_UPDATE or pk is None or infer is None:

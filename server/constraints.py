@@ -78,11 +78,11 @@ def index_key_violation(key: IndexKey, values: Any) -> UniqueViolation:
 def index_key_values(
     table: Table, rows: list[list[Any]], cur: duckdb.DuckDBPyConnection
 ) -> list[list[tuple[Any, ...] | None]]:
-    """Per unique index of the table (`table.index_keys`), each row's key values (None
-    for a row it does not hold: its predicate's, with a NULL in the key): what the
-    batcher checks the
-    fast INSERT path's rows against (server/batcher.py), from one DuckDB statement of
-    parameters for the statement's rows."""
+    """Per unique index of the table (`table.index_keys`), each row's key (None for a row
+    it does not hold: its predicate's, with a NULL in the key), from one DuckDB
+    statement of parameters for the statement's rows: what the batcher checks the fast
+    INSERT path's rows against (server/batcher.py), where Python cannot compute them
+    (server/fast_index_keys.py)."""
     try:
         out = cur.execute(_index_keys_sql(table, len(rows)), [v for r in rows for v in r])
     except duckdb.Error as e:
