@@ -34,6 +34,7 @@ from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
 from headwater.server import (
     constraints,
+    fast_generated,
     fast_index_keys,
     foreign_keys,
     generated,
@@ -77,10 +78,23 @@ def _thread_cursor(replica: Replica) -> duckdb.DuckDBPyConnection:
 def _computed(s: Session, table: Table) -> tuple[Any, bool]:
     """What computes the fast INSERT path's generated columns and unique index keys of
     `table` (`fast_rows`' `generate`; None for a table with neither), and whether it is
-    DuckDB (then on a worker thread): Python for the common index keys."""
-    if table.generated_positions or (table.index_keys and fast_index_keys.compiled(table) is None):
+    DuckDB (then on a worker thread): Python for the common shapes
+    (server/fast_generated.py, server/fast_index_keys.py)."""
+    if not table.generated_positions and not table.index_keys:
+        return None, False
+    if (table.generated_positions and fast_generated.compiled(table) is None) or (
+        table.index_keys and fast_index_keys.compiled(table) is None
+    ):
         return functools.partial(_in_duckdb, s.instance.replica), True
-    return (fast_index_keys.key_values if table.index_keys else None), False
+    return functools.partial(_in_python, _format(s)), False
+
+
+def _in_python(
+    fmt: SessionFormat, table: Table, rows: list[list[Any]]
+) -> list[list[tuple[Any, ...] | None]] | None:
+    if table.generated_positions and not fast_generated.fill(table, rows, fmt):
+        return None  # (a value that is not ASCII: the general path)
+    return fast_index_keys.key_values(table, rows) if table.index_keys else []
 
 
 def _in_duckdb(
