@@ -37,7 +37,7 @@ from pglast.parser import scan
 SHAPES = 64  # text shapes a connection remembers
 MAX_CHARS = 2000  # longer texts are not point reads worth scanning (a long INSERT ...)
 _INT = re.compile(r"\d{1,18}")  # (longer: maybe beyond bigint; parsed as before)
-_DECIMAL = re.compile(r"\d{0,30}\.\d{1,30}")  # (no exponent: 1e5 is a float8 literal)
+_DECIMAL = re.compile(r"\d{0,30}\.\d{1,30}")  # (with an exponent: parsed as before)
 _STR = re.compile(r"'(?:[^'\\]|'')*'")  # a plain string: no E'', no backslash
 
 
