@@ -443,6 +443,13 @@ def print_report(
     print(flush=True)
 
 
+def side_failed(report: Report, side: str, e: Exception) -> None:
+    """Log a server's failure and mark every metric of the report failed on its side."""
+    log(f"{side} failed: {type(e).__name__}: {e}")
+    for m in report.metrics:
+        m.errors[side] = f"{type(e).__name__}: {e}"
+
+
 def finish(report: Report, json_path: str | None) -> int:
     """Print the report (and write it as JSON when asked); the bench's exit status."""
     print_report(report)

@@ -154,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"(load {common.load_avg()})"
                 )
         except Exception as e:
-            common.log(f"{side} failed: {type(e).__name__}: {e}")
-            for m in report.metrics:
-                m.errors[side] = f"{type(e).__name__}: {e}"
+            common.side_failed(report, side, e)
     return common.finish(report, args.json)
 
 

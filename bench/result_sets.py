@@ -113,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                         m.values[side] = 1000 * timer(dsn, sql, args.repeat)
                         common.log(f"{side} {fmt} {label}: {m.values[side]:.1f} ms (load {load})")
         except Exception as e:
-            common.log(f"{side} failed: {type(e).__name__}: {e}")
-            for m in report.metrics:
-                m.errors[side] = f"{type(e).__name__}: {e}"
+            common.side_failed(report, side, e)
     return common.finish(report, args.json)
 
 

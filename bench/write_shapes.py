@@ -152,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     m.values[side] = asyncio.run(run_shape(dsn, name, args.statements))
                     common.log(f"{side} {name}: {m.values[side]:.2f} ms (load {common.load_avg()})")
         except Exception as e:
-            common.log(f"{side} failed: {type(e).__name__}: {e}")
-            for m in report.metrics:
-                m.errors[side] = f"{type(e).__name__}: {e}"
+            common.side_failed(report, side, e)
     return common.finish(report, args.json)
 
 

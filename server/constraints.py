@@ -14,7 +14,7 @@ from headwater.catalog.constraints import not_null_violation, unique_violation
 from headwater.catalog.objects import IndexKey, Key, Table
 from headwater.catalog.types import BPCHAR, VARCHAR, PgType, invalid_enum_label
 from headwater.server.checks import check_rows, condition_sql
-from headwater.server.duckdb_calls import fetch, unregister_quietly
+from headwater.server.duckdb_calls import fetch, rows_of_params, unregister_quietly
 from headwater.server.py_values import canonical, first_row, py_list
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, Replica, quote
@@ -101,15 +101,13 @@ def index_key_values(
 def _index_keys_sql(table: Table, n: int) -> str:
     """SELECT, per unique index, whether the row is in it and its key, of `n` rows given
     as parameters (every column, in order)."""
-    row = "(" + ", ".join(f"CAST(? AS {c.type.duckdb()})" for c in table.columns) + ")"
     items = []
     for key in table.index_keys:
         exprs = [condition_sql(k, table.columns) for k in key.keys]
         held = [f"({condition_sql(key.predicate, table.columns)})"] if key.predicate else []
         held += [f"({e}) IS NOT NULL" for e in exprs]
         items += [f"coalesce({' AND '.join(held)}, false)", *exprs]
-    names = ", ".join(quote(c.name) for c in table.columns)
-    return f"SELECT {', '.join(items)} FROM (VALUES {', '.join([row] * n)}) AS _hw_r({names})"
+    return f"SELECT {', '.join(items)} FROM {rows_of_params(table.columns, n)}"
 
 
 def duplicate_index_key(cur: duckdb.DuckDBPyConnection, table: Table, key: IndexKey) -> str | None:

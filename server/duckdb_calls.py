@@ -4,12 +4,15 @@ DuckDB's errors in PostgreSQL's terms (storage/duckdb_errors.py)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+from headwater.catalog.objects import Column
 from headwater.catalog.pgtypes import Interval
 from headwater.storage.duckdb_errors import translate
+from headwater.storage.replica import quote
 from pglast.parser import scan
 
 # DuckDB warns that DB-API results copy once more into Arrow; results are small
@@ -57,3 +60,11 @@ def unregister_quietly(cur: duckdb.DuckDBPyConnection, name: str) -> None:
         cur.unregister(name)
     except duckdb.Error:
         pass
+
+
+def rows_of_params(columns: Sequence[Column], n: int) -> str:
+    """`n` rows given as parameters (each row's values of `columns`, in order), as a FROM
+    item `_hw_r` whose columns are named and typed as the table's."""
+    row = "(" + ", ".join(f"CAST(? AS {c.type.duckdb()})" for c in columns) + ")"
+    names = ", ".join(quote(c.name) for c in columns)
+    return f"(VALUES {', '.join([row] * n)}) AS _hw_r({names})"

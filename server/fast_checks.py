@@ -37,6 +37,7 @@ from headwater.catalog.types import (
     PgType,
 )
 from headwater.server.checks import check_violation
+from headwater.server.table_cache import per_table
 from pglast import enums, parse_sql
 
 from headwater.errors import SQLError
@@ -70,15 +71,10 @@ class _Operand:
         self.fn, self.pg, self.value = fn, pg, value
 
 
-_CACHE: dict[int, tuple[Table, list[tuple[Any, Eval]] | None]] = {}
-
-
+@per_table
 def compiled(table: Table) -> list[tuple[Any, Eval]] | None:
     """The table's CHECKs in name order, each with its function; None when one of them
     is not of the shapes above. Worked out once per table version."""
-    hit = _CACHE.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
     out: list[tuple[Any, Eval]] | None = []
     try:
         for check in sorted(table.checks, key=lambda c: c.name):
@@ -86,9 +82,6 @@ def compiled(table: Table) -> list[tuple[Any, Eval]] | None:
             out.append((check, _boolean(node, table)))  # type: ignore[union-attr]
     except (_Unsupported, SQLError, ValueError, decimal.InvalidOperation):
         out = None
-    if len(_CACHE) >= 1024:
-        _CACHE.clear()
-    _CACHE[id(table)] = (table, out)
     return out
 
 

@@ -28,6 +28,7 @@ from headwater.catalog.types import INT2, INT4, INT8, NUMERIC, TEXT, VARCHAR, Pg
 from headwater.server.batcher import INT_NAMES, INT_RANGES, coerce
 from headwater.server.fast_checks import column_position
 from headwater.server.fast_index_keys import NotAscii
+from headwater.server.table_cache import per_table
 from pglast import enums, parse_sql
 
 from headwater.errors import NumericOutOfRange
@@ -37,20 +38,17 @@ Fn = Callable[[Row], Any]
 _INTS = (INT2, INT4, INT8)  # narrowest first
 _EXACT = decimal.Context(prec=2000)  # numeric + - * are exact in PostgreSQL
 _CASES: dict[str, Callable[[str], str]] = {"lower": str.lower, "upper": str.upper}
-_CACHE: dict[int, tuple[Table, Any]] = {}
 
 
 class _Unsupported(Exception):
     pass
 
 
+@per_table
 def compiled(table: Table) -> list[tuple[int, Fn]] | None:
     """Per generated column of the table, its position and a function of a row giving
     its value before the assignment; None when one is of another shape. Worked out once
     per table version."""
-    hit = _CACHE.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
     out: list[tuple[int, Fn]] | None = []
     try:
         for i in table.generated_positions:
@@ -59,13 +57,8 @@ def compiled(table: Table) -> list[tuple[int, Fn]] | None:
                 raise _Unsupported  # (its scale: the computed value's, which coerce loses)
             node = parse_sql(f"SELECT ({col.generated})")[0].stmt.targetList[0].val  # type: ignore[union-attr]
             out.append((i, _expr(node, table)[0]))  # type: ignore[union-attr]
-    except (_Unsupported, ValueError, decimal.InvalidOperation):
-        out = None
-    except Exception:  # (a text pglast cannot parse: DuckDB judges it)
-        out = None
-    if len(_CACHE) >= 1024:
-        _CACHE.clear()
-    _CACHE[id(table)] = (table, out)
+    except Exception:  # another shape, a text pglast cannot parse: DuckDB judges it
+        return None
     return out
 
 

@@ -21,36 +21,25 @@ import pglast.ast as A
 from headwater.catalog.objects import IndexKey, Table
 from headwater.catalog.types import BOOL, INT2, INT4, INT8, TEXT, UUID, VARCHAR
 from headwater.server.fast_checks import column_position, condition
+from headwater.server.table_cache import per_table
 from pglast import parse_sql
 
 Row = tuple[Any, ...]
 _CASES: dict[str, Callable[[str], str]] = {"lower": str.lower, "upper": str.upper}
 _PLAIN = frozenset({INT2, INT4, INT8, TEXT, VARCHAR, BOOL, UUID})
-_CACHE: dict[int, tuple[Table, Any]] = {}
 
 
 class NotAscii(Exception):
     """A value whose case mapping is left to DuckDB."""
 
 
+@per_table
 def compiled(table: Table) -> list[Callable[[Row], Row | None]] | None:
     """Per unique index of the table (`index_keys` order) a function giving a row's key
     (None: the index does not hold the row); None when one index is of another shape.
     Worked out once per table version."""
-    hit = _CACHE.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
-    fns: list[Callable[[Row], Row | None]] | None = []
-    for key in table.index_keys:
-        fn = _index(key, table)
-        if fn is None:
-            fns = None
-            break
-        fns.append(fn)  # type: ignore[union-attr]
-    if len(_CACHE) >= 1024:
-        _CACHE.clear()
-    _CACHE[id(table)] = (table, fns)
-    return fns
+    fns = [_index(key, table) for key in table.index_keys]
+    return None if None in fns else fns  # type: ignore[return-value]
 
 
 def key_values(table: Table, rows: list[Any]) -> list[list[Row | None]] | None:

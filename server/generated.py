@@ -20,7 +20,7 @@ import pyarrow as pa
 from headwater.catalog.objects import Column, Table
 from headwater.planner.dml import to_column_sql
 from headwater.server.checks import condition_sql
-from headwater.server.duckdb_calls import fetch, unregister_quietly
+from headwater.server.duckdb_calls import fetch, rows_of_params, unregister_quietly
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import physical, quote
 
@@ -68,15 +68,13 @@ def fill_rows(table: Table, rows: list[list[Any]], cur: duckdb.DuckDBPyConnectio
 def _values_sql(table: Table, n: int) -> str:
     """SELECT of the generated columns of `n` rows given as parameters (in column
     order, the generated ones left out)."""
-    given = [c for c in table.columns if c.generated is None]
-    row = "(" + ", ".join(f"CAST(? AS {c.type.duckdb()})" for c in given) + ")"
     exprs = ", ".join(
         to_column_sql(condition_sql(c.generated, table.columns), c)
         for c in table.columns
         if c.generated is not None
     )
-    names = ", ".join(quote(c.name) for c in given)
-    return f"SELECT {exprs} FROM (VALUES {', '.join([row] * n)}) AS _hw_r({names})"
+    given = [c for c in table.columns if c.generated is None]
+    return f"SELECT {exprs} FROM {rows_of_params(given, n)}"
 
 
 def validate(table: Table, cur: duckdb.DuckDBPyConnection) -> None:

@@ -74,6 +74,7 @@ from headwater.server.batcher import (
     returning_columns,
 )
 from headwater.server.fast_checks import check_error, compiled
+from headwater.server.table_cache import per_table
 from pglast import enums, parse_sql
 
 from headwater.errors import NumericOutOfRange
@@ -165,27 +166,20 @@ def eligible(table: Table) -> bool:
     )
 
 
+@per_table
 def computed_inputs(table: Table) -> frozenset[str]:
     """The columns the table's generated columns and unique expression or partial
     indexes are computed from, and the generated columns: a point write that sets none
     of them leaves every generated value and index key as it was (a DELETE frees its
     row's index keys: server/batcher.py `_set_row`)."""
-    hit = _INPUTS.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
     texts = [c.generated for c in table.columns if c.generated is not None]
     for k in table.index_keys:
         texts += [*k.keys, *([k.predicate] if k.predicate else [])]
     names = {c.name for c in table.columns if c.generated is not None}
     for text in texts:
         names.update(column_refs(parse_sql(f"SELECT ({text})")[0].stmt.targetList[0].val))  # type: ignore[union-attr]
-    if len(_INPUTS) >= 1024:
-        _INPUTS.clear()
-    _INPUTS[id(table)] = (table, frozenset(names))
-    return _INPUTS[id(table)][1]
+    return frozenset(names)
 
-
-_INPUTS: dict[int, tuple[Table, frozenset[str]]] = {}
 
 # keys of one statement taken as point writes (IN lists, ANY arrays); more: the general path
 MANY_MAX = 1000

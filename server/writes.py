@@ -153,8 +153,8 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         else:
             epoch = await batcher.insert([(rel, fast.rows)])
     except SQLError as e:
-        if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
-            return None  # ALTERed meanwhile: the general path, on the new table
+        if _retried(s, rel, e):
+            return None
         raise
     s.last_write_epoch = epoch or s.last_write_epoch
     return returned(rel, rows, fast.returning, f"INSERT 0 {len(rows)}")
@@ -182,22 +182,26 @@ async def _upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:
     try:
         await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
         if not await batcher.ensure_live(rel):
-            locks.release(owner)
             return None
         assert fast.upsert is not None
         row, epoch = await batcher.upsert(
             rel, fast.rows[0], fast.upsert, staged=lambda: locks.release(owner)
         )
     except SQLError as e:
-        locks.release(owner)
-        if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
-            return None  # ALTERed meanwhile, or too large to keep: the general path
+        if _retried(s, rel, e):
+            return None
         raise
-    except BaseException:
-        locks.release(owner)
-        raise
+    finally:
+        locks.release(owner)  # (autocommitted: the session holds no other row lock)
     s.last_write_epoch = epoch or s.last_write_epoch
     return returned(rel, [row], fast.returning, "INSERT 0 1")
+
+
+def _retried(s: Session, rel: Table, e: SQLError) -> bool:
+    """A fast path's 40001 for a table ALTERed meanwhile (or, for point writes, whose
+    rows became too many to keep): the statement goes to the general path, on the table
+    as it is now."""
+    return e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None
 
 
 async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
@@ -260,8 +264,8 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
         row, epoch = await batcher.point(write, staged=lambda: locks.release(owner))
     except SQLError as e:
         locks.release(owner)
-        if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
-            return None  # ALTERed meanwhile, or too large to keep: the general path
+        if _retried(s, rel, e):
+            return None
         raise
     if epoch:
         s.last_write_epoch = epoch
@@ -305,8 +309,8 @@ async def _point_rows(
     try:
         epoch = await batcher.insert([], list(staged.rows.values()), lambda: locks.release(owner))
     except SQLError as e:
-        if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:
-            return None  # ALTERed meanwhile: the general path
+        if _retried(s, rel, e):
+            return None
         raise
     s.last_write_epoch = epoch
     return rows

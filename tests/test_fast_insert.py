@@ -170,6 +170,24 @@ def _run(conn: psycopg.Connection, sql: str, prepared: bool) -> object:
     return types, cur.fetchall()
 
 
+def _assert_as_postgres(
+    hw: psycopg.Connection,
+    pg: psycopg.Connection,
+    statements: list[str],
+    prepared: tuple[bool, ...] = (False,),
+    tags: bool = False,
+) -> None:
+    """Each statement's result (or SQLSTATE) and columns are PostgreSQL's, run once per
+    `prepared`; `tags`: a RETURNING statement run again gives PostgreSQL's tag."""
+    for sql in statements:
+        for p in prepared:
+            got, want = (_run(c, sql, p) for c in (hw, pg))
+            assert got == want, sql
+        if tags and "RETURNING" in sql:
+            got, want = (c.execute(sql).statusmessage for c in (hw, pg))
+            assert got == want, sql
+
+
 @pytest.mark.parametrize("prepared", [False, True])
 def test_returning_as_postgres(hw_server, pg_oracle, table_name: str, prepared: bool) -> None:  # type: ignore[no-untyped-def]
     """Every statement's result (or SQLSTATE) and columns equal PostgreSQL's, literal
@@ -579,9 +597,7 @@ def test_constant_defaults_as_postgres(hw_server, pg_oracle, table_name: str) ->
         f"INSERT INTO {table}_n (id) VALUES (1)",
     ]
     with in_schema((hw_server.dsn, pg_oracle.dsn), table, setup) as (hw, pg):
-        for sql in statements:
-            got, want = (_run(c, sql, False) for c in (hw, pg))
-            assert got == want, sql
+        _assert_as_postgres(hw, pg, statements)
         cols = "id, n, b, s, v, m, neg, big, f, d, j, ts, i2, c, u IS NOT NULL"
         got, want = (
             c.execute(f"SELECT {cols} FROM {table} ORDER BY id").fetchall() for c in (hw, pg)
@@ -621,12 +637,8 @@ def test_on_conflict_do_nothing_as_postgres(hw_server, pg_oracle, table_name: st
         f"SELECT * FROM {t}_c ORDER BY id",
     ]
     with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
-        for sql in statements:
-            for prepared in (False, True):  # (the second run: nothing new to insert)
-                got, want = (_run(c, sql, prepared) for c in (hw, pg))
-                assert got == want, sql
-            tags = [c.execute(sql).statusmessage for c in (hw, pg)] if "RETURNING" in sql else []
-            assert tags[:1] == tags[1:], sql
+        # (prepared, the second run: nothing new to insert)
+        _assert_as_postgres(hw, pg, statements, (False, True), tags=True)
 
 
 def test_on_conflict_targets_the_fast_path_takes() -> None:
@@ -716,9 +728,7 @@ def test_upserts_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # 
         f"SELECT * FROM {t}_c ORDER BY id",
     ]
     with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
-        for sql in statements:
-            got, want = (_run(c, sql, False) for c in (hw, pg))
-            assert got == want, sql
+        _assert_as_postgres(hw, pg, statements)
 
 
 def test_concurrent_upserts_of_few_keys(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
