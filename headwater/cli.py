@@ -139,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION (AWS_ALLOW_HTTP=true for "
         "http://). One server per prefix: a second one fences the first, which stops",
     )
+    start.add_argument(
+        "--fsync",
+        default="on",
+        choices=["on", "off"],
+        help="make each commit durable on disk before it is acknowledged, as PostgreSQL's "
+        "fsync (on); off: commits survive a crash of the server, not of the machine",
+    )
     start.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     status.add_parser(sub)
     verify.add_parser(sub)  # headwater verify VIEW (headwater/verify.py)
@@ -196,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_master=args.spark_master,
         spark_master_ui=args.spark_master_ui,
         executor=args.executor,
+        fsync=args.fsync == "on",
         spark_stall_timeout=seconds(args.spark_stall_timeout, "--spark-stall-timeout"),
         retention=seconds(args.retention, "headwater.retention"),
         clock_tick=(

@@ -65,13 +65,15 @@ class Config:
     metrics_address: str | None = None  # host:port of GET /metrics (server/metrics.py)
     # s3://bucket/prefix holding SlateDB (storage/object_store.py); data_dir is a cache
     object_store: ObjectStoreURL | None = None
+    # a local data directory's writes are synchronous (PostgreSQL's fsync; storage/synchronous.py)
+    fsync: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Instance:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.store = SlateStore(config.data_dir / "slatedb", config.object_store)
+        self.store = SlateStore(config.data_dir / "slatedb", config.object_store, config.fsync)
         # why the server must stop (another server fenced it); `stopping` is then set
         self.fatal: SQLError | None = None
         self.stopping = asyncio.Event()

@@ -77,6 +77,7 @@ DEFAULTS: dict[str, str] = {
     "headwater.memory_limit": "",  # set at server start (headwater start --memory-limit)
     "headwater.max_message_size": "64MB",  # headwater start --max-message-size
     "headwater.executor": "auto",  # headwater start --executor
+    "fsync": "on",  # headwater start --fsync
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
 }
 
@@ -93,6 +94,7 @@ SERVER_OPTIONS = {
     "headwater.memory_limit": "--memory-limit 8GB",
     "headwater.max_message_size": "--max-message-size 256MB",
     "headwater.executor": "--executor spark",
+    "fsync": "--fsync off",
 }
 
 
@@ -123,6 +125,7 @@ class Settings:
             "headwater.memory_limit": memory,
             "headwater.max_message_size": format_size(cfg.max_message_size),
             "headwater.executor": cfg.executor,
+            "fsync": "on" if cfg.fsync else "off",
         }
         self.defaults = {**DEFAULTS, **fixed}
         self.values.update(fixed)

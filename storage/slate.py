@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import slatedb.uniffi as sdb
 from headwater.storage.object_store import ObjectStoreURL, check_reachable, endpoint
+from headwater.storage.synchronous import set_synchronous
 from slatedb.uniffi._slatedb_uniffi import slatedb as _gen
 
 from headwater.errors import (
@@ -185,10 +186,13 @@ class SlateStore:
     on. `on_fenced` (set by the server) is told once, from SlateDB's thread.
     """
 
-    def __init__(self, path: Path, object_store: ObjectStoreURL | None = None) -> None:
+    def __init__(
+        self, path: Path, object_store: ObjectStoreURL | None = None, fsync: bool = True
+    ) -> None:
         _patch_copies()
         self.path = path
         self.object_store = object_store
+        self.fsync = fsync  # a local directory's writes are synchronous (storage/synchronous.py)
         self._written = [str(path / name) for name in _WRITTEN_DIRS]  # for probe()
         self.on_fenced: Callable[[SQLError], None] | None = None
         self.fenced: SQLError | None = None
@@ -216,6 +220,15 @@ class SlateStore:
         else:
             check_writable(self.path.parent)
             self.path.mkdir(parents=True, exist_ok=True)
+            refused = set_synchronous(self.path, self.fsync)
+            if refused is not None and self.fsync:
+                log.warning(
+                    "the file system of %s does not make writes synchronous (chattr +S: %s): "
+                    "acknowledged commits survive a crash of the server, not a power loss "
+                    "or a crash of the machine. Put --data-dir on ext4, XFS or btrfs for that",
+                    self.path,
+                    refused.strerror or refused,
+                )
         self.run_sync(self._open())
 
     async def _open(self) -> None:

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import asyncpg
 import pyarrow as pa
+import pytest
 from headwater.storage.changelog import decode_arrow, encode_arrow
+from headwater.storage.synchronous import FS_SYNC_FL, flags, set_synchronous
 
 from tests.hwserver import HeadwaterServer, free_port
 
@@ -240,3 +242,52 @@ def test_logs_written_in_a_sessions_zone_replay() -> None:
     parts = [decode_arrow(blob) for t in (zoned, utc) for blob in encode_arrow(t)]
     both = pa.concat_tables(parts, promote_options="permissive")
     assert both.column("at").to_pylist() == [at, at]
+
+
+def _synchronous(root: Path) -> dict[str, bool]:
+    """Each directory and file under `root`: whether the kernel writes it synchronously."""
+    return {str(p.relative_to(root)): bool(flags(p) & FS_SYNC_FL) for p in root.rglob("*")}
+
+
+def test_acknowledged_writes_are_on_disk_before_the_ack(tmp_path: Path) -> None:
+    """A power loss must not lose an acknowledged commit, as with PostgreSQL's fsync:
+    SlateDB's local store links each WAL file into place without fsync, so its
+    directories carry the synchronous-updates attribute (chattr +S), which the files it
+    writes inherit; `--fsync off` clears it, as PostgreSQL's fsync = off."""
+    data, probe = tmp_path / "data", tmp_path / "probe"
+    probe.mkdir()
+    if set_synchronous(probe, True) is not None:
+        pytest.skip(f"the file system of {tmp_path} has no synchronous-updates attribute")
+
+    async def write(port: int, keys: range) -> str:
+        conn = await _connect(port)
+        await conn.execute("CREATE TABLE IF NOT EXISTS t (k int PRIMARY KEY)")
+        for k in keys:  # the fast path's epochs and a writing transaction's
+            await conn.execute("INSERT INTO t VALUES ($1)", k)
+        await conn.execute(
+            "INSERT INTO t SELECT g FROM generate_series($1::int, $2::int) g",
+            keys.stop,
+            keys.stop + 9,
+        )
+        setting = await conn.fetchval("SHOW fsync")
+        await conn.close()
+        return setting
+
+    server = HeadwaterServer(data, port=free_port()).start()
+    try:
+        assert asyncio.run(write(server.port, range(0, 20))) == "on"
+    finally:
+        server.stop()
+    synced = _synchronous(data / "slatedb")
+    assert any(name.startswith("wal/") for name in synced), synced
+    assert all(synced.values()), [name for name, on in synced.items() if not on]
+
+    server = HeadwaterServer(data, port=free_port(), args=["--fsync", "off"]).start()
+    try:
+        assert asyncio.run(write(server.port, range(100, 120))) == "off"
+    finally:
+        server.stop()
+    after = _synchronous(data / "slatedb")
+    new = [name for name in after if name not in synced]
+    assert new and not any(after[name] for name in new), after
+    assert not any(on for name, on in after.items() if (data / "slatedb" / name).is_dir())
