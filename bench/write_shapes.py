@@ -15,6 +15,11 @@ unique lower()   INSERT into a table with CREATE UNIQUE INDEX ... (lower(email))
 generated        INSERT into a table with a GENERATED ALWAYS AS (a * 2) STORED column
 do nothing       INSERT ... ON CONFLICT DO NOTHING (keys repeat: half are skipped)
 upsert           INSERT ... ON CONFLICT (id) DO UPDATE SET n = t.n + 1 (keys repeat)
+upsert in block  the same in BEGIN ... COMMIT, as SQLAlchemy and psycopg sessions send it
+                 (the time of the whole transaction)
+do nothing in block  INSERT ... ON CONFLICT DO NOTHING in BEGIN ... COMMIT
+short values     INSERT INTO t VALUES ($1, 'x') into a table of more columns (the rest
+                 take their defaults)
 update           UPDATE t SET n = n + 1 WHERE id = $1
 delete           DELETE FROM t WHERE id = $1
 array            INSERT of a text[] value (ARRAY['a', 'b'])
@@ -47,6 +52,7 @@ class Shape(NamedTuple):
     args: Callable[[int], tuple[Any, ...]] = lambda i: (i,)  # the i-th statement's
     loaded: bool = False  # rows 0..statements first (UPDATE, DELETE)
     index: str = ""  # an index to create first
+    block: bool = False  # each statement in BEGIN ... COMMIT (timed together)
 
 
 def _twice(i: int) -> tuple[Any, ...]:
@@ -87,6 +93,23 @@ SHAPES: dict[str, Shape] = {
         " ON CONFLICT (id) DO UPDATE SET n = t.n + 1",
         _twice,
     ),
+    "upsert in block": Shape(
+        "id bigint PRIMARY KEY, name text, n int",
+        "INSERT INTO {t} AS t (id, name, n) VALUES ($1, 'x', 1)"
+        " ON CONFLICT (id) DO UPDATE SET n = t.n + 1",
+        _twice,
+        block=True,
+    ),
+    "do nothing in block": Shape(
+        "id bigint PRIMARY KEY, name text",
+        "INSERT INTO {t} (id, name) VALUES ($1, 'x') ON CONFLICT DO NOTHING",
+        _twice,
+        block=True,
+    ),
+    "short values": Shape(
+        "id bigint PRIMARY KEY, name text, n int, note text",
+        "INSERT INTO {t} VALUES ($1, 'x')",
+    ),
     "update": Shape(
         "id bigint PRIMARY KEY, n int", "UPDATE {t} SET n = n + 1 WHERE id = $1", loaded=True
     ),
@@ -117,7 +140,11 @@ async def run_shape(dsn: str, name: str, statements: int) -> float:
         for i in range(statements):
             args = shape.args(i)
             t0 = time.perf_counter()
-            await stmt.fetch(*args)
+            if shape.block:
+                async with conn.transaction():
+                    await stmt.fetch(*args)
+            else:
+                await stmt.fetch(*args)
             times.append(time.perf_counter() - t0)
         await conn.execute(f"DROP TABLE {table}")
         return 1000 * statistics.median(times)

@@ -518,8 +518,11 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
         if any(c is None for c in found):
             return None
         cols: list[Column] = [c for c in found if c is not None]
-    else:
-        cols = list(table.columns)
+    else:  # VALUES shorter than the table: its last columns take their defaults
+        width = len(src.valuesLists[0])
+        if width > len(table.columns):
+            return None  # (42601 from the general path)
+        cols = list(table.columns)[:width]
     if any(c.identity or c.generated is not None for c in cols):
         return None  # a value for an identity or generated column: 428C9 or not
     if table.checks and compiled(table) is None:
@@ -905,6 +908,16 @@ class StagedWrites:
 
     def written(self, oid: int) -> bool:
         return any(k[0] == oid for k in self.rows)
+
+    def deleted(self, oid: int) -> bool:
+        """Did the block's point writes delete a row of the table? (Its key values are
+        not free for the block's INSERTs yet: the key sets hold them until COMMIT.)"""
+        return any(k[0] == oid and r.new is None for k, r in self.rows.items())
+
+    def inserted_key(self, table: Table, key: Row) -> bool:
+        """Did the block's staged INSERTs take this primary key of the table?"""
+        pk = table.primary_key
+        return pk is not None and key in self.keys.get((table.oid, pk.name), ())
 
     def overlay(self, table: Table, rows: list[Row]) -> list[Row]:
         """`rows` of `table` (read at the block's epoch) as the block's point writes
@@ -1603,7 +1616,7 @@ class InsertBatcher:
             p.row = row
             return None
         try:
-            new = _updated(table, entry[1], row, sets)
+            new = upserted_row(table, entry[1], row, sets)
         except SQLError as e:
             return e
         self._set_row(live, key, entry, new, touched)
@@ -1868,7 +1881,9 @@ def _deleted_from(p: _Pending) -> list[Table]:
     return out + [p.write.table] if p.write is not None and p.write.delete else out
 
 
-def _updated(table: Table, old: Row, proposed: Row, sets: tuple[tuple[int, str, Any], ...]) -> Row:
+def upserted_row(
+    table: Table, old: Row, proposed: Row, sets: tuple[tuple[int, str, Any], ...]
+) -> Row:
     """A DO UPDATE's new version of `old` (each item reads the old row and EXCLUDED, the
     proposed row); PostgreSQL's error for a sum out of range, a NULL in a NOT NULL
     column or a failed CHECK."""

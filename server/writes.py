@@ -49,6 +49,7 @@ from headwater.server.batcher import (
     fast_rows,
     row_ids,
     rows_table,
+    upserted_row,
 )
 from headwater.server.binders import read_binder, write_binder
 from headwater.server.copy import copy_options
@@ -136,12 +137,12 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         )
     else:
         fast = fast_rows(stmt, rel, params, fmt, serials.get, started, generate)
-    if fast is None or (s.status == "T" and (fast.skip is not None or fast.upsert is not None)):
-        return None  # (ON CONFLICT in a block: the general path, at the statement)
+    if fast is None or (s.status == "T" and fast.skip is not None):
+        return None  # (ON CONFLICT DO NOTHING in a block: the general path, at the statement)
     if fast.upsert is not None:
-        return await _upsert(s, rel, fast)
+        return await (_block_upsert if s.status == "T" else _upsert)(s, rel, fast)
     if s.status == "T":
-        if s.staged.written(rel.oid):  # a key its point writes deleted is not free yet
+        if s.staged.deleted(rel.oid):  # a key its point writes deleted is not free yet
             return None
         await s.instance.batcher.check_keys(rel, fast.rows, s.staged)
         s.staged.add(rel, fast.rows)
@@ -160,24 +161,31 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
     return returned(rel, rows, fast.returning, f"INSERT 0 {len(rows)}")
 
 
-async def _upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:
-    """INSERT of one row ... ON CONFLICT (primary key) DO UPDATE as a point write: under
-    the key's row lock, at the batcher's turn (server/batcher.py `_upsert`). None for
-    the general path: several rows, a table whose rows are not kept in Python."""
-    batcher = s.instance.batcher
+def _upsert_key(s: Session, rel: Table, fast: FastRows) -> tuple[Any, ...] | None:
+    """The primary key of an upsert's row if it is a point write (one row of a table
+    whose rows are kept in Python), else None: the general path."""
     pk = rel.primary_key
     if (
         len(fast.rows) != 1
         or pk is None
         or rel.general_writes_only
         or not point_writes.eligible(rel)
-        or not batcher.point_writable(rel)
+        or not s.instance.batcher.point_writable(rel)
     ):
         return None
     names = [c.name for c in rel.columns]
     key = tuple(fast.rows[0][names.index(c)] for c in pk.columns)
-    if None in key:
-        return None  # (23502 from the general path)
+    return None if None in key else key  # (a NULL: 23502 from the general path)
+
+
+async def _upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:
+    """INSERT of one row ... ON CONFLICT (primary key) DO UPDATE as a point write: under
+    the key's row lock, at the batcher's turn (server/batcher.py `_upsert`). None for
+    the general path."""
+    batcher = s.instance.batcher
+    key = _upsert_key(s, rel, fast)
+    if key is None:
+        return None
     locks, owner = s.instance.key_locks, id(s)
     try:
         await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
@@ -195,6 +203,44 @@ async def _upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:
         locks.release(owner)  # (autocommitted: the session holds no other row lock)
     s.last_write_epoch = epoch or s.last_write_epoch
     return returned(rel, [row], fast.returning, "INSERT 0 1")
+
+
+async def _block_upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:
+    """The same in a transaction block (what SQLAlchemy and psycopg sessions send):
+    under the key's row lock, held until the block ends, the block's point write of the
+    key's row (the live one, or the block's own version of it), or, the key free, its
+    staged INSERT; both reach the batcher at COMMIT with the block's other staged writes.
+    None for the general path: a key the block inserted or deleted itself, or a free key
+    in a table the block deleted from (those keys are not free yet)."""
+    batcher = s.instance.batcher
+    key = _upsert_key(s, rel, fast)
+    if key is None or s.staged.inserted_key(rel, key):
+        return None
+    await s.instance.key_locks.acquire(
+        id(s), (rel.oid, key), s.instance.config.write_lock_timeout
+    )  # (released when the block ends, as its point writes' are)
+    if not await batcher.ensure_live(rel):
+        return None
+    assert fast.upsert is not None
+    proposed = fast.rows[0]
+    mine = s.staged.rows.get((rel.oid, key))
+    if mine is not None:
+        rid, read, current = mine.rid, mine.read, mine.new
+        if current is None:
+            return None  # deleted earlier in the block: its key is not free yet
+    else:
+        entry = batcher.live_row(rel, key)
+        if entry is None:
+            if s.staged.deleted(rel.oid):
+                return None
+            await batcher.check_keys(rel, fast.rows, s.staged)
+            s.staged.add(rel, fast.rows)
+            return returned(rel, fast.rows, fast.returning, "INSERT 0 1")
+        rid, read = entry
+        current = read
+    new = upserted_row(rel, current, proposed, fast.upsert)
+    s.staged.rows[(rel.oid, key)] = BlockRow(rel, key, rid, read, new)
+    return returned(rel, [new], fast.returning, "INSERT 0 1")
 
 
 def _retried(s: Session, rel: Table, e: SQLError) -> bool:

@@ -136,6 +136,10 @@ RETURNING_STATEMENTS = [
     "INSERT INTO {t} (name) VALUES ('f') RETURNING id + 1 AS next, upper(name)",  # general
     "INSERT INTO {t} AS x (name) VALUES ('g') RETURNING {t}.id",  # 42P01, as PostgreSQL
     "INSERT INTO {t} (name) VALUES ('h') RETURNING nope",  # 42703
+    "INSERT INTO {t} VALUES (100, 'i', 3.5) RETURNING *",  # the rest: their defaults
+    "INSERT INTO {t} VALUES (101, 'j', 1, 'abcde')",  # 22001
+    "INSERT INTO {t} VALUES (102, 'k'), (103)",  # 42601
+    "INSERT INTO {t} VALUES (104, 'k', 1, 'a', '2020-01-01', now(), now(), true, 1, 1, '', 5)",
 ]
 
 
@@ -156,6 +160,18 @@ def test_returning_columns_take_the_fast_path() -> None:
         "INSERT INTO t AS x VALUES (1, 'a') RETURNING t.id",
         "INSERT INTO t VALUES (1, 'a') RETURNING nope",
     ]:
+        assert fast_rows(parse_sql(sql)[0].stmt, table, [], fmt) is None, sql
+
+
+def test_values_shorter_than_the_table_take_the_fast_path() -> None:
+    """`INSERT INTO t VALUES (1)` fills the first columns, the rest take their defaults,
+    as PostgreSQL's (it was a writing transaction each, ~9 ms); more values than
+    columns stay general (42601)."""
+    table = _table(("id", INT4, None), ("name", TEXT, None), ("n", INT4, "7"))
+    fmt = SessionFormat()
+    fast = fast_rows(parse_sql("INSERT INTO t VALUES (1), (2)")[0].stmt, table, [], fmt)
+    assert fast is not None and fast.rows == [(1, None, 7), (2, None, 7)]
+    for sql in ["INSERT INTO t VALUES (1, 'a', 2, 3)", "INSERT INTO t VALUES (1), (2, 'b')"]:
         assert fast_rows(parse_sql(sql)[0].stmt, table, [], fmt) is None, sql
 
 
@@ -729,6 +745,93 @@ def test_upserts_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # 
     ]
     with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
         _assert_as_postgres(hw, pg, statements)
+
+
+def test_block_upserts_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """One row's ON CONFLICT (primary key) DO UPDATE in a transaction block (what
+    SQLAlchemy and psycopg sessions send) is staged like the block's point writes and
+    INSERTs, under the key's row lock: each result, error and the rows are PostgreSQL's
+    (the key live, updated or inserted earlier in the block, deleted in it, another
+    unique key taken, NOT NULL, a CHECK, ROLLBACK, a savepoint rolled back); and the
+    block holds no write lock (before: a writing transaction from its first upsert,
+    ~12 ms, other sessions' writes waiting for its COMMIT)."""
+    t = f"{table_name}_bu"
+    setup = [
+        f"CREATE TABLE {t} (id int PRIMARY KEY, email text UNIQUE, name text,"
+        " n int NOT NULL DEFAULT 0, CHECK (n < 100))",
+        f"INSERT INTO {t} VALUES (1, 'a@x.com', 'Ann', 0), (2, 'b@x.com', 'Bob', 5)",
+    ]
+    up = f"INSERT INTO {t} AS t (id, email, name) VALUES"
+    bump = "ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, n = t.n + 1"
+    rows = f"SELECT * FROM {t} ORDER BY id"
+    statements = [
+        "BEGIN",
+        f"{up} (1, 'a@x.com', 'Anne') {bump} RETURNING *",
+        f"{up} (1, 'a@x.com', 'Anna') {bump} RETURNING n, name",
+        f"{up} (3, 'c@x.com', 'Cy') {bump} RETURNING *",
+        f"{up} (3, 'c@x.com', 'Cyd') {bump} RETURNING *",  # inserted in the block
+        f"{up} (4, 'd@x.com', 'Di') ON CONFLICT (id) DO UPDATE SET n = t.n - 1",
+        rows,
+        "COMMIT",
+        rows,
+        "BEGIN",
+        f"{up} (2, 'q@x.com', 'Q') ON CONFLICT (id) DO UPDATE SET n = t.n + 50",
+        "SAVEPOINT s",
+        f"{up} (2, 'q@x.com', 'Q') ON CONFLICT (id) DO UPDATE SET n = t.n + 1",
+        "ROLLBACK TO SAVEPOINT s",
+        f"{up} (5, 'e@x.com', 'E') {bump}",
+        "COMMIT",
+        rows,
+        "BEGIN",
+        f"{up} (2, 'b@x.com', 'B') ON CONFLICT (id) DO UPDATE SET n = t.n + 100",  # CHECK
+        "ROLLBACK",
+        "BEGIN",
+        f"{up} (1, 'a@x.com', 'A') ON CONFLICT (id) DO UPDATE SET n = NULL",
+        "ROLLBACK",
+        "BEGIN",
+        f"{up} (6, 'a@x.com', 'dup') {bump}",  # another key taken: 23505
+        "ROLLBACK",
+        "BEGIN",
+        f"DELETE FROM {t} WHERE id = 4",
+        f"{up} (4, 'd2@x.com', 'D2') {bump} RETURNING *",  # deleted in the block
+        f"UPDATE {t} SET name = 'x' WHERE id = 5",
+        f"{up} (5, 'e@x.com', 'E2') {bump} RETURNING *",  # updated in the block
+        "COMMIT",
+        "BEGIN",
+        f"{up} (7, 'g@x.com', 'G') {bump}",
+        "ROLLBACK",
+        "BEGIN",  # plain INSERTs after the block's point writes of the table
+        f"{up} (2, 'b@x.com', 'B3') {bump}",
+        f"INSERT INTO {t} VALUES (11, 'k@x.com', 'K') RETURNING *",
+        f"INSERT INTO {t} VALUES (12, 'b@x.com', 'dup')",  # 23505
+        "ROLLBACK",
+        "BEGIN",
+        f"{up} (2, 'b@x.com', 'B3') {bump}",
+        f"INSERT INTO {t} VALUES (11, 'k@x.com', 'K')",
+        f"UPDATE {t} SET n = n + 1 WHERE id = 11",
+        "COMMIT",
+        rows,
+    ]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
+        _assert_as_postgres(hw, pg, statements, prepared=(True,))
+        with psycopg.connect(hw_server.dsn, autocommit=True) as other:
+            other.execute(f"SET search_path = {t}")
+            hw.execute("BEGIN")
+            hw.execute(f"{up} (1, 'a@x.com', 'held') {bump}", prepare=True)
+            hw.execute(f"{up} (8, 'h@x.com', 'H') {bump}", prepare=True)
+            # another session's INSERT and UPDATE do not wait for this block (they waited
+            # for its writing transaction's write lock); a general writer still waits for
+            # its row locks, as for any block's point writes (server/key_locks.py drain)
+            other.execute("SET statement_timeout = '5s'")
+            other.execute(f"INSERT INTO {t} VALUES (9, 'i@x.com', 'I')")
+            other.execute(f"UPDATE {t} SET n = n + 1 WHERE id = 9")
+            assert other.execute(f"SELECT name FROM {t} WHERE id IN (1, 8)").fetchall() == [
+                ("Anna",)
+            ]
+            hw.execute("COMMIT")
+            assert other.execute(
+                f"SELECT id, name FROM {t} WHERE id IN (1, 8, 9) ORDER BY id"
+            ).fetchall() == [(1, "held"), (8, "H"), (9, "I")]
 
 
 def test_concurrent_upserts_of_few_keys(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
