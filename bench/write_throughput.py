@@ -255,8 +255,9 @@ async def _connect_asyncpg(
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, i, name, amount, ts)
-        if form == "upsert":
-            return await conn.execute(upsert_sql, 1 + i % (2 * UPDATE_ROWS), name, amount)
+        if form in ("upsert", "upsert-txn"):
+            async with _in_transaction(conn, form):
+                return await conn.execute(upsert_sql, 1 + i % (2 * UPDATE_ROWS), name, amount)
         if form in ("update", "update-unique"):
             return await conn.execute(update_sql, amount, update_key(i))
         if form == "update-by":
@@ -289,8 +290,9 @@ async def _connect_psycopg(
     async def insert(i: int, name: str, amount: Decimal, ts: dt.datetime) -> Any:
         if form == "plain":
             return await conn.execute(sql, (i, name, amount, ts))
-        if form == "upsert":
-            return await conn.execute(upsert_sql, (1 + i % (2 * UPDATE_ROWS), name, amount))
+        if form in ("upsert", "upsert-txn"):
+            async with _in_transaction(conn, form):
+                return await conn.execute(upsert_sql, (1 + i % (2 * UPDATE_ROWS), name, amount))
         if form in ("update", "update-unique"):
             return await conn.execute(update_sql, (amount, update_key(i)))
         if form == "update-by":
@@ -306,8 +308,9 @@ async def _connect_psycopg(
 
 
 def _in_transaction(conn: Any, form: str) -> Any:
-    """The driver's BEGIN ... COMMIT around an `orm-txn` INSERT; nothing for `orm`."""
-    return conn.transaction() if form == "orm-txn" else contextlib.nullcontext()
+    """The driver's BEGIN ... COMMIT around an `orm-txn` INSERT or an `upsert-txn`;
+    nothing for the others."""
+    return conn.transaction() if form.endswith("-txn") else contextlib.nullcontext()
 
 
 async def _insert_run(
@@ -379,8 +382,9 @@ def bench_insert(
         "update-by": UPDATE_BY_COLUMNS,
         "update-unique": UPDATE_COLUMNS + UPDATE_UNIQUE_EXTRA,
         "upsert": UPDATE_COLUMNS,
+        "upsert-txn": UPDATE_COLUMNS,
     }.get(form, ORM_COLUMNS)
-    updates = form in ("update", "update-by", "update-unique", "upsert")
+    updates = form in ("update", "update-by", "update-unique", "upsert", "upsert-txn")
     parent = f"{table}_parent"
     if form == "orm-fk":
         create_table(dsn, parent, "id bigint PRIMARY KEY, name text")
@@ -467,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
             "update",
             "update-unique",
             "upsert",
+            "upsert-txn",
             "update-by",
         ],
         default="plain",
@@ -516,8 +521,9 @@ def main(argv: list[str] | None = None) -> int:
         form = f" (point UPDATE by key instead: {UPDATE_SQL.format(t='t')})"
     if args.form == "update-by":
         form = f" (UPDATE by a UNIQUE column instead: {UPDATE_BY_SQL.format(t='t')})"
-    if args.form == "upsert":
+    if args.form in ("upsert", "upsert-txn"):
         form = " (INSERT ... ON CONFLICT (id) DO UPDATE instead, half of them updates)"
+        form = form[:-1] + ", each in BEGIN ... COMMIT)" if args.form == "upsert-txn" else form
     m_tps = report.metric(f"INSERT x{args.clients} clients{form}", "tx/s")
     m_p50 = report.metric("INSERT latency p50", "ms", higher_is_better=False)
     m_p99 = report.metric("INSERT latency p99", "ms", higher_is_better=False)
