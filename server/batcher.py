@@ -1022,11 +1022,13 @@ class InsertBatcher:
         assert p.row is not None
         return p.row, epoch
 
-    async def insert_skipping(self, table: Table, rows: Rows, skip: str) -> tuple[Rows, int]:
+    async def insert_skipping(
+        self, table: Table, rows: Rows, skip: str, staged: Callable[[], None] | None = None
+    ) -> tuple[Rows, int]:
         """An autocommitted INSERT ... ON CONFLICT DO NOTHING: the rows it inserted (the
         others collided on its arbiter `skip`: `_claim_skipping`) and its epoch once
-        durable (0: none inserted)."""
-        p = _Pending([(table, rows)], asyncio.get_running_loop().create_future())
+        durable (0: none inserted). `staged()` is called once the unit is staged or failed."""
+        p = _Pending([(table, rows)], asyncio.get_running_loop().create_future(), staged=staged)
         p.skip = skip
         epoch = await self._submit(p)
         return p.parts[0][1], epoch
@@ -1051,6 +1053,11 @@ class InsertBatcher:
                 if self._live_rows(table.oid) is None:
                     await self._read(live=[table.oid])
         return self._live_rows(table.oid) is not None
+
+    def holds_key(self, table: Table, key: Key, values: Row) -> bool:
+        """Is `values` taken in the table's unique `key` (live, or claimed by a unit
+        staged before)? After `load_keys`."""
+        return values in self._keys.get((table.oid, _key_set(key)), ())
 
     def live_row(self, table: Table, key: Row) -> tuple[int, Row] | None:
         """The table's live row of `key` with its row id (after `ensure_live`)."""

@@ -43,8 +43,10 @@ from headwater.server import (
 )
 from headwater.server.auth import privilege_checks
 from headwater.server.batcher import (
+    ANY_KEY,
     BlockRow,
     FastRows,
+    Row,
     StagedWrites,
     fast_rows,
     row_ids,
@@ -137,8 +139,10 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         )
     else:
         fast = fast_rows(stmt, rel, params, fmt, serials.get, started, generate)
-    if fast is None or (s.status == "T" and fast.skip is not None):
-        return None  # (ON CONFLICT DO NOTHING in a block: the general path, at the statement)
+    if fast is None:
+        return None
+    if s.status == "T" and fast.skip is not None:
+        return await _block_skipping(s, rel, fast)
     if fast.upsert is not None:
         return await (_block_upsert if s.status == "T" else _upsert)(s, rel, fast)
     if s.status == "T":
@@ -150,7 +154,7 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
     batcher, rows = s.instance.batcher, fast.rows
     try:
         if fast.skip is not None:  # ON CONFLICT DO NOTHING: the rows it inserted
-            rows, epoch = await batcher.insert_skipping(rel, fast.rows, fast.skip)
+            rows, epoch = await _skipping(s, rel, fast)
         else:
             epoch = await batcher.insert([(rel, fast.rows)])
     except SQLError as e:
@@ -161,21 +165,88 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
     return returned(rel, rows, fast.returning, f"INSERT 0 {len(rows)}")
 
 
-def _upsert_key(s: Session, rel: Table, fast: FastRows) -> tuple[Any, ...] | None:
+async def _skipping(s: Session, rel: Table, fast: FastRows) -> tuple[list[Row], int]:
+    """An autocommitted ON CONFLICT DO NOTHING at the batcher's turn, once the row locks
+    of its primary keys that blocks hold are free (a block's DO NOTHING or upsert
+    staged the key: wait, then skip the row if it committed, as PostgreSQL waits for
+    the other inserter)."""
+    assert fast.skip is not None
+    keys = _primary_keys(rel, fast.rows)
+    if not keys:
+        return await s.instance.batcher.insert_skipping(rel, fast.rows, fast.skip)
+    locks, owner = s.instance.key_locks, id(s)
+    try:
+        for key in sorted(set(keys)):  # (one order: two statements lock shared keys alike)
+            await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
+        return await s.instance.batcher.insert_skipping(
+            rel, fast.rows, fast.skip, staged=lambda: locks.release(owner)
+        )
+    finally:
+        locks.release(owner)  # (autocommitted: the session holds no other row lock)
+
+
+def _primary_keys(rel: Table, rows: list[Row]) -> list[Row]:
+    """The rows' primary key values ([] without a primary key or with a NULL in one)."""
+    pk = rel.primary_key
+    if pk is None:
+        return []
+    names = [c.name for c in rel.columns]
+    at = [names.index(c) for c in pk.columns]
+    keys = [tuple(row[i] for i in at) for row in rows]
+    return [] if any(None in k for k in keys) else keys
+
+
+async def _block_skipping(s: Session, rel: Table, fast: FastRows) -> Result | None:
+    """ON CONFLICT DO NOTHING in a transaction block, on the primary key (its arbiter,
+    or none where it is the table's only key): a row whose key a live row, the block's
+    rows or an earlier row of the statement has is left out, the others are staged as
+    the block's INSERT, each key locked until the block ends (as PostgreSQL's
+    speculative insertion makes another inserter of the key wait for this transaction).
+    None for the general path: another arbiter, unique indexes, a table the block
+    deleted from."""
+    batcher, pk = s.instance.batcher, rel.primary_key
+    if (
+        pk is None
+        or rel.index_keys
+        or s.staged.deleted(rel.oid)
+        or fast.skip not in (pk.name, ANY_KEY)
+        or (fast.skip == ANY_KEY and len(rel.keys) > 1)
+    ):
+        return None
+    keys = _primary_keys(rel, fast.rows)
+    if not keys:
+        return None  # (a NULL key: 23502 from the general path)
+    await batcher.load_keys([rel.oid])
+    kept: list[Row] = []
+    seen: set[Row] = set()
+    for row, key in zip(fast.rows, keys, strict=True):
+        if key in seen or s.staged.inserted_key(rel, key) or batcher.holds_key(rel, pk, key):
+            continue
+        await s.instance.key_locks.acquire(
+            id(s), (rel.oid, key), s.instance.config.write_lock_timeout
+        )
+        if batcher.holds_key(rel, pk, key):  # committed by another session meanwhile
+            continue
+        seen.add(key)
+        kept.append(row)
+    if kept:
+        await batcher.check_keys(rel, kept, s.staged)  # (its FOREIGN KEYs, other keys)
+        s.staged.add(rel, kept)
+    return returned(rel, kept, fast.returning, f"INSERT 0 {len(kept)}")
+
+
+def _upsert_key(s: Session, rel: Table, fast: FastRows) -> Row | None:
     """The primary key of an upsert's row if it is a point write (one row of a table
     whose rows are kept in Python), else None: the general path."""
-    pk = rel.primary_key
     if (
         len(fast.rows) != 1
-        or pk is None
         or rel.general_writes_only
         or not point_writes.eligible(rel)
         or not s.instance.batcher.point_writable(rel)
     ):
         return None
-    names = [c.name for c in rel.columns]
-    key = tuple(fast.rows[0][names.index(c)] for c in pk.columns)
-    return None if None in key else key  # (a NULL: 23502 from the general path)
+    keys = _primary_keys(rel, fast.rows)  # (a NULL: 23502 from the general path)
+    return keys[0] if keys else None
 
 
 async def _upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:

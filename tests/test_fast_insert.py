@@ -834,6 +834,97 @@ def test_block_upserts_as_postgres(hw_server, pg_oracle, table_name: str) -> Non
             ).fetchall() == [(1, "held"), (8, "H"), (9, "I")]
 
 
+def test_block_do_nothing_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """ON CONFLICT DO NOTHING on the primary key in a transaction block is staged, each
+    new key locked until the block ends: results, errors and rows are PostgreSQL's
+    (live, staged and repeated keys skipped, RETURNING of the rows inserted, another
+    unique key taken, a FOREIGN KEY, a savepoint, keys the block deleted); a second
+    session's DO NOTHING of a key a block staged waits for that block and then skips
+    the row (it committed) or inserts it (it rolled back), as with PostgreSQL."""
+    import threading
+
+    t = f"{table_name}_dn"
+    setup = [
+        f"CREATE TABLE {t} (id int PRIMARY KEY, email text UNIQUE, name text)",
+        f"CREATE TABLE {t}_p (id int PRIMARY KEY, name text)",
+        f"CREATE TABLE {t}_c (id int PRIMARY KEY, p int REFERENCES {t}_p (id))",
+        f"INSERT INTO {t} VALUES (1, 'a@x.com', 'A'), (2, 'b@x.com', 'B')",
+        f"INSERT INTO {t}_p VALUES (1, 'one')",
+    ]
+    ins = f"INSERT INTO {t} VALUES"
+    rows = f"SELECT * FROM {t} ORDER BY id"
+    statements = [
+        "BEGIN",
+        f"{ins} (1, 'z@x.com', 'dup') ON CONFLICT (id) DO NOTHING",
+        f"{ins} (20, 't@x.com', 'T'), (20, 'u@x.com', 'U') ON CONFLICT (id) DO NOTHING",
+        f"{ins} (21, 'v@x.com', 'V') ON CONFLICT (id) DO NOTHING RETURNING *",
+        f"{ins} (20, 'w@x.com', 'W') ON CONFLICT (id) DO NOTHING RETURNING id",
+        f"INSERT INTO {t}_p VALUES (2, 'two'), (1, 'uno') ON CONFLICT DO NOTHING RETURNING *",
+        "SAVEPOINT s",
+        f"INSERT INTO {t}_p VALUES (3, 'three') ON CONFLICT DO NOTHING",
+        "ROLLBACK TO SAVEPOINT s",
+        rows,
+        "COMMIT",
+        rows,
+        f"SELECT * FROM {t}_p ORDER BY id",
+        "BEGIN",
+        f"{ins} (30, 'a@x.com', 'taken') ON CONFLICT (id) DO NOTHING",  # 23505
+        "ROLLBACK",
+        "BEGIN",
+        f"{ins} (31, 'a@x.com', 'skip') ON CONFLICT (email) DO NOTHING",  # (general)
+        f"{ins} (32, 'c@x.com', 'C') ON CONFLICT DO NOTHING",
+        f"INSERT INTO {t}_c VALUES (1, 99) ON CONFLICT DO NOTHING",  # 23503
+        "ROLLBACK",
+        "BEGIN",
+        f"DELETE FROM {t}_p WHERE id = 2",
+        f"INSERT INTO {t}_p VALUES (2, 'again') ON CONFLICT DO NOTHING RETURNING *",
+        f"INSERT INTO {t}_c VALUES (1, 1) ON CONFLICT DO NOTHING",
+        "COMMIT",
+        f"SELECT * FROM {t}_p ORDER BY id",
+        f"SELECT * FROM {t}_c ORDER BY id",
+    ]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
+        _assert_as_postgres(hw, pg, statements, prepared=(True,))
+        with (
+            psycopg.connect(hw_server.dsn, autocommit=True) as other,
+            psycopg.connect(hw_server.dsn, autocommit=True) as third,
+        ):
+            other.execute(f"SET search_path = {t}")
+            third.execute(f"SET search_path = {t}")
+            for end, want in (("COMMIT", "INSERT 0 0"), ("ROLLBACK", "INSERT 0 1")):
+                key = 40 if end == "COMMIT" else 41
+                hw.execute("BEGIN")
+                hw.execute(f"INSERT INTO {t}_p VALUES ({key}, 'block') ON CONFLICT DO NOTHING")
+                # the block holds no write lock: other sessions' writes go on (they
+                # waited for the block's writing transaction to end)
+                writer = threading.Thread(
+                    target=lambda k=key: third.execute(
+                        f"INSERT INTO {t} VALUES ({k}, 'q{k}@x.com', 'q')"
+                    )
+                )
+                writer.start()
+                writer.join(5.0)
+                wrote = not writer.is_alive()
+                got: list[str] = []
+                sql = f"INSERT INTO {t}_p VALUES ({key}, 'other') ON CONFLICT DO NOTHING"
+                waiter = threading.Thread(
+                    target=lambda sql=sql, got=got: got.append(
+                        str(other.execute(sql).statusmessage)
+                    )
+                )
+                waiter.start()
+                waiter.join(1.0)
+                waited = not got
+                hw.execute(end)  # (first: a failed check must not leave the block open)
+                writer.join(10)
+                waiter.join(10)
+                assert wrote, "a write of another session waited for the block"
+                assert waited, "the second inserter of the key did not wait for the block"
+                assert got == [want], end
+            names = f"SELECT id, name FROM {t}_p WHERE id >= 40 ORDER BY id"
+            assert other.execute(names).fetchall() == [(40, "block"), (41, "other")]
+
+
 def test_concurrent_upserts_of_few_keys(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """8 clients upsert counters of 5 keys at once: every increment counts once."""
     import asyncio
