@@ -140,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         "http://). One server per prefix: a second one fences the first, which stops",
     )
     start.add_argument(
+        "--write-lock-timeout",
+        default="30s",
+        help="how long a write waits for another session's writing transaction or row lock "
+        "before it fails with 55P03 (30s)",
+    )
+    start.add_argument(
         "--fsync",
         default="on",
         choices=["on", "off"],
@@ -204,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_master_ui=args.spark_master_ui,
         executor=args.executor,
         fsync=args.fsync == "on",
+        write_lock_timeout=seconds(args.write_lock_timeout, "--write-lock-timeout"),
         spark_stall_timeout=seconds(args.spark_stall_timeout, "--spark-stall-timeout"),
         retention=seconds(args.retention, "headwater.retention"),
         clock_tick=(

@@ -61,6 +61,7 @@ from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
 from headwater.server.py_values import canonical, py_list
 from headwater.server.ref_counts import Pair, RefCounts, referencing
 from headwater.storage.changelog import RID, WEIGHT
+from headwater.storage.commit import write_lock_timed_out
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, FROM, LIVE, TO, Replica, physical, quote
 from pglast import enums, parse_sql
@@ -993,6 +994,10 @@ class InsertBatcher:
         self._waiting = 0  # epochs the committer waits for in applied()
         self._applied = asyncio.Condition()
         self._flusher: asyncio.Task[None] | None = None
+        # while `_run` waits for the write lock: since when (`_expire`); the queued
+        # units' timers of that wait, by id
+        self._lock_wait_since: float | None = None
+        self._timers: dict[int, asyncio.TimerHandle] = {}
 
     async def insert(
         self,
@@ -1100,7 +1105,31 @@ class InsertBatcher:
         g = self._gathering
         if g is not None and len(self._queue) >= g[0] and not g[1].done():
             g[1].set_result(None)
-        return await p.done
+        timeout = self.instance.config.write_lock_timeout
+        self._timers[id(p)] = asyncio.get_running_loop().call_later(
+            timeout, self._expire, p, timeout
+        )
+        try:
+            return await p.done
+        finally:
+            self._timers.pop(id(p)).cancel()
+
+    def _expire(self, p: _Pending, timeout: float) -> None:
+        """A unit still queued after `timeout` while the batcher has waited as long for
+        the write lock, which a writing transaction holds (a block's, between its
+        statements), fails with 55P03, as a general writer does after as long, instead
+        of waiting with no end. (A wait for durability or key sets is not cut short.)"""
+        if p not in self._queue or p.done.done():
+            return
+        loop = asyncio.get_running_loop()
+        since = self._lock_wait_since
+        if since is None or loop.time() - since < timeout:
+            at = since + timeout if since is not None else loop.time() + timeout
+            self._timers[id(p)] = loop.call_at(at, self._expire, p, timeout)
+            return
+        self._queue.remove(p)
+        p.done.set_exception(write_lock_timed_out(timeout))
+        _staged([p])  # its row locks go
 
     async def _run(self) -> None:
         committer = self.instance.committer
@@ -1120,7 +1149,9 @@ class InsertBatcher:
             if self._last_batch >= 2 and len(self._queue) < self._last_batch and slot:
                 await self._gather(self._last_batch)
             self._last_batch = len(self._queue)
+            self._lock_wait_since = asyncio.get_running_loop().time()
             async with committer.write_lock:
+                self._lock_wait_since = None
                 batch, self._queue = self._queue, []
                 tables = {t.oid for p in batch for t in _tables(p) if t.keys or t.index_keys}
                 tables |= {fk.ref_table for p in batch for t in _tables(p) for fk in t.foreign_keys}

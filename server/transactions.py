@@ -30,11 +30,12 @@ from headwater.storage.changelog import (
     consolidate_rows,
     log_form,
 )
+from headwater.storage.commit import write_lock_timed_out
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import PENDING, Replica, quote
 from pglast.enums import TransactionStmtKind
 
-from headwater.errors import FeatureNotSupported, InFailedTransaction, LockNotAvailable, SQLError
+from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError
 
 log = logging.getLogger("headwater.transactions")
 
@@ -178,12 +179,7 @@ async def begin_write(s: Session) -> WriteTxn:
         await asyncio.wait_for(committer.write_lock.acquire(), instance.config.write_lock_timeout)
     except TimeoutError:
         instance.key_locks.end_general()
-        raise LockNotAvailable(
-            "could not obtain the write lock: another transaction has been writing for "
-            f"{instance.config.write_lock_timeout:.0f}s",
-            hint="Headwater runs one writing transaction at a time; end open transactions "
-            "with COMMIT or ROLLBACK.",
-        ) from None
+        raise write_lock_timed_out(instance.config.write_lock_timeout) from None
     explicit = s.status == "T"
     epoch = None if explicit else committer.begin_stamp()
     try:

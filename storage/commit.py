@@ -32,7 +32,7 @@ from headwater.catalog.objects import CatalogObject
 from headwater.storage.changelog import ChangeLog, EpochRecord, consolidate_rows, log_form
 from headwater.storage.slate import storage_error
 
-from headwater.errors import DiskFull, SQLError
+from headwater.errors import DiskFull, LockNotAvailable, SQLError
 
 log = logging.getLogger("headwater.commit")
 
@@ -42,6 +42,15 @@ WRITE_AMPLIFICATION = 2  # an epoch is written to the WAL, then flushed again (L
 # free space above the reserve beyond which an epoch's size is not summed: larger than
 # any one epoch's writes in practice (a COPY is one epoch: 1 GB of rows writes ~2 GB)
 SIZE_CHECK_MARGIN = 16 << 30
+
+
+def write_lock_timed_out(timeout: float) -> LockNotAvailable:
+    """55P03 for a writer that waited `timeout` seconds for another's transaction."""
+    return LockNotAvailable(
+        f"could not obtain the write lock: another transaction has been writing for {timeout:.0f}s",
+        hint="Headwater runs one writing transaction at a time; end open transactions "
+        "with COMMIT or ROLLBACK.",
+    )
 
 
 @dataclass

@@ -1,9 +1,11 @@
-"""Limits: message sizes, the startup packet, the replica's memory limit and work_mem.
+"""Limits: message sizes, the startup packet, the replica's memory limit and work_mem,
+the wait for another session's writing transaction.
 
-One server for the file, started with a 1MB message limit and 256MB of DuckDB memory
-so that each limit is cheap to reach. Over-long messages end only their connection
-(FATAL 08P01, as PostgreSQL's "invalid message length", plus the limit and the option);
-COPY streams any total size; a query over the memory limit spills or gets 53200.
+One server for the file, started with a 1MB message limit, 256MB of DuckDB memory and
+a 2s write-lock timeout so that each limit is cheap to reach. Over-long messages end
+only their connection (FATAL 08P01, as PostgreSQL's "invalid message length", plus the
+limit and the option); COPY streams any total size; a query over the memory limit
+spills or gets 53200; a write waiting for another's transaction gets 55P03.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ LIMIT = 1 << 20  # --max-message-size 1MB
 def server() -> Iterator[HeadwaterServer]:
     root = Path(tempfile.mkdtemp(prefix="headwater-limits-"))
     srv = HeadwaterServer(
-        root / "data", args=["--max-message-size", "1MB", "--memory-limit", "256MB"]
+        root / "data",
+        args=["--max-message-size", "1MB", "--memory-limit", "256MB", "--write-lock-timeout", "2s"],
     ).start()
     yield srv
     srv.stop()
@@ -242,3 +245,40 @@ def test_memory_limit_spills_then_53200(
     healthy.execute("ROLLBACK")
     assert healthy.execute("SELECT 2").fetchone() == (2,)
     print(f"limits: a 6M-row sort spilled under 256MB in {spill_s:.1f}s")
+
+
+def test_writes_wait_for_a_writing_transaction_at_most_the_timeout(server: HeadwaterServer) -> None:
+    """A block's writing transaction holds the write lock between its statements. Another
+    session's INSERT (the fast path's queue) waited for it without end; it now fails
+    with 55P03 after --write-lock-timeout, as a general writer does, and the server
+    and both sessions go on."""
+    import threading
+
+    with (
+        psycopg.connect(server.dsn, autocommit=True) as a,
+        psycopg.connect(server.dsn, autocommit=True) as b,
+    ):
+        a.execute("CREATE TABLE wl (k int PRIMARY KEY, v text)")
+        a.execute("BEGIN")
+        a.execute("INSERT INTO wl SELECT g, 'a' FROM generate_series(1, 3) AS g")  # general
+        got: list[BaseException | None] = []
+
+        def insert() -> None:
+            try:
+                b.execute("INSERT INTO wl VALUES (10, 'b')")
+                got.append(None)
+            except psycopg.Error as e:
+                got.append(e)
+
+        writer = threading.Thread(target=insert)
+        writer.start()
+        writer.join(20)
+        finished = not writer.is_alive()
+        a.execute("COMMIT")  # (first: a failed check must not leave the block open)
+        writer.join()
+        assert finished, "the INSERT waited for the block with no end"
+        assert isinstance(got[0], errors.LockNotAvailable), got
+        assert "write lock" in str(got[0])
+        b.execute("INSERT INTO wl VALUES (10, 'b')")
+        assert b.execute("SELECT count(*) FROM wl").fetchone() == (4,)
+        a.execute("DROP TABLE wl")
