@@ -47,7 +47,7 @@ SIZE_CHECK_MARGIN = 16 << 30
 def write_lock_timed_out(timeout: float) -> LockNotAvailable:
     """55P03 for a writer that waited `timeout` seconds for another's transaction."""
     return LockNotAvailable(
-        f"could not obtain the write lock: another transaction has been writing for {timeout:.0f}s",
+        f"could not obtain the write lock: another transaction has been writing for {timeout:g}s",
         hint="Headwater runs one writing transaction at a time; end open transactions "
         "with COMMIT or ROLLBACK.",
     )
