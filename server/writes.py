@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import duckdb
@@ -165,24 +165,29 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
     return returned(rel, rows, fast.returning, f"INSERT 0 {len(rows)}")
 
 
+@contextlib.asynccontextmanager
+async def _row_locks(s: Session, rel: Table, keys: list[Row]) -> AsyncIterator[Callable[[], None]]:
+    """An autocommitted statement's row locks of `keys` (taken in one order: two
+    statements lock shared keys alike), held until its unit is staged: yields the
+    callback the batcher calls then; released at the end in any case (the session
+    holds no other row lock)."""
+    locks, owner = s.instance.key_locks, id(s)
+    try:
+        for key in sorted(set(keys)):
+            await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
+        yield lambda: locks.release(owner)
+    finally:
+        locks.release(owner)
+
+
 async def _skipping(s: Session, rel: Table, fast: FastRows) -> tuple[list[Row], int]:
     """An autocommitted ON CONFLICT DO NOTHING at the batcher's turn, once the row locks
     of its primary keys that blocks hold are free (a block's DO NOTHING or upsert
     staged the key: wait, then skip the row if it committed, as PostgreSQL waits for
     the other inserter)."""
     assert fast.skip is not None
-    keys = _primary_keys(rel, fast.rows)
-    if not keys:
-        return await s.instance.batcher.insert_skipping(rel, fast.rows, fast.skip)
-    locks, owner = s.instance.key_locks, id(s)
-    try:
-        for key in sorted(set(keys)):  # (one order: two statements lock shared keys alike)
-            await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
-        return await s.instance.batcher.insert_skipping(
-            rel, fast.rows, fast.skip, staged=lambda: locks.release(owner)
-        )
-    finally:
-        locks.release(owner)  # (autocommitted: the session holds no other row lock)
+    async with _row_locks(s, rel, _primary_keys(rel, fast.rows)) as staged:
+        return await s.instance.batcher.insert_skipping(rel, fast.rows, fast.skip, staged)
 
 
 def _primary_keys(rel: Table, rows: list[Row]) -> list[Row]:
@@ -257,21 +262,16 @@ async def _upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:
     key = _upsert_key(s, rel, fast)
     if key is None:
         return None
-    locks, owner = s.instance.key_locks, id(s)
     try:
-        await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
-        if not await batcher.ensure_live(rel):
-            return None
-        assert fast.upsert is not None
-        row, epoch = await batcher.upsert(
-            rel, fast.rows[0], fast.upsert, staged=lambda: locks.release(owner)
-        )
+        async with _row_locks(s, rel, [key]) as staged:
+            if not await batcher.ensure_live(rel):
+                return None
+            assert fast.upsert is not None
+            row, epoch = await batcher.upsert(rel, fast.rows[0], fast.upsert, staged)
     except SQLError as e:
         if _retried(s, rel, e):
             return None
         raise
-    finally:
-        locks.release(owner)  # (autocommitted: the session holds no other row lock)
     s.last_write_epoch = epoch or s.last_write_epoch
     return returned(rel, [row], fast.returning, "INSERT 0 1")
 
