@@ -745,7 +745,7 @@ class _Pending:
     committed together or not at all) or a point write, and the future of its epoch
     (a plain class: one per statement)."""
 
-    __slots__ = ("parts", "done", "write", "rows", "staged", "row", "skip", "upsert")
+    __slots__ = ("parts", "done", "write", "rows", "staged", "row", "skip", "upsert", "queued")
 
     def __init__(
         self,
@@ -764,6 +764,7 @@ class _Pending:
         self.skip: str | None = None  # ON CONFLICT DO NOTHING's arbiter (`_claim_skipping`)
         # ON CONFLICT DO UPDATE of one row: (table, proposed row, SET items) (`_upsert`)
         self.upsert: tuple[Table, Row, tuple[tuple[int, str, Any], ...]] | None = None
+        self.queued = 0.0  # the loop's time when it joined the queue (`_lock_writes`)
 
 
 class _LiveRows:
@@ -994,10 +995,6 @@ class InsertBatcher:
         self._waiting = 0  # epochs the committer waits for in applied()
         self._applied = asyncio.Condition()
         self._flusher: asyncio.Task[None] | None = None
-        # while `_run` waits for the write lock: since when (`_expire`); the queued
-        # units' timers of that wait, by id
-        self._lock_wait_since: float | None = None
-        self._timers: dict[int, asyncio.TimerHandle] = {}
 
     async def insert(
         self,
@@ -1100,36 +1097,40 @@ class InsertBatcher:
     async def _submit(self, p: _Pending) -> int:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="insert-batcher")
+        p.queued = asyncio.get_running_loop().time()
         self._queue.append(p)
         self._wake.set()
         g = self._gathering
         if g is not None and len(self._queue) >= g[0] and not g[1].done():
             g[1].set_result(None)
-        timeout = self.instance.config.write_lock_timeout
-        self._timers[id(p)] = asyncio.get_running_loop().call_later(
-            timeout, self._expire, p, timeout
-        )
-        try:
-            return await p.done
-        finally:
-            self._timers.pop(id(p)).cancel()
+        return await p.done
 
-    def _expire(self, p: _Pending, timeout: float) -> None:
-        """A unit still queued after `timeout` while the batcher has waited as long for
-        the write lock, which a writing transaction holds (a block's, between its
-        statements), fails with 55P03, as a general writer does after as long, instead
-        of waiting with no end. (A wait for durability or key sets is not cut short.)"""
-        if p not in self._queue or p.done.done():
+    async def _lock_writes(self, lock: asyncio.Lock) -> None:
+        """Take the write lock for the next batch. While a writing transaction holds it
+        (a block's, between its statements), each queued unit that has waited for it
+        `--write-lock-timeout` fails with 55P03, as a general writer does after as long,
+        instead of waiting with no end (a wait for durability or key sets before this
+        one does not count)."""
+        if not lock.locked():  # (the common case: no task for wait_for)
+            await lock.acquire()
             return
+        timeout = self.instance.config.write_lock_timeout
         loop = asyncio.get_running_loop()
-        since = self._lock_wait_since
-        if since is None or loop.time() - since < timeout:
-            at = since + timeout if since is not None else loop.time() + timeout
-            self._timers[id(p)] = loop.call_at(at, self._expire, p, timeout)
-            return
-        self._queue.remove(p)
-        p.done.set_exception(write_lock_timed_out(timeout))
-        _staged([p])  # its row locks go
+        started = loop.time()
+        while True:
+            due = min((max(p.queued, started) + timeout for p in self._queue), default=None)
+            try:  # (units queued during a slice are looked at when it ends)
+                left = timeout if due is None else max(due - loop.time(), 0.0)
+                await asyncio.wait_for(lock.acquire(), left)
+                return
+            except TimeoutError:
+                now = loop.time()
+                expired = [p for p in self._queue if max(p.queued, started) + timeout <= now]
+                self._queue = [p for p in self._queue if p not in expired]
+                for p in expired:
+                    if not p.done.done():
+                        p.done.set_exception(write_lock_timed_out(timeout))
+                _staged(expired)  # their row locks go
 
     async def _run(self) -> None:
         committer = self.instance.committer
@@ -1149,9 +1150,8 @@ class InsertBatcher:
             if self._last_batch >= 2 and len(self._queue) < self._last_batch and slot:
                 await self._gather(self._last_batch)
             self._last_batch = len(self._queue)
-            self._lock_wait_since = asyncio.get_running_loop().time()
-            async with committer.write_lock:
-                self._lock_wait_since = None
+            await self._lock_writes(committer.write_lock)
+            try:
                 batch, self._queue = self._queue, []
                 tables = {t.oid for p in batch for t in _tables(p) if t.keys or t.index_keys}
                 tables |= {fk.ref_table for p in batch for t in _tables(p) for fk in t.foreign_keys}
@@ -1185,6 +1185,8 @@ class InsertBatcher:
                     if changes
                     else committer.end_stamp(epoch, None)
                 )
+            finally:
+                committer.write_lock.release()
             for p in batch:
                 if id(p) in failures:
                     p.done.set_exception(failures[id(p)])
