@@ -60,6 +60,7 @@ from headwater.server.fast_checks import Eval, check_error, compiled
 from headwater.server.fast_refs import RefCheck, ref_checks, refs_error
 from headwater.server.py_values import canonical, py_list
 from headwater.server.ref_counts import Pair, RefCounts, referencing
+from headwater.server.waits import Waits, canceled
 from headwater.storage.changelog import RID, WEIGHT
 from headwater.storage.commit import write_lock_timed_out
 from headwater.storage.duckdb_errors import translate
@@ -745,7 +746,10 @@ class _Pending:
     committed together or not at all) or a point write, and the future of its epoch
     (a plain class: one per statement)."""
 
-    __slots__ = ("parts", "done", "write", "rows", "staged", "row", "skip", "upsert", "queued")
+    __slots__ = (
+        *("parts", "done", "write", "rows", "staged", "row", "skip", "upsert", "queued"),
+        "waits",
+    )
 
     def __init__(
         self,
@@ -754,6 +758,7 @@ class _Pending:
         write: PointWrite | None = None,
         rows: list[BlockRow] | None = None,
         staged: Callable[[], None] | None = None,
+        waits: Waits | None = None,
     ):
         self.parts = parts
         self.done = done
@@ -765,6 +770,9 @@ class _Pending:
         # ON CONFLICT DO UPDATE of one row: (table, proposed row, SET items) (`_upsert`)
         self.upsert: tuple[Table, Row, tuple[tuple[int, str, Any], ...]] | None = None
         self.queued = 0.0  # the loop's time when it joined the queue (`_lock_writes`)
+        # the statement's waits: its lock timeout, its CancelRequest while queued (None:
+        # a COMMIT's unit, which waits --write-lock-timeout and is not canceled)
+        self.waits = waits
 
 
 class _LiveRows:
@@ -1001,13 +1009,15 @@ class InsertBatcher:
         parts: list[tuple[Table, Rows]],
         rows: list[BlockRow] | None = None,
         staged: Callable[[], None] | None = None,
+        waits: Waits | None = None,
     ) -> int:
         """Insert each part's rows into its table and set a block's point-written
         `rows`, all or none (a unique key taken by then fails the whole: 23505; a row
         changed since the block read it, 40001); returns the epoch once it is durable.
-        `staged()` is called once the unit is staged or failed."""
+        `staged()` is called once the unit is staged or failed; `waits`: the statement's
+        (`_withdraw`)."""
         loop = asyncio.get_running_loop()
-        return await self._submit(_Pending(parts, loop.create_future(), None, rows, staged))
+        return await self._submit(_Pending(parts, loop.create_future(), None, rows, staged, waits))
 
     async def upsert(
         self,
@@ -1015,33 +1025,44 @@ class InsertBatcher:
         row: Row,
         sets: tuple[tuple[int, str, Any], ...],
         staged: Callable[[], None] | None = None,
+        waits: Waits | None = None,
     ) -> tuple[Row, int]:
         """An autocommitted INSERT of one row ... ON CONFLICT (primary key) DO UPDATE, at
         the batcher's turn (`_upsert`): the row inserted or updated, and its epoch."""
-        p = _Pending([], asyncio.get_running_loop().create_future(), staged=staged)
+        p = _Pending([], asyncio.get_running_loop().create_future(), staged=staged, waits=waits)
         p.upsert = (table, row, sets)
         epoch = await self._submit(p)
         assert p.row is not None
         return p.row, epoch
 
     async def insert_skipping(
-        self, table: Table, rows: Rows, skip: str, staged: Callable[[], None] | None = None
+        self,
+        table: Table,
+        rows: Rows,
+        skip: str,
+        staged: Callable[[], None] | None = None,
+        waits: Waits | None = None,
     ) -> tuple[Rows, int]:
         """An autocommitted INSERT ... ON CONFLICT DO NOTHING: the rows it inserted (the
         others collided on its arbiter `skip`: `_claim_skipping`) and its epoch once
         durable (0: none inserted). `staged()` is called once the unit is staged or failed."""
-        p = _Pending([(table, rows)], asyncio.get_running_loop().create_future(), staged=staged)
+        loop = asyncio.get_running_loop()
+        p = _Pending([(table, rows)], loop.create_future(), staged=staged, waits=waits)
         p.skip = skip
         epoch = await self._submit(p)
         return p.parts[0][1], epoch
 
     async def point(
-        self, write: PointWrite, staged: Callable[[], None] | None = None
+        self,
+        write: PointWrite,
+        staged: Callable[[], None] | None = None,
+        waits: Waits | None = None,
     ) -> tuple[Row | None, int]:
         """A point UPDATE or DELETE (server/point_writes.py) at the batcher's turn;
         returns the row it changed (its new version; a DELETE's old one), None when it
         found none, and its epoch once durable (0: none)."""
-        p = _Pending([], asyncio.get_running_loop().create_future(), write, None, staged)
+        loop = asyncio.get_running_loop()
+        p = _Pending([], loop.create_future(), write, None, staged, waits)
         epoch = await self._submit(p)
         return p.row, epoch
 
@@ -1103,34 +1124,52 @@ class InsertBatcher:
         g = self._gathering
         if g is not None and len(self._queue) >= g[0] and not g[1].done():
             g[1].set_result(None)
-        return await p.done
+        waits = p.waits
+        if waits is None:
+            return await p.done
+        waits.on_interrupt = lambda: self._withdraw(p)
+        try:
+            return await p.done
+        finally:
+            waits.on_interrupt = None
 
-    async def _lock_writes(self, lock: asyncio.Lock) -> None:
-        """Take the write lock for the next batch. While a writing transaction holds it
-        (a block's, between its statements), each queued unit that has waited for it
-        `--write-lock-timeout` fails with 55P03, as a general writer does after as long,
-        instead of waiting with no end (a wait for durability or key sets before this
-        one does not count)."""
+    def _withdraw(self, p: _Pending, error: SQLError | None = None) -> None:
+        """A unit still queued leaves the queue and fails (a CancelRequest: 57014), its
+        row locks go; one taken into a batch is committed (PostgreSQL's COMMIT is not
+        canceled either)."""
+        if p in self._queue:
+            self._queue.remove(p)
+            p.done.set_exception(error or canceled())
+            _staged([p])
+
+    async def _lock_writes(self, lock: asyncio.Lock) -> bool:
+        """Take the write lock for the next batch (False: no unit is left to write).
+        While a writing transaction holds it (a block's, between its statements), each
+        queued unit that has waited for it its statement's lock timeout (lock_timeout,
+        else `--write-lock-timeout`) fails with 55P03, as a general writer does after as
+        long, instead of waiting with no end (a wait for durability or key sets before
+        this one does not count); a canceled one leaves (`_withdraw`)."""
         if not lock.locked():  # (the common case: no task for wait_for)
             await lock.acquire()
-            return
-        timeout = self.instance.config.write_lock_timeout
+            return True
         loop = asyncio.get_running_loop()
         started = loop.time()
-        while True:
-            due = min((max(p.queued, started) + timeout for p in self._queue), default=None)
-            try:  # (units queued during a slice are looked at when it ends)
-                left = timeout if due is None else max(due - loop.time(), 0.0)
-                await asyncio.wait_for(lock.acquire(), left)
-                return
+
+        def timeout(p: _Pending) -> float:
+            return p.waits.lock_timeout() if p.waits else self.instance.config.write_lock_timeout
+
+        while self._queue:
+            due = min(max(p.queued, started) + timeout(p) for p in self._queue)
+            try:  # (in slices: units queued meanwhile are looked at when one ends)
+                await asyncio.wait_for(lock.acquire(), min(max(due - loop.time(), 0.0), 0.05))
+                return True
             except TimeoutError:
                 now = loop.time()
-                expired = [p for p in self._queue if max(p.queued, started) + timeout <= now]
-                self._queue = [p for p in self._queue if p not in expired]
-                for p in expired:
-                    if not p.done.done():
-                        p.done.set_exception(write_lock_timed_out(timeout))
-                _staged(expired)  # their row locks go
+                for p in list(self._queue):
+                    if max(p.queued, started) + timeout(p) <= now:
+                        error = write_lock_timed_out(timeout(p))
+                        self._withdraw(p, p.waits.lock_timed_out(error) if p.waits else error)
+        return False
 
     async def _run(self) -> None:
         committer = self.instance.committer
@@ -1150,7 +1189,10 @@ class InsertBatcher:
             if self._last_batch >= 2 and len(self._queue) < self._last_batch and slot:
                 await self._gather(self._last_batch)
             self._last_batch = len(self._queue)
-            await self._lock_writes(committer.write_lock)
+            if not await self._lock_writes(committer.write_lock):
+                if slot:
+                    self._undurable.release()
+                continue
             try:
                 batch, self._queue = self._queue, []
                 tables = {t.oid for p in batch for t in _tables(p) if t.keys or t.index_keys}

@@ -66,7 +66,6 @@ from headwater.server.auth import privilege_checks, roles
 from headwater.server.duckdb_calls import duckdb_param
 from headwater.server.results import Field, Result
 from headwater.server.session import Session, WriteTxn
-from headwater.server.waits import Waits
 from pglast.enums import DiscardMode, ObjectType
 
 from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError
@@ -109,7 +108,7 @@ class Executor:
     def __init__(self, session: Session) -> None:
         self.s = session
         self.instance = session.instance
-        self.waits = Waits()  # what the statement waits for, ended by a CancelRequest
+        self.waits = session.waits
         self.plans = ReadPlans()  # SELECTs bound once for statements the client reuses
         self.last_fast = False  # the last write went through a fast path (not its text's)
         session.on_close.append(self._drop_temp_tables)

@@ -11,13 +11,16 @@ A general writing transaction (server/transactions.py begin_write) changes rows 
 lock names, so it waits until no other session holds one, and while it waits or runs
 no session that holds none may take one (`general`). Waits that close a cycle (two
 sessions each waiting for the other's rows, or for the other to drain) fail with
-40P01, as PostgreSQL's deadlock detector does.
+40P01, as PostgreSQL's deadlock detector does; a wait lasts the session's lock
+timeout at most (55P03) and ends at its CancelRequest (57014: server/waits.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+from headwater.server.waits import Waits
 
 from headwater.errors import LockNotAvailable, SQLError
 
@@ -41,23 +44,30 @@ class KeyLocks:
     def holds(self, owner: int) -> bool:
         return bool(self._held.get(owner))
 
-    async def acquire(self, owner: int, key: Key, timeout: float) -> None:
+    async def acquire(self, owner: int, key: Key, waiter: Waits) -> None:
         """Take `key` for `owner` (again: nothing), waiting for its holder to release it
         and, if the owner holds no lock yet, for general writers to end."""
-        deadline = asyncio.get_running_loop().time() + timeout
+        if self._take(owner, key):  # (the common case: no wait)
+            return
+        deadline = asyncio.get_running_loop().time() + waiter.lock_timeout()
         async with self._changed:
-            while True:
+            while not self._take(owner, key):
                 holder = self._owner.get(key)
-                if holder == owner:
-                    return
-                if holder is None and not (self.general and not self.holds(owner)):
-                    self._owner[key] = owner
-                    self._held.setdefault(owner, set()).add(key)
-                    return
                 waits = {holder} if holder is not None else set()
-                await self._wait(owner, waits, deadline)
+                await self._wait(owner, waits, deadline, waiter)
 
-    async def drain(self, owner: int, timeout: float) -> None:
+    def _take(self, owner: int, key: Key) -> bool:
+        """Take `key` if it is free for `owner` (or is the owner's already)."""
+        holder = self._owner.get(key)
+        if holder == owner:
+            return True
+        if holder is None and not (self.general and not self.holds(owner)):
+            self._owner[key] = owner
+            self._held.setdefault(owner, set()).add(key)
+            return True
+        return False
+
+    async def drain(self, owner: int, waiter: Waits) -> None:
         """Wait until no other owner holds a lock (a general writer, counted in
         `general` until `end_general`). An owner that holds locks itself (a block whose
         point writes go to its writing transaction) does not wait: two such blocks would
@@ -65,13 +75,13 @@ class KeyLocks:
         it INSERTs into history); a row of another block it changes anyway fails that
         block's COMMIT with 40001 (the batcher's `_verify`, writes.apply_staged)."""
         self.general += 1
-        deadline = asyncio.get_running_loop().time() + timeout
+        deadline = asyncio.get_running_loop().time() + waiter.lock_timeout()
         try:
             async with self._changed:
                 while not self.holds(owner) and (
                     others := {o for o, keys in self._held.items() if keys and o != owner}
                 ):
-                    await self._wait(owner, others, deadline)
+                    await self._wait(owner, others, deadline, waiter)
         except BaseException:
             self.end_general()
             raise
@@ -95,7 +105,7 @@ class KeyLocks:
 
         asyncio.get_running_loop().create_task(wake())
 
-    async def _wait(self, owner: int, waits: set[int], deadline: float) -> None:
+    async def _wait(self, owner: int, waits: set[int], deadline: float, waiter: Waits) -> None:
         """Wait for a change (under the condition), after a deadlock check."""
         self._waits[owner] = waits
         self._waiting += 1
@@ -109,11 +119,13 @@ class KeyLocks:
                 )
             try:
                 left = deadline - asyncio.get_running_loop().time()
-                await asyncio.wait_for(self._changed.wait(), max(left, 0.0))
+                await waiter.interruptible(asyncio.wait_for(self._changed.wait(), max(left, 0.0)))
             except TimeoutError:
-                raise LockNotAvailable(
-                    "could not obtain a row lock: another transaction holds it",
-                    hint="End open transactions with COMMIT or ROLLBACK.",
+                raise waiter.lock_timed_out(
+                    LockNotAvailable(
+                        "could not obtain a row lock: another transaction holds it",
+                        hint="End open transactions with COMMIT or ROLLBACK.",
+                    )
                 ) from None
         finally:
             self._waiting -= 1

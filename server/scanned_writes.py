@@ -123,7 +123,7 @@ async def scanned_write(s: Session, stmt: Any, params: list[Any]) -> Result | No
             rows = _rows(rel, both, delete)
             # in key order, as point writes lock theirs (keys are never NULL, one type)
             for key in sorted(key for key, *_ in rows):
-                await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
+                await locks.acquire(owner, (rel.oid, key), s.waits)
             if not await batcher.ensure_live(rel):  # (too many rows to keep by now)
                 locks.release(owner)
                 return None
@@ -140,7 +140,7 @@ async def scanned_write(s: Session, stmt: Any, params: list[Any]) -> Result | No
     changed = [BlockRow(rel, key, rid, read, n) for key, rid, read, n in rows if n != read]
     if changed:
         try:
-            epoch = await batcher.insert([], changed, lambda: locks.release(owner))
+            epoch = await batcher.insert([], changed, lambda: locks.release(owner), s.waits)
         except SQLError as e:
             locks.release(owner)
             if e.sqlstate == "40001" and s.catalog.by_oid(rel.oid) is not None:

@@ -25,7 +25,8 @@ from headwater.catalog.catalog import Catalog
 from headwater.planner.functions.dates import XACT_START
 from headwater.server.batcher import StagedWrites
 from headwater.server.instance import Instance
-from headwater.server.settings import Settings
+from headwater.server.settings import Settings, setting_ms
+from headwater.server.waits import Waits
 
 _pids = itertools.count(1000)
 
@@ -132,6 +133,12 @@ class Session:
         self.temp_schema: str | None = None
         self.temp_on_commit: dict[int, str] = {}
         self.on_close: list[Callable[[], None]] = []  # run by close(): temp tables go
+        # what the running statement waits for, ended by a CancelRequest
+        self.waits = Waits(self._lock_timeout_ms, instance.config.write_lock_timeout)
+
+    def _lock_timeout_ms(self) -> float:
+        raw = self.settings.values.get("lock_timeout", "0")
+        return 0.0 if raw == "0" else setting_ms(raw)  # (the default: no parsing)
 
     def read_cursor(self) -> duckdb.DuckDBPyConnection:
         if self._read_cur is None:

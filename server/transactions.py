@@ -174,12 +174,15 @@ async def begin_write(s: Session) -> WriteTxn:
     committer = instance.committer
     assert committer is not None
     # no other session's point write holds a row this transaction could change
-    await instance.key_locks.drain(id(s), instance.config.write_lock_timeout)
+    await instance.key_locks.drain(id(s), s.waits)
+    timeout = s.waits.lock_timeout()
     try:
-        await asyncio.wait_for(committer.write_lock.acquire(), instance.config.write_lock_timeout)
-    except TimeoutError:
+        await s.waits.interruptible(asyncio.wait_for(committer.write_lock.acquire(), timeout))
+    except BaseException as e:
         instance.key_locks.end_general()
-        raise write_lock_timed_out(instance.config.write_lock_timeout) from None
+        if isinstance(e, TimeoutError):
+            raise s.waits.lock_timed_out(write_lock_timed_out(timeout)) from None
+        raise
     explicit = s.status == "T"
     epoch = None if explicit else committer.begin_stamp()
     try:

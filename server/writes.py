@@ -156,7 +156,7 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         if fast.skip is not None:  # ON CONFLICT DO NOTHING: the rows it inserted
             rows, epoch = await _skipping(s, rel, fast)
         else:
-            epoch = await batcher.insert([(rel, fast.rows)])
+            epoch = await batcher.insert([(rel, fast.rows)], waits=s.waits)
     except SQLError as e:
         if _retried(s, rel, e):
             return None
@@ -174,7 +174,7 @@ async def _row_locks(s: Session, rel: Table, keys: list[Row]) -> AsyncIterator[C
     locks, owner = s.instance.key_locks, id(s)
     try:
         for key in sorted(set(keys)):
-            await locks.acquire(owner, (rel.oid, key), s.instance.config.write_lock_timeout)
+            await locks.acquire(owner, (rel.oid, key), s.waits)
         yield lambda: locks.release(owner)
     finally:
         locks.release(owner)
@@ -187,7 +187,7 @@ async def _skipping(s: Session, rel: Table, fast: FastRows) -> tuple[list[Row], 
     the other inserter)."""
     assert fast.skip is not None
     async with _row_locks(s, rel, _primary_keys(rel, fast.rows)) as staged:
-        return await s.instance.batcher.insert_skipping(rel, fast.rows, fast.skip, staged)
+        return await s.instance.batcher.insert_skipping(rel, fast.rows, fast.skip, staged, s.waits)
 
 
 def _primary_keys(rel: Table, rows: list[Row]) -> list[Row]:
@@ -227,9 +227,7 @@ async def _block_skipping(s: Session, rel: Table, fast: FastRows) -> Result | No
     for row, key in zip(fast.rows, keys, strict=True):
         if key in seen or s.staged.inserted_key(rel, key) or batcher.holds_key(rel, pk, key):
             continue
-        await s.instance.key_locks.acquire(
-            id(s), (rel.oid, key), s.instance.config.write_lock_timeout
-        )
+        await s.instance.key_locks.acquire(id(s), (rel.oid, key), s.waits)
         if batcher.holds_key(rel, pk, key):  # committed by another session meanwhile
             continue
         seen.add(key)
@@ -267,7 +265,7 @@ async def _upsert(s: Session, rel: Table, fast: FastRows) -> Result | None:
             if not await batcher.ensure_live(rel):
                 return None
             assert fast.upsert is not None
-            row, epoch = await batcher.upsert(rel, fast.rows[0], fast.upsert, staged)
+            row, epoch = await batcher.upsert(rel, fast.rows[0], fast.upsert, staged, s.waits)
     except SQLError as e:
         if _retried(s, rel, e):
             return None
@@ -287,9 +285,8 @@ async def _block_upsert(s: Session, rel: Table, fast: FastRows) -> Result | None
     key = _upsert_key(s, rel, fast)
     if key is None or s.staged.inserted_key(rel, key):
         return None
-    await s.instance.key_locks.acquire(
-        id(s), (rel.oid, key), s.instance.config.write_lock_timeout
-    )  # (released when the block ends, as its point writes' are)
+    # (released when the block ends, as its point writes' are)
+    await s.instance.key_locks.acquire(id(s), (rel.oid, key), s.waits)
     if not await batcher.ensure_live(rel):
         return None
     assert fast.upsert is not None
@@ -362,7 +359,7 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     locks, owner = s.instance.key_locks, id(s)
     try:
         for w in writes:  # (in key order: two statements lock shared keys in one order)
-            await locks.acquire(owner, (rel.oid, w.key), s.instance.config.write_lock_timeout)
+            await locks.acquire(owner, (rel.oid, w.key), s.waits)
         live = await batcher.ensure_live(rel)  # False: too many rows to keep
         if live and write.unique:  # False: the row gave the values away while we waited
             live = batcher.find(rel, write.unique, write.by) == write.key
@@ -378,7 +375,7 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     if now:
         return returned(rel, rows, write.returning, f"{verb} {len(rows)}")
     try:
-        row, epoch = await batcher.point(write, staged=lambda: locks.release(owner))
+        row, epoch = await batcher.point(write, lambda: locks.release(owner), s.waits)
     except SQLError as e:
         locks.release(owner)
         if _retried(s, rel, e):
@@ -424,7 +421,8 @@ async def _point_rows(
         return rows
     locks, owner = s.instance.key_locks, id(s)
     try:
-        epoch = await batcher.insert([], list(staged.rows.values()), lambda: locks.release(owner))
+        rows_written = list(staged.rows.values())
+        epoch = await batcher.insert([], rows_written, lambda: locks.release(owner), s.waits)
     except SQLError as e:
         if _retried(s, rel, e):
             return None

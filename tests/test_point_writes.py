@@ -6,6 +6,7 @@ rows must stay PostgreSQL's, and a view, a point read, a restart see every chang
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import asyncpg
@@ -798,3 +799,76 @@ def test_point_writes_by_unique_key_while_keys_move(hw_server, table_name: str) 
             await c.close()
 
     asyncio.run(run())
+
+
+# Statements of a second session that wait for a row the first session's block
+# point-wrote (PostgreSQL: its row lock), each ended by lock_timeout (55P03),
+# statement_timeout or a CancelRequest (57014); the session stays usable.
+LOCK_WAITS = [
+    ("SET lock_timeout = '200ms'", "UPDATE {t} SET n = n + 10 WHERE id = 1"),  # a point write
+    ("SET lock_timeout = '200ms'", "UPDATE {t} SET n = n * 2"),  # the general path
+    (
+        "SET lock_timeout = '200ms'",
+        "INSERT INTO {t} VALUES (1, 5) ON CONFLICT (id) DO UPDATE SET n = excluded.n",
+    ),  # fmt: skip
+    ("SET statement_timeout = '200ms'", "UPDATE {t} SET n = n + 10 WHERE id = 1"),
+    ("SET statement_timeout = '200ms'", "DELETE FROM {t} WHERE id = 1"),
+    ("cancel", "UPDATE {t} SET n = n + 10 WHERE id = 1"),
+    ("cancel", "UPDATE {t} SET n = n * 2"),
+]
+
+
+def _ended(conn: psycopg.Connection, how: str, sql: str) -> tuple[str | None, str | None]:
+    """(SQLSTATE, message) of `sql` ended by `how`: a setting, or a CancelRequest
+    after 0.3 s; then the session's next statement works."""
+    conn.execute("RESET lock_timeout; RESET statement_timeout")
+    if how != "cancel":
+        conn.execute(how)
+    timer = threading.Timer(0.3, conn.cancel) if how == "cancel" else None
+    if timer is not None:
+        timer.start()
+    try:
+        conn.execute(sql)
+        out: tuple[str | None, str | None] = (None, None)
+    except psycopg.Error as e:
+        out = (e.sqlstate, e.diag.message_primary)
+    finally:
+        if timer is not None:
+            timer.cancel()
+    conn.execute("RESET lock_timeout; RESET statement_timeout")
+    assert conn.execute("SELECT 1").fetchone() == (1,)
+    return out
+
+
+def test_lock_waits_end_as_postgres(hw_server, pg_oracle, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """A write waiting for another session's row lock ends at lock_timeout (55P03),
+    statement_timeout or a CancelRequest (57014) as in PostgreSQL, whatever path it
+    takes (point write, upsert, general writing transaction), and changes nothing. A
+    fast INSERT queued behind another session's writing transaction (Headwater's one
+    writer at a time; PostgreSQL would not wait) ends the same ways and is not
+    written when that transaction commits."""
+    t = f"{table_name}_lw"
+    setup = [f"CREATE TABLE {t} (id int PRIMARY KEY, n int)", f"INSERT INTO {t} VALUES (1, 0)"]
+    outcomes = []
+    for dsn in (hw_server.dsn, pg_oracle.dsn):
+        with in_schema([dsn, dsn], t, setup) as (a, b):
+            a.execute("BEGIN")
+            a.execute(f"UPDATE {t} SET n = n + 1 WHERE id = 1")
+            got = [_ended(b, how, sql.format(t=t)) for how, sql in LOCK_WAITS]
+            a.execute("COMMIT")
+            got.append(b.execute(f"SELECT * FROM {t}").fetchall())
+            outcomes.append(got)
+    assert outcomes[0] == outcomes[1]
+    assert [o[0] for o in outcomes[0][:-1]] == ["55P03"] * 3 + ["57014"] * 4
+
+    with in_schema([hw_server.dsn] * 2, t, setup) as (a, b):
+        a.execute("BEGIN")
+        a.execute(f"UPDATE {t} SET n = n + 1")  # a writing transaction: it holds the write lock
+        assert (
+            _ended(b, "SET lock_timeout = '200ms'", f"INSERT INTO {t} VALUES (2, 0)")[0] == "55P03"
+        )
+        assert _ended(b, "cancel", f"INSERT INTO {t} VALUES (3, 0)")[0] == "57014"
+        assert _ended(b, "cancel", f"UPDATE {t} SET n = 7 WHERE id = 1")[0] == "57014"
+        a.execute("COMMIT")
+        b.execute(f"INSERT INTO {t} VALUES (4, 0)")
+        assert b.execute(f"SELECT * FROM {t} ORDER BY id").fetchall() == [(1, 1), (4, 0)]
