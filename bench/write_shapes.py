@@ -22,7 +22,14 @@ short values     INSERT INTO t VALUES ($1, 'x') into a table of more columns (th
                  take their defaults)
 update           UPDATE t SET n = n + 1 WHERE id = $1
 delete           DELETE FROM t WHERE id = $1
-array            INSERT of a text[] value (ARRAY['a', 'b'])
+array            INSERT of a text[] value (ARRAY['a', 'b']: an expression)
+array param      INSERT of a text[] value as a parameter (a list)
+default item     INSERT INTO t VALUES ($1, DEFAULT, 'x') (ActiveRecord, Django)
+cast params      INSERT ... VALUES ($1::int8, $2::varchar, $3::numeric) (SQLAlchemy's casts)
+update product   UPDATE t SET n = n * 2 WHERE id = $1
+update concat    UPDATE t SET s = s || 'x' WHERE id = $1
+update jsonb tbl UPDATE t SET n = n + 1 WHERE id = $1 of a table with a jsonb column
+update array     UPDATE t SET tags = $2, n = n + 1 WHERE id = $1 (a text[] parameter)
 
     .venv/bin/python bench/write_shapes.py
     .venv/bin/python bench/write_shapes.py --statements 1000 --only upsert,array
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import decimal
 import statistics
 import sys
 import time
@@ -117,6 +125,37 @@ SHAPES: dict[str, Shape] = {
     "array": Shape(
         "id bigint PRIMARY KEY, tags text[]",
         "INSERT INTO {t} (id, tags) VALUES ($1, ARRAY['a', 'b'])",
+    ),
+    "array param": Shape(
+        "id bigint PRIMARY KEY, tags text[]",
+        "INSERT INTO {t} (id, tags) VALUES ($1, $2)",
+        lambda i: (i, ["a", "b"]),
+    ),
+    "default item": Shape(
+        "id bigint PRIMARY KEY, n int DEFAULT 0, name text",
+        "INSERT INTO {t} VALUES ($1, DEFAULT, 'x')",
+    ),
+    "cast params": Shape(
+        "id bigint PRIMARY KEY, name varchar(20), amount numeric(10,2)",
+        "INSERT INTO {t} (id, name, amount) VALUES ($1::int8, $2::varchar, $3::numeric)",
+        lambda i: (i, "x", decimal.Decimal("1.5")),
+    ),
+    "update product": Shape(
+        "id bigint PRIMARY KEY, n int", "UPDATE {t} SET n = n * 2 WHERE id = $1", loaded=True
+    ),
+    "update concat": Shape(
+        "id bigint PRIMARY KEY, s text", "UPDATE {t} SET s = s || 'x' WHERE id = $1", loaded=True
+    ),
+    "update jsonb tbl": Shape(
+        "id bigint PRIMARY KEY, n int, doc jsonb",
+        "UPDATE {t} SET n = n + 1 WHERE id = $1",
+        loaded=True,
+    ),
+    "update array": Shape(
+        "id bigint PRIMARY KEY, n int, tags text[]",
+        "UPDATE {t} SET tags = $2, n = n + 1 WHERE id = $1",
+        lambda i: (i, ["a"]),
+        loaded=True,
     ),
 }
 

@@ -277,6 +277,7 @@ _ARROW_SIMPLE: dict[PgType, pa.DataType] = {
     DATE: pa.date32(),
     TIMESTAMP: pa.timestamp("us"),
     TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+    TIME: pa.time64("us"),
     INTERVAL: pa.month_day_nano_interval(),
     BYTEA: pa.binary(),
 }
@@ -292,6 +293,9 @@ def arrow_type(ct: ColumnType) -> pa.DataType:
     if ct.pg is NUMERIC:
         p, s = ct.precision_scale or (DUCKDB_MAX_PRECISION, NUMERIC_DEFAULT_SCALE)
         return pa.decimal128(p, s)
+    element = ARRAY_ELEMENT.get(ct.pg.name)
+    if element is not None:  # as DuckDB's Arrow results give a list column (its "l")
+        return pa.list_(pa.field("l", arrow_type(ColumnType(element))))
     return _ARROW_SIMPLE.get(ct.pg, pa.string())
 
 

@@ -48,6 +48,14 @@ def _col_name(i: int) -> str:
     return f"_hw_c{i}"
 
 
+def pg_spellings(stmt: Any, catalog: Any, search_path: list[str]) -> None:
+    """PostgreSQL's spellings in a write, as SELECT has them (interval '1' minute,
+    pg_catalog.timezone(...), x::varchar(3), ...), in place; string constants stay as
+    written."""
+    col_types = column_types(stmt, catalog, search_path)
+    pg_compat.rewrite(stmt, array_literals=False, column_types=col_types)
+
+
 def to_column_sql(sql: str, col: Column) -> str:
     """A value cast to a column's type; jsonb input normalizes (keys sorted, spacing)."""
     if col.type.pg is JSONB:

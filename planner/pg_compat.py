@@ -1466,7 +1466,13 @@ def _typecast(tc: A.TypeCast) -> Any:
     name = names[0].lower()
     arg = tc.arg
     if name in ("bpchar", "varchar"):
-        _fit_string_constant(arg, name, tn)
+        n = _string_length(tn)
+        if n is not None and isinstance(arg, A.A_Const) and isinstance(arg.val, A.String):
+            arg.val = A.String(sval=arg.val.sval[:n])
+        elif n is not None and not tn.arrayBounds:
+            # any other value: its text's first n characters (DuckDB ignores the length)
+            tn.typmods = None
+            return A.FuncCall(funcname=(A.String(sval="left"),), args=(tc, _const(n)))
     if (
         name in ("text", "varchar")
         and not tn.typmods
@@ -1540,18 +1546,16 @@ def _integer_bits(arg: Any, tn: A.TypeName) -> str | None:
     return (bits[0] * (n - width) + bits)[-n:] if n > width else bits[-n:]
 
 
-def _fit_string_constant(arg: Any, name: str, tn: A.TypeName) -> None:
-    """'abcdef'::varchar(3) and 'abcdef'::char(3) are 'abc': an explicit cast to a length
-    truncates (DuckDB keeps the text as it is). char(n)'s blank padding is not added: the
-    value travels as text, whose comparisons and || would see the blanks."""
+def _string_length(tn: A.TypeName) -> int | None:
+    """n of varchar(n) and char(n): an explicit cast to a length truncates ('abcdef'::
+    varchar(3) is 'abc'; DuckDB keeps the text as it is). char(n)'s blank padding is not
+    added: the value travels as text, whose comparisons and || would see the blanks."""
     mods = tn.typmods or ()
-    if not (isinstance(arg, A.A_Const) and isinstance(arg.val, A.String)) or len(mods) != 1:
-        return
-    mod = mods[0]
-    if not (isinstance(mod, A.A_Const) and isinstance(mod.val, A.Integer)):
-        return
-    n = mod.val.ival
-    arg.val = A.String(sval=arg.val.sval[:n])
+    if len(mods) != 1 or not (
+        isinstance(mods[0], A.A_Const) and isinstance(mods[0].val, A.Integer)
+    ):
+        return None
+    return mods[0].val.ival
 
 
 def _list_depth(arg: Any) -> int:

@@ -36,6 +36,7 @@ from headwater.catalog.constraints import not_null_violation, unique_violation
 from headwater.catalog.objects import Column, IndexKey, Key, Table
 from headwater.catalog.pgtypes import SessionFormat, text_decoder
 from headwater.catalog.types import (
+    ARRAY_ELEMENT,
     BOOL,
     BPCHAR,
     BYTEA,
@@ -46,10 +47,12 @@ from headwater.catalog.types import (
     INT4,
     INT8,
     NUMERIC,
+    TEXT,
     TIMESTAMP,
     TIMESTAMPTZ,
     UUID,
     VARCHAR,
+    ColumnType,
     arrow_type,
     invalid_enum_label,
     resolve_type_name,
@@ -192,6 +195,8 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
         if pg.category == "S":
             return str(value).lower() if isinstance(value, bool) else str(value)
         raise NotFast
+    if isinstance(value, list):
+        return _coerce_list(value, col, fmt)
     if not isinstance(value, str):
         raise NotFast
     if pg.category == "E":  # an enum: one of its labels (the epoch's apply would fail)
@@ -205,6 +210,37 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
             raise StringTooLong(f"value too long for type {col.type.sql()}")
         value = stripped
     return value
+
+
+# array columns the fast paths take, by element type: the Python values each element
+# may be (a list parameter's elements of another kind, text for integers: the general
+# path, as PostgreSQL's types would differ)
+_LIST_ELEMENTS: dict[str, tuple[type, ...]] = {
+    "bool": (bool,),
+    **dict.fromkeys(("int2", "int4", "int8"), (int,)),
+    **dict.fromkeys(("float4", "float8"), (int, float, decimal.Decimal)),
+    **dict.fromkeys(("text", "varchar"), (str,)),
+}
+_ELEMENT_COLUMNS: dict[str, Column] = {}
+
+
+def _coerce_list(values: list[Any], col: Column, fmt: SessionFormat) -> list[Any]:
+    """A one-dimensional array's elements, each as a value of the element type."""
+    element = ARRAY_ELEMENT.get(col.type.pg.name)
+    kinds = _LIST_ELEMENTS.get(element.name) if element is not None else None
+    if element is None or kinds is None:
+        raise NotFast
+    ecol = _ELEMENT_COLUMNS.get(element.name)
+    if ecol is None:
+        ecol = _ELEMENT_COLUMNS[element.name] = Column("element", ColumnType(element), False, None)
+    out = []
+    for v in values:
+        if v is not None and (
+            not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds)
+        ):
+            raise NotFast  # (a list in it: several dimensions)
+        out.append(None if v is None else coerce(v, ecol, fmt))
+    return out
 
 
 class Clock:
@@ -525,22 +561,29 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
         if width > len(table.columns):
             return None  # (42601 from the general path)
         cols = list(table.columns)[:width]
+    if any(len(values) != len(cols) for values in src.valuesLists):
+        return None
+    lists = _without_defaults(src.valuesLists, cols)
+    if lists is None:
+        return None
+    cols = [c for j, c in enumerate(cols) if j not in lists[1]]
     if any(c.identity or c.generated is not None for c in cols):
         return None  # a value for an identity or generated column: 428C9 or not
     if table.checks and compiled(table) is None:
         return None  # CHECKs of other shapes are evaluated by the general path
+    if _lists_in_keys(table):
+        return None  # (key values are kept in sets: a list is no set member)
     returning = returning_columns(stmt, table)
     if returning is None:
         return None
     position = {c.name: i for i, c in enumerate(table.columns)}
     given = {c.name for c in cols}
     rows = []
-    for values in src.valuesLists:
-        if len(values) != len(cols):
+    for values in lists[0]:
+        nodes = [plain_value(node, c) for node, c in zip(values, cols, strict=True)]
+        if any(node is None for node in nodes):
             return None
-        rows.append(
-            tuple((position[c.name], c, node) for node, c in zip(values, cols, strict=True))
-        )
+        rows.append(tuple((position[c.name], c, n) for n, c in zip(nodes, cols, strict=True)))
     return _Template(
         width=len(table.columns),
         rows=tuple(rows),
@@ -554,6 +597,65 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
         upsert=upsert,
         returning=returning,
     )
+
+
+def _lists_in_keys(table: Table) -> bool:
+    """Whether an array column is in a key, or in a table with unique indexes."""
+    lists = {c.name for c in table.columns if c.type.pg.name in ARRAY_ELEMENT}
+    keyed = {c for k in table.keys for c in k.columns}
+    return bool(lists) and bool(lists & keyed or table.index_keys)
+
+
+_NULL = A.A_Const(isnull=True)
+
+
+def _without_defaults(
+    lists: Sequence[Sequence[Any]], cols: list[Column]
+) -> tuple[list[list[Any]], set[int]] | None:
+    """VALUES lists without their DEFAULT items: a column DEFAULT in every row is left
+    out (its positions, second), so that it takes its default as an omitted column
+    does; DEFAULT in some rows only is NULL for a column without a default, else the
+    general path (None)."""
+    everywhere = {
+        j for j in range(len(cols)) if all(isinstance(v[j], A.SetToDefault) for v in lists)
+    }
+    out = []
+    for values in lists:
+        row = []
+        for j, (node, c) in enumerate(zip(values, cols, strict=True)):
+            if j in everywhere:
+                continue
+            if isinstance(node, A.SetToDefault):
+                if c.default is not None or c.identity or c.generated is not None:
+                    return None
+                node = _NULL
+            row.append(node)
+        out.append(row)
+    return out, everywhere
+
+
+def plain_value(node: Any, col: Column) -> Any:
+    """The node `constant` reads for a VALUES item of `col`: the item, or the constant
+    or parameter under a cast to the column's own type (`$1::numeric`, `'x'::text` or
+    `::varchar` into text, as SQLAlchemy and hand-written SQL spell them), which the
+    column's assignment gives the same value; None for another cast (the general path:
+    a cast to another type, or one that truncates, `::varchar(3)`)."""
+    if not isinstance(node, A.TypeCast):
+        return node
+    tn = node.typeName
+    if not isinstance(node.arg, A.ParamRef | A.A_Const) or tn.arrayBounds or tn.pct_type:
+        return None
+    try:
+        mods = [m.val.ival for m in tn.typmods or ()]
+        cast = resolve_type_name([n.sval for n in tn.names], mods)
+    except (SQLError, AttributeError):
+        return None
+    pg = col.type.pg
+    same = cast.pg is pg and cast.typmod in (-1, col.type.typmod)
+    strings = cast.pg in (TEXT, VARCHAR) and cast.typmod == -1 and pg in (TEXT, VARCHAR)
+    if not (same or strings) or (cast.typmod != -1 and pg in (VARCHAR, BPCHAR)):
+        return None
+    return node.arg
 
 
 def returning_columns(stmt: Any, table: Table) -> tuple[tuple[str, int], ...] | None:

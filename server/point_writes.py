@@ -11,9 +11,11 @@ primary key (server/batcher.py `_LiveRows`), under the row's lock
 with the INSERTs of its batch; in a transaction block, at once, staged in the session
 until COMMIT hands it to the batcher (server/writes.py `fast_point`).
 
-Taken here: SET of constants, parameters, the clock, and `c + k` / `c - k` (integer
-columns and integer `k`, as pgbench's `abalance = abalance + :delta`), FOREIGN KEY
-columns included (checked by server/fast_refs.py); the WHERE clause names each
+Taken here: SET of constants, parameters, the clock, `c + k` / `c - k` / `c * k` (integer
+columns and integer `k`, as pgbench's `abalance = abalance + :delta`) and `c || k` (text
+and varchar columns, a text `k`), FOREIGN KEY columns included (checked by
+server/fast_refs.py); constants and parameters may be cast to their column's own type
+(`$1::numeric`: batcher.plain_value); the WHERE clause names each
 primary-key column once with `=` (or `IN` of one value, as Django deletes one object),
 or each column of a UNIQUE key of integer, text or uuid columns (`WHERE token = $1`:
 the row is found through an index of the live rows by that key, `_LiveRows.find`),
@@ -43,6 +45,7 @@ from headwater.catalog.constraints import not_null_violation
 from headwater.catalog.objects import Column, Table
 from headwater.catalog.pgtypes import SessionFormat
 from headwater.catalog.types import (
+    ARRAY_TYPES,
     BOOL,
     BPCHAR,
     BYTEA,
@@ -52,8 +55,12 @@ from headwater.catalog.types import (
     INT2,
     INT4,
     INT8,
+    INTERVAL,
+    JSON,
+    JSONB,
     NUMERIC,
     TEXT,
+    TIME,
     TIMESTAMP,
     TIMESTAMPTZ,
     UUID,
@@ -71,33 +78,38 @@ from headwater.server.batcher import (
     coerce,
     constant,
     per_statement,
+    plain_value,
     returning_columns,
 )
 from headwater.server.fast_checks import check_error, compiled
 from headwater.server.table_cache import per_table
 from pglast import enums, parse_sql
 
-from headwater.errors import NumericOutOfRange
+from headwater.errors import NumericOutOfRange, StringTooLong
 
-# Types whose values the batcher coerces and keeps in Python as DuckDB returns them
+# Types whose values the batcher keeps in Python as DuckDB returns them (and coerces, but
+# for time and interval: a SET of those takes the general path); a table with a column
+# of another type keeps every UPDATE and DELETE on the general path
 SIMPLE_TYPES: frozenset[PgType] = frozenset(
     {INT2, INT4, INT8, NUMERIC, FLOAT4, FLOAT8, BOOL, DATE, TIMESTAMP, TIMESTAMPTZ, BYTEA}
-    | {TEXT, VARCHAR, BPCHAR, UUID}
+    | {TEXT, VARCHAR, BPCHAR, UUID, JSON, JSONB, TIME, INTERVAL}
+    | {ARRAY_TYPES[e.name] for e in (BOOL, INT2, INT4, INT8, FLOAT4, FLOAT8, TEXT, VARCHAR)}
 )
 _INTS = (INT2, INT4, INT8)
+_TEXTS = (TEXT, VARCHAR)
 _KEY_TYPES = (INT2, INT4, INT8, TEXT, VARCHAR, UUID)  # key values compared exactly in Python
 
 
 @dataclass(frozen=True)
 class SetItem:
     """One SET item: the column at `target` takes `node`'s value, or (`source` not None)
-    the column at `source` plus `sign` times it."""
+    the column at `source` `op` it (+, -, * of integers, || of texts)."""
 
     target: int
     column: Column
     node: Any
     source: int | None = None
-    sign: int = 1
+    op: str = "+"
 
 
 @dataclass(frozen=True)
@@ -139,11 +151,7 @@ class PointWrite:
             if base is None or value is None:
                 out[item.target] = None
                 continue
-            total = base + item.sign * value
-            lo, hi = INT_RANGES[item.column.type.pg]
-            if not lo <= total <= hi:
-                raise NumericOutOfRange(f"{INT_NAMES[item.column.type.pg]} out of range")
-            out[item.target] = total
+            out[item.target] = _computed(item, base, value)
         for i, col in enumerate(self.table.columns):
             if col.not_null and out[i] is None:
                 raise not_null_violation(self.table, col.name, out)
@@ -153,6 +161,25 @@ class PointWrite:
             if err is not None:
                 raise err
         return new
+
+
+def _computed(item: SetItem, base: Any, value: Any) -> Any:
+    """`base op value` assigned to the item's column: PostgreSQL's error where an
+    integer is out of range, or a text too long for a varchar(n) (but for spaces)."""
+    ct = item.column.type
+    if item.op == "||":
+        total = base + value
+        n = ct.length
+        if n is not None and len(total) > n:
+            if total[n:].strip(" "):
+                raise StringTooLong(f"value too long for type {ct.sql()}")
+            total = total[:n]
+        return total
+    total = base + value if item.op == "+" else base - value if item.op == "-" else base * value
+    lo, hi = INT_RANGES[ct.pg]
+    if not lo <= total <= hi:
+        raise NumericOutOfRange(f"{INT_NAMES[ct.pg]} out of range")
+    return total
 
 
 def eligible(table: Table) -> bool:
@@ -218,11 +245,18 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
         name = column_of(cond.lexpr)
         if name is None or name in found:
             return None
-        kind, found[name] = value
+        kind, node = value
+        col = table.columns[position[name]]
+        if kind == "any":
+            found[name] = node
+            many, array = (node,), True
+            continue
+        nodes = [plain_value(n, col) for n in (node if kind == "in" else (node,))]
+        if any(n is None for n in nodes):
+            return None
+        found[name] = tuple(nodes) if kind == "in" else nodes[0]
         if kind == "in":
             many = found[name]
-        elif kind == "any":
-            many, array = (found[name],), True
     named = _named_key(table, set(found))
     if named is None or (many is not None and (len(named) > 1 or named != pk.columns)):
         return None
@@ -241,20 +275,27 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
         if rt.name in keyed or col.identity or any(s.column is col for s in sets):
             return None
         node = rt.val
-        source, sign = None, 1
+        source, op = None, "+"
         if isinstance(node, A.A_Expr) and node.kind == enums.A_Expr_Kind.AEXPR_OP:
-            op = node.name[0].sval if len(node.name) == 1 else None
+            op = node.name[0].sval if len(node.name) == 1 else ""
             left, right = column_of(node.lexpr), column_of(node.rexpr)
-            if op == "+" and left is None and right is not None:  # k + c
+            if op in ("+", "*") and left is None and right is not None:  # k + c
                 left, node_k = right, node.lexpr
             else:
                 node_k = node.rexpr
-            if op not in ("+", "-") or left is None or col.type.pg not in _INTS:
+            if left is None:
                 return None
-            if table.columns[position[left]].type.pg is not col.type.pg:
-                return None  # PostgreSQL's arithmetic would run in the other type
-            source, sign, node = position[left], (1 if op == "+" else -1), node_k
-        sets.append(SetItem(position[rt.name], col, node, source, sign))
+            of = table.columns[position[left]].type.pg
+            if op in ("+", "-", "*") and col.type.pg in _INTS:
+                if of is not col.type.pg:
+                    return None  # PostgreSQL's arithmetic would run in the other type
+            elif op != "||" or col.type.pg not in _TEXTS or of not in _TEXTS:
+                return None
+            source, node = position[left], node_k
+        node = plain_value(node, col)
+        if node is None:
+            return None
+        sets.append(SetItem(position[rt.name], col, node, source, op))
     return _Shape(key, tuple(sets), returning, many, array, unique)  # type: ignore[arg-type]
 
 
@@ -326,6 +367,11 @@ def point_writes(
                 if item.source is not None:
                     return None
                 sets.append((item, clock_value(v, item.column, started or now, now, fmt)))
+                continue
+            if item.op == "||" and item.source is not None:
+                if not isinstance(v, str | None):
+                    return None  # (anything || text: the value's output function)
+                sets.append((item, v))  # (a text: not the column's length)
                 continue
             if item.source is not None and not isinstance(v, str):
                 if isinstance(v, bool) or not isinstance(v, int | None):

@@ -28,6 +28,7 @@ point_writes.MANY_MAX rows.
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import duckdb
@@ -94,6 +95,8 @@ async def scanned_write(s: Session, stmt: Any, params: list[Any]) -> Result | No
         return None
     rel, returning = taken
     delete = isinstance(stmt, A.DeleteStmt)
+    stmt = copy.deepcopy(stmt)  # (the client's tree as written: the general path may run it)
+    dml.pg_spellings(stmt, s.catalog, s.search_path())
     binder = current_binder(s)
     sqls: dict[tuple[bool, bool], str] = {}
 

@@ -27,11 +27,10 @@ from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, IndexKey, Key, Sequence, Table
 from headwater.catalog.pgtypes import SessionFormat
 from headwater.catalog.types import ARRAY_ELEMENT, arrow_type
-from headwater.planner import dml, pg_compat
+from headwater.planner import dml
 from headwater.planner.output_types import returning_sources
 from headwater.planner.params import epoch_parameter
 from headwater.planner.relations import deparse
-from headwater.planner.scope import column_types
 from headwater.server import (
     constraints,
     fast_generated,
@@ -40,6 +39,7 @@ from headwater.server import (
     generated,
     point_writes,
     reads,
+    value_exprs,
 )
 from headwater.server.auth import privilege_checks
 from headwater.server.batcher import (
@@ -133,14 +133,19 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
     # SEQ_RESERVE): a statement that would wait for that runs on a thread
     waits = not all(g is None or g.spare() >= rows for g in serials.values())
     generate, in_duckdb = _computed(s, rel)
+    args = (rel, params, fmt, serials.get, started, generate)
     if waits or in_duckdb:
-        fast = await asyncio.to_thread(
-            fast_rows, stmt, rel, params, fmt, serials.get, started, generate
-        )
+        fast = await asyncio.to_thread(fast_rows, stmt, *args)
     else:
-        fast = fast_rows(stmt, rel, params, fmt, serials.get, started, generate)
-    if fast is None:
-        return None
+        fast = fast_rows(stmt, *args)
+    if fast is None:  # VALUES items that are expressions: computed first, if they may be
+        todo = value_exprs.items(stmt, rel)
+        if todo is None:
+            return None
+        stmt, params = await value_exprs.with_values(s, stmt, rel, params, todo)
+        fast = await asyncio.to_thread(fast_rows, stmt, rel, params, *args[2:])
+        if fast is None:
+            return None
     if s.status == "T" and fast.skip is not None:
         return await _block_skipping(s, rel, fast)
     if fast.upsert is not None:
@@ -560,10 +565,7 @@ def change(s: Session, w: WriteTxn, stmt: Any, params: list[Any]) -> Result:
     if getattr(stmt, "withClause", None) is not None:
         raise FeatureNotSupported("WITH in INSERT, UPDATE or DELETE is not supported")
     if isinstance(stmt, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
-        # PostgreSQL's spellings, as SELECT has them (interval '1' minute,
-        # pg_catalog.timezone(...), ...); string constants stay as written
-        col_types = column_types(stmt, s.catalog, s.search_path())
-        pg_compat.rewrite(stmt, array_literals=False, column_types=col_types)
+        dml.pg_spellings(stmt, s.catalog, s.search_path())
     if isinstance(stmt, A.InsertStmt):
         return _insert(s, w, stmt, params)
     if isinstance(stmt, A.UpdateStmt):

@@ -117,6 +117,26 @@ def log_form(t: pa.Table) -> pa.Table:
     return t.cast(pa.schema(plain, metadata=t.schema.metadata))
 
 
+def consolidate_in_python(t: pa.Table) -> pa.Table:
+    """consolidate_rows for a few rows of types Arrow cannot group (lists, intervals)."""
+    sums: dict[tuple[Any, ...], int] = {}
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in t.to_pylist():
+        key = tuple(_hashable(v) for k, v in row.items() if k != WEIGHT)
+        sums[key] = sums.get(key, 0) + row[WEIGHT]
+        rows.setdefault(key, row)
+    kept = sorted((r | {WEIGHT: sums[k]} for k, r in rows.items() if sums[k]), key=lambda r: r[RID])
+    return pa.Table.from_pylist(kept, schema=t.schema)
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(map(_hashable, v))
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    return v
+
+
 def consolidate_rows(t: pa.Table) -> pa.Table:
     """Change rows with equal columns summed into one, those that cancel out dropped,
     in row-id order (Arrow's group_by: raises for types it cannot group)."""

@@ -29,7 +29,13 @@ from typing import Any
 
 import pyarrow as pa
 from headwater.catalog.objects import CatalogObject
-from headwater.storage.changelog import ChangeLog, EpochRecord, consolidate_rows, log_form
+from headwater.storage.changelog import (
+    ChangeLog,
+    EpochRecord,
+    consolidate_in_python,
+    consolidate_rows,
+    log_form,
+)
 from headwater.storage.slate import storage_error
 
 from headwater.errors import DiskFull, LockNotAvailable, SQLError
@@ -429,4 +435,9 @@ def _combined(parts: list[pa.Table], merge: bool) -> pa.Table:
     if len(parts) == 1:
         return parts[0]
     t = pa.concat_tables(parts)
-    return consolidate_rows(t) if merge else t
+    if not merge:
+        return t
+    try:
+        return consolidate_rows(t)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):  # (point writes' few rows)
+        return consolidate_in_python(t)

@@ -403,6 +403,28 @@ def test_aggregate_result_types(conn, pg, table_name: str) -> None:  # type: ign
     )
 
 
+def test_casts_to_a_length_truncate(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """x::varchar(n) and x::char(n) keep the first n characters of any value, as an
+    explicit cast does in PostgreSQL (DuckDB ignores the length: before, only a string
+    constant was cut), in reads and in an UPDATE's SET."""
+    t = table_name
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            f"CREATE TABLE {t} (id int PRIMARY KEY, s text, v varchar(4), n int)",
+            f"INSERT INTO {t} VALUES (1, 'def', 'ab', 12345), (2, NULL, NULL, -1)",
+            # (|| '': the values, as text; the casts' own types are reported as text)
+            f"SELECT ('abc' || s)::varchar(4) || '', CAST(n AS varchar(3)) || '',"
+            f" (n > 0)::varchar(2) || '', (s || 'yz')::char(2) || '|',"
+            f" ('é' || s)::varchar(1) || '' FROM {t} ORDER BY id",
+            f"UPDATE {t} SET v = (s || 'toolong')::varchar(3) WHERE n > 0 RETURNING v",
+            f"UPDATE {t} SET v = 'toolong'::varchar(4) WHERE id = 2 RETURNING v",
+            f"SELECT * FROM {t} ORDER BY id",
+        ],
+    )
+
+
 def test_numeric_casts_and_division(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """x::numeric keeps a constant's scale; numeric division is exact, at PostgreSQL's
     scale (at least 16 significant digits; quotients below 1 are cut at 16 decimals)."""

@@ -122,6 +122,9 @@ SELECT 'abc'::char(5) || 'x'
 SELECT length('abc'::char(5))
 SELECT 'abcdef'::varchar(3)
 SELECT 'abc'::varchar(5)
+SELECT ('abc' || x)::varchar(4) FROM (VALUES ('def'), (NULL)) v(x)
+SELECT CAST(12345 + x AS varchar(3)), (x > 0)::varchar(2) FROM (VALUES (1)) v(x)
+SELECT (x || 'yz')::char(2) || '|', ('é' || x)::varchar(1) FROM (VALUES ('a')) v(x)
 SELECT 'ab'::char(1)
 SELECT 'A' || 'b' || 3 || true
 SELECT 'hello'::text::bytea
