@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from headwater.catalog.constraints import not_null_violation, unique_violation
 from headwater.catalog.objects import Column, IndexKey, Key, Table
 from headwater.catalog.pgtypes import SessionFormat, text_decoder
+from headwater.catalog.pgtypes.interval import Interval
 from headwater.catalog.types import (
     ARRAY_ELEMENT,
     BOOL,
@@ -46,8 +47,10 @@ from headwater.catalog.types import (
     INT2,
     INT4,
     INT8,
+    INTERVAL,
     NUMERIC,
     TEXT,
+    TIME,
     TIMESTAMP,
     TIMESTAMPTZ,
     UUID,
@@ -187,6 +190,14 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
         if not isinstance(value, bytes):
             raise NotFast
         return value
+    if pg is TIME:  # (24:00:00, no datetime.time: the general path)
+        if not isinstance(value, dt.time) or value.tzinfo is not None:
+            raise NotFast
+        return value
+    if pg is INTERVAL:  # as DuckDB's Arrow results give it (months and days kept apart)
+        if type(value) is not Interval:
+            raise NotFast
+        return pa.MonthDayNano([value.months, value.days, value.microseconds * 1000])
     if pg is UUID:  # kept as its canonical text, as DuckDB's Arrow results give it
         if not isinstance(value, uuid.UUID):
             raise NotFast

@@ -87,9 +87,8 @@ from pglast import enums, parse_sql
 
 from headwater.errors import NumericOutOfRange, StringTooLong
 
-# Types whose values the batcher keeps in Python as DuckDB returns them (and coerces, but
-# for time and interval: a SET of those takes the general path); a table with a column
-# of another type keeps every UPDATE and DELETE on the general path
+# Types whose values the batcher coerces and keeps in Python as DuckDB returns them; a
+# table with a column of another type keeps every UPDATE and DELETE on the general path
 SIMPLE_TYPES: frozenset[PgType] = frozenset(
     {INT2, INT4, INT8, NUMERIC, FLOAT4, FLOAT8, BOOL, DATE, TIMESTAMP, TIMESTAMPTZ, BYTEA}
     | {TEXT, VARCHAR, BPCHAR, UUID, JSON, JSONB, TIME, INTERVAL}

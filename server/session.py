@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import weakref
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,8 +127,11 @@ class Session:
         self.prepared: dict[str, Any] = {}
         self.portals: dict[str, Portal] = {}
         self.cursors: dict[str, Any] = {}  # DECLAREd cursors (SELECT or SUBSCRIBE)
-        # id(DuckDB connection) -> the TimeZone and the block's start set on it
-        self._zones: dict[int, tuple[str, dt.datetime | None]] = {}
+        # DuckDB connection -> the TimeZone and the block's start set on it (weakly: a
+        # new cursor may take a closed one's id, and with it its entry, unset)
+        self._zones: weakref.WeakKeyDictionary[Any, tuple[str, dt.datetime | None]] = (
+            weakref.WeakKeyDictionary()
+        )
         # temporary tables (server/temp_tables.py): the session's pg_temp_N schema, once
         # it made one, and each temporary table's ON COMMIT action by oid
         self.temp_schema: str | None = None
@@ -157,7 +161,7 @@ class Session:
         (outside a block, DuckDB's own: the statement's)."""
         tz = self.settings.values["TimeZone"]
         clock = self.xact_start if self.status != "I" else None
-        was = None if fresh else self._zones.get(id(cur))
+        was = None if fresh else self._zones.get(cur)
         if was is None or was[0] != tz:
             cur.execute("SET TimeZone = ?", [tz])
         if (was[1] if was is not None else None) != clock:
@@ -165,7 +169,7 @@ class Session:
                 cur.execute(f"RESET VARIABLE {XACT_START}")
             else:
                 cur.execute(f"SET VARIABLE {XACT_START} = CAST(? AS TIMESTAMPTZ)", [clock])
-        self._zones[id(cur)] = (tz, clock)
+        self._zones[cur] = (tz, clock)
         return cur
 
     @property

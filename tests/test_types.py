@@ -122,6 +122,20 @@ def test_timestamptz_parameter_uses_session_timezone(hw_server, table_name: str)
         assert got == ("2024-07-01 10:00:00+00",)
 
 
+def test_session_zone_after_a_writing_transaction(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """A read after DDL casts text to timestamptz in the session's TimeZone: the read's
+    new DuckDB cursor could take the closed write cursor's id, and the zone remembered
+    for that id (it read in UTC: 12:00+00 for 12:00+02)."""
+    with psycopg.connect(hw_server.dsn, autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'Europe/Paris'")
+        conn.execute(f"CREATE TABLE {table_name} (ts timestamptz)")
+        got = conn.execute(
+            "SELECT '2024-07-01 12:00'::timestamptz::text,"
+            " ('2024-07-01 12:00'::timestamptz AT TIME ZONE 'UTC')::text"
+        ).fetchone()
+        assert got == ("2024-07-01 12:00:00+02", "2024-07-01 10:00:00")
+
+
 def test_timestamptz_bind_parameter_in_session_zone(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     with psycopg.connect(hw_server.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table_name} (ts timestamptz)")
