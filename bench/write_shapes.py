@@ -30,6 +30,8 @@ update product   UPDATE t SET n = n * 2 WHERE id = $1
 update concat    UPDATE t SET s = s || 'x' WHERE id = $1
 update jsonb tbl UPDATE t SET n = n + 1 WHERE id = $1 of a table with a jsonb column
 update array     UPDATE t SET tags = $2, n = n + 1 WHERE id = $1 (a text[] parameter)
+expressions      INSERT ... VALUES ($1, lower($2), $3 + 1) (items DuckDB computes first)
+time interval    INSERT ... VALUES ($1, '10:00', '1 day') into time and interval columns
 
     .venv/bin/python bench/write_shapes.py
     .venv/bin/python bench/write_shapes.py --statements 1000 --only upsert,array
@@ -157,6 +159,15 @@ SHAPES: dict[str, Shape] = {
         lambda i: (i, ["a"]),
         loaded=True,
     ),
+    "expressions": Shape(
+        "id bigint PRIMARY KEY, name text, n int",
+        "INSERT INTO {t} VALUES ($1, lower($2), $3 + 1)",
+        lambda i: (i, "X", i),
+    ),
+    "time interval": Shape(
+        "id bigint PRIMARY KEY, at time, span interval",
+        "INSERT INTO {t} VALUES ($1, '10:00', '1 day')",
+    ),
 }
 
 
@@ -172,7 +183,7 @@ async def run_shape(dsn: str, name: str, statements: int) -> float:
             await conn.execute(shape.index.format(t=table))
         if shape.loaded:
             await conn.execute(
-                f"INSERT INTO {table} SELECT g, 0 FROM generate_series(0, {statements}) AS g"
+                f"INSERT INTO {table} SELECT g, 1 FROM generate_series(0, {statements}) AS g"
             )
         stmt = await conn.prepare(shape.sql.format(t=table))
         times = []
