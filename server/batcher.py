@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from headwater.catalog.constraints import not_null_violation, unique_violation
 from headwater.catalog.objects import Column, IndexKey, Key, Table
 from headwater.catalog.pgtypes import SessionFormat, text_decoder
+from headwater.catalog.pgtypes.floats import float_text
 from headwater.catalog.pgtypes.interval import Interval
 from headwater.catalog.types import (
     ARRAY_ELEMENT,
@@ -204,7 +205,7 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
         return str(value)
     if isinstance(value, int | float | decimal.Decimal | bool):
         if pg.category == "S":
-            return str(value).lower() if isinstance(value, bool) else str(value)
+            return _number_text(value)
         raise NotFast
     if isinstance(value, list):
         return _coerce_list(value, col, fmt)
@@ -221,6 +222,21 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
             raise StringTooLong(f"value too long for type {col.type.sql()}")
         value = stripped
     return value
+
+
+_FLOAT8_TEXT = float_text(15, 1)  # float8out, shortest exact (extra_float_digits 1)
+
+
+def _number_text(value: int | float | decimal.Decimal | bool) -> str:
+    """A number as PostgreSQL's output function prints it, assigned to a text column:
+    a numeric without exponent (1e3 is 1000), a float8 shortest (1.0 is 1)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        return _FLOAT8_TEXT(value).decode()
+    return str(value)
 
 
 # array columns the fast paths take, by element type: the Python values each element
@@ -860,7 +876,15 @@ class _Pending:
     (a plain class: one per statement)."""
 
     __slots__ = (
-        *("parts", "done", "write", "rows", "staged", "row", "skip", "upsert", "queued"),
+        "parts",
+        "done",
+        "write",
+        "rows",
+        "staged",
+        "row",
+        "skip",
+        "upsert",
+        "queued",
         "waits",
     )
 
