@@ -312,6 +312,7 @@ def insert_rows_sql(
         source = f"(VALUES {', '.join(rows)}) AS _hw_src({names})"
         by_name = {c.name: f"_hw_src.{_col_name(i)}" for i, c in enumerate(targets)}
     else:
+        _array_literals(src, targets)
         inner = binder.to_sql(src)
         names = ", ".join(_col_name(i) for i in range(len(targets)))
         source = f"(SELECT * FROM ({inner}) AS _hw_q) AS _hw_src({names})"
@@ -325,6 +326,18 @@ def insert_rows_sql(
     )
     inner_sql = inner if src is not None and source.startswith("(SELECT * FROM") else None
     return InsertPlan(f"SELECT {select} FROM {source}", inner_sql, len(targets))
+
+
+def _array_literals(src: Any, targets: list[Column]) -> None:
+    """A SELECT's string constants for array columns ('{a,b}') as DuckDB's list input,
+    in place: PostgreSQL reads an unknown literal with the column's input function."""
+    if not isinstance(src, A.SelectStmt) or src.op != 0 or not src.targetList:
+        return
+    for rt, col in zip(src.targetList, targets, strict=False):
+        element = ARRAY_ELEMENT.get(col.type.pg.name)
+        v = rt.val
+        if element is not None and isinstance(v, A.A_Const) and isinstance(v.val, A.String):
+            rt.val = A.A_Const(val=A.String(sval=list_text(v.val.sval, element.name)))
 
 
 def target_rows(table: Table) -> str:

@@ -65,6 +65,10 @@ SCRIPT = [
     "INSERT INTO ar (id, nums) VALUES (21, '{1,x}')",
     "INSERT INTO ar (id, d) VALUES (22, '{2024-02-30}')",
     "UPDATE ar SET nums = 'not an array' WHERE id = 1",
+    # an INSERT ... SELECT's '{...}' constants, read with the array's input function
+    "INSERT INTO ar (id, g, tags, nums) SELECT 30 + g, g, '{s,\"t u\"}', '{1,NULL}'"
+    " FROM generate_series(1, 2) g RETURNING id, tags, nums",
+    "INSERT INTO ar (id, tags) SELECT 40, '{bad'",
     "SELECT count(*) FROM ar",
     # column defaults written as PostgreSQL writes them ('{}' was DuckDB's cast error,
     # '{}'::jsonb an unknown type): omitted, DEFAULT, many rows, ADD COLUMN, SET DEFAULT
