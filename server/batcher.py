@@ -672,9 +672,11 @@ def plain_value(node: Any, col: Column) -> Any:
     tn = node.typeName
     if not isinstance(node.arg, A.ParamRef | A.A_Const) or tn.arrayBounds or tn.pct_type:
         return None
+    if tn.typmods and _names(tn)[-1] not in ("numeric", "decimal", "varchar", "bpchar"):
+        return None  # (interval '1' minute, time(0), timestamp(3): they round or truncate)
     try:
         mods = [m.val.ival for m in tn.typmods or ()]
-        cast = resolve_type_name([n.sval for n in tn.names], mods)
+        cast = resolve_type_name(_names(tn), mods)
     except (SQLError, AttributeError):
         return None
     pg = col.type.pg
@@ -683,6 +685,10 @@ def plain_value(node: Any, col: Column) -> Any:
     if not (same or strings) or (cast.typmod != -1 and pg in (VARCHAR, BPCHAR)):
         return None
     return node.arg
+
+
+def _names(tn: A.TypeName) -> list[str]:
+    return [n.sval for n in tn.names]
 
 
 def returning_columns(stmt: Any, table: Table) -> tuple[tuple[str, int], ...] | None:

@@ -396,6 +396,9 @@ TIMES = [
     "INSERT INTO {t} VALUES (5, '25:00', NULL)",  # 22008
     "INSERT INTO {t} VALUES (6, NULL, 'abc')",  # 22007
     "INSERT INTO {t} VALUES (7, '23:59:59.9999994', '178000000 years')",  # rounded down
+    # casts whose modifiers round or truncate: PostgreSQL's values (general path)
+    "INSERT INTO {t} VALUES (8, '10:00:00.6'::time(0), interval '1' minute),"
+    " (9, NULL, interval '2' day) RETURNING *",
     "SELECT id, t::text, iv, iv + interval '1 day', t + interval '1 hour' FROM {t} ORDER BY id",
 ]
 
