@@ -45,16 +45,18 @@ _PURE_NODES = (
     A.BoolExpr,
     A.NullTest,
     A.BooleanTest,
-    A.SQLValueFunction,
     A.String,
     A.Integer,
     A.Float,
     A.Boolean,
 )
-# functions that change something or read a table (or the clock): the general path
-_SIDE_EFFECTS = frozenset(
+# the clock: a bare call is the batcher's (its instant), inside an expression general
+_CLOCK = frozenset(
+    ("now", "transaction_timestamp", "statement_timestamp", "clock_timestamp", "timeofday")
+)
+# functions that change something or read a table, or the clock: the general path
+_SIDE_EFFECTS = _CLOCK | frozenset(
     ("nextval", "currval", "setval", "lastval", "set_config", "pg_notify", "pg_sleep")
-    + ("now", "transaction_timestamp", "statement_timestamp", "clock_timestamp", "timeofday")
     + ("txid_current", "pg_current_xact_id", "pg_cancel_backend", "pg_terminate_backend")
     + ("pg_reload_conf", "pg_rotate_logfile", "pg_switch_wal", "pg_read_file")
 )
@@ -64,7 +66,7 @@ _SIDE_EFFECT_PREFIXES = ("pg_advisory", "pg_try_advisory", "lo_", "dblink", "pg_
 def computable(node: Any) -> bool:
     """Whether `node` is an expression this module computes."""
     for n in nodes(node):
-        if not isinstance(n, _PURE_NODES) or isinstance(n, A.SQLValueFunction):
+        if not isinstance(n, _PURE_NODES):  # (SQLValueFunction, CURRENT_DATE & co.: the clock)
             return False
         if isinstance(n, A.FuncCall):
             name = n.funcname[-1].sval.lower()
@@ -83,7 +85,7 @@ def computable(node: Any) -> bool:
 def _plain(node: Any) -> bool:
     """An item the batcher takes itself, or leaves to the general path (the clock)."""
     return isinstance(node, A.A_Const | A.ParamRef | A.SetToDefault | A.SQLValueFunction) or (
-        isinstance(node, A.FuncCall) and not node.args and node.funcname[-1].sval in _SIDE_EFFECTS
+        isinstance(node, A.FuncCall) and not node.args and node.funcname[-1].sval in _CLOCK
     )
 
 

@@ -133,17 +133,17 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
     # SEQ_RESERVE): a statement that would wait for that runs on a thread
     waits = not all(g is None or g.spare() >= rows for g in serials.values())
     generate, in_duckdb = _computed(s, rel)
-    args = (rel, params, fmt, serials.get, started, generate)
+    rest = (fmt, serials.get, started, generate)
     if waits or in_duckdb:
-        fast = await asyncio.to_thread(fast_rows, stmt, *args)
+        fast = await asyncio.to_thread(fast_rows, stmt, rel, params, *rest)
     else:
-        fast = fast_rows(stmt, *args)
+        fast = fast_rows(stmt, rel, params, *rest)
     if fast is None:  # VALUES items that are expressions: computed first, if they may be
         todo = value_exprs.items(stmt, rel)
         if todo is None:
             return None
         stmt, params = await value_exprs.with_values(s, stmt, rel, params, todo)
-        fast = await asyncio.to_thread(fast_rows, stmt, rel, params, *args[2:])
+        fast = await asyncio.to_thread(fast_rows, stmt, rel, params, *rest)
         if fast is None:
             return None
     if s.status == "T" and fast.skip is not None:
