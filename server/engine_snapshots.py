@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.server.matviews import FAULTS_ENV
 from headwater.storage.bucket_snapshot import BucketSnapshots
+
+from headwater import faults
 
 if TYPE_CHECKING:
     from headwater.server.instance import Instance
@@ -41,7 +42,7 @@ PERIOD_ENV = "HEADWATER_ENGINE_SNAPSHOT_S"  # seconds between copies (tests shor
 PERIOD = 10.0
 DUTY = 10.0  # at least this many times a copy's duration between two copies
 STAGING = "engine-snapshot"  # in the data directory, emptied by each copy
-# fault injection (with FAULTS_ENV=1): while {data_dir}/faults/snapshot_crash exists, a
+# fault injection (headwater/faults.py): while {data_dir}/faults/snapshot_crash exists, a
 # copy SIGKILLs its own server once half of its new files are uploaded, before the
 # manifest (tests/test_object_store.py: the previous snapshot stays usable)
 CRASH_FAULT = "snapshot_crash"
@@ -149,8 +150,7 @@ class EngineSnapshots:
         return self.instance.store.fenced is not None
 
     def _injected(self, done: int, total: int) -> None:
-        faults = self.instance.config.data_dir / "faults"
-        if os.environ.get(FAULTS_ENV) == "1" and (faults / CRASH_FAULT).exists():
+        if faults.injected(self.instance.config.data_dir, CRASH_FAULT):
             if done >= (total + 1) // 2:
                 log.warning("fault injection: killed after uploading %d of %d files", done, total)
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -44,6 +44,7 @@ from headwater.storage.changelog import EpochRecord
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import physical, quote, visible_at
 
+from headwater import faults
 from headwater.errors import SQLError
 
 if TYPE_CHECKING:  # the engine (and pyspark) is imported once a view needs it
@@ -71,13 +72,13 @@ STOP_WAIT = 30.0  # how long stopping a query may take before its JVM is killed
 # the same at shutdown, below process managers' grace before SIGKILL (Docker's 10 s);
 # killing the JVM mid-batch is safe: the batch is replayed from Spark's checkpoint
 CLOSE_WAIT = 5.0
-# Fault injection for tests (tests/test_crash_views.py): with this variable set to 1,
-# files in {data_dir}/faults/ make the stage fail: `batch` (one-shot) fails the next
-# micro-batch after its views committed; `start` fails every stage start while it exists;
-# `backfill_pause` holds a backfill after each input it read while it exists (_hold);
-# `stall_timeout` (seconds) replaces the stall timeout while it exists (a test lowers it
-# only while it hangs the JVM: on a loaded machine batches can be that far apart).
-FAULTS_ENV = "HEADWATER_FAULT_INJECTION"
+# Fault injection for tests (tests/test_crash_views.py; headwater/faults.py): with
+# HEADWATER_FAULT_INJECTION=1, files in {data_dir}/faults/ make the stage fail: `batch`
+# (one-shot) fails the next micro-batch after its views committed; `start` fails every
+# stage start while it exists; `backfill_pause` holds a backfill after each input it read
+# while it exists (_hold); `stall_timeout` (seconds) replaces the stall timeout while it
+# exists (a test lowers it only while it hangs the JVM: on a loaded machine batches can
+# be that far apart).
 
 
 @dataclass
@@ -357,7 +358,7 @@ class MaterializedViews:
         return None
 
     def _stall_timeout(self) -> float:
-        if os.environ.get(FAULTS_ENV) == "1":  # tests (see FAULTS_ENV)
+        if faults.enabled():  # tests (see the fault names above)
             with contextlib.suppress(OSError, ValueError):
                 path = self.instance.config.data_dir / "faults" / "stall_timeout"
                 return float(path.read_text())
@@ -393,22 +394,16 @@ class MaterializedViews:
         self._inject("batch")
 
     def _inject(self, name: str) -> None:
-        """Fault injection for tests (FAULTS_ENV=1): fail if {data_dir}/faults/{name}
+        """Fault injection for tests (headwater/faults.py): fail if {data_dir}/faults/{name}
         exists (`batch` is consumed by the failure it causes)."""
-        if os.environ.get(FAULTS_ENV) != "1":
-            return
-        path = self.instance.config.data_dir / "faults" / name
-        if not path.exists():
-            return
-        if name == "batch":
-            path.unlink(missing_ok=True)
-        raise RuntimeError(f"injected fault ({name})")
+        if faults.injected(self.instance.config.data_dir, name, consume=name == "batch"):
+            raise RuntimeError(f"injected fault ({name})")
 
     def _hold(self, name: str, limit: float = 300.0) -> None:
-        """Fault injection for tests (FAULTS_ENV=1): wait while {data_dir}/faults/{name}
+        """Fault injection for tests (headwater/faults.py): wait while {data_dir}/faults/{name}
         exists, at most `limit` seconds (`backfill_pause`: a backfill after each input
         it read, so that its progress can be watched)."""
-        if os.environ.get(FAULTS_ENV) != "1":
+        if not faults.enabled():
             return
         path = self.instance.config.data_dir / "faults" / name
         deadline = time.monotonic() + limit

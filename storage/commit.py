@@ -38,7 +38,8 @@ from headwater.storage.changelog import (
 )
 from headwater.storage.slate import storage_error
 
-from headwater.errors import DiskFull, LockNotAvailable, SQLError
+from headwater import faults
+from headwater.errors import DiskFull, InternalError, LockNotAvailable, SQLError
 
 log = logging.getLogger("headwater.commit")
 
@@ -48,6 +49,8 @@ WRITE_AMPLIFICATION = 2  # an epoch is written to the WAL, then flushed again (L
 # free space above the reserve beyond which an epoch's size is not summed: larger than
 # any one epoch's writes in practice (a COPY is one epoch: 1 GB of rows writes ~2 GB)
 SIZE_CHECK_MARGIN = 16 << 30
+# fault injection (headwater/faults.py): the next epoch's record fails to assemble, once
+ASSEMBLY_FAULT = "epoch_assembly"
 
 
 def write_lock_timed_out(timeout: float) -> LockNotAvailable:
@@ -204,11 +207,20 @@ class Committer:
                 await self._idle.wait()
             self._sealing = None
             await self._in_flight.acquire()
-            rec = self._record(ep)
-            handle, error = None, self.failed
+            rec, handle, error = None, None, self.failed
             if error is None:  # nothing is submitted after a failure, until it is undone
-                error = self._refusal(rec)
-                if error is None:
+                try:
+                    rec = self._record(ep)
+                except Exception as exc:  # a bug: this epoch fails, not every later write
+                    log.exception("epoch %d could not be assembled", ep.epoch)
+                    error = InternalError(
+                        f"could not write epoch {ep.epoch}: {exc}",
+                        detail="Nothing from this transaction was kept.",
+                        hint="This is a bug in Headwater; please report it with the server log.",
+                    )
+                else:
+                    error = self._refusal(rec)
+                if rec is not None and error is None:
                     try:
                         handle = await self.changelog.submit_epoch(rec)
                         self._submitted += 1
@@ -224,6 +236,8 @@ class Committer:
                 self._wake.set()
 
     def _record(self, ep: _OpenEpoch) -> EpochRecord:
+        if faults.injected(self.data_dir, ASSEMBLY_FAULT, consume=True):
+            raise RuntimeError("injected fault (epoch_assembly)")
         return EpochRecord(
             epoch=ep.epoch,
             changes={oid: _combined(parts, oid in ep.merge) for oid, parts in ep.changes.items()},
@@ -237,7 +251,7 @@ class Committer:
     async def _finish(
         self,
         ep: _OpenEpoch,
-        rec: EpochRecord,
+        rec: EpochRecord | None,
         handle: Any,
         error: BaseException | None,
         previous: tuple[asyncio.Future[None], asyncio.Future[None]] | None,
@@ -289,6 +303,7 @@ class Committer:
             if previous is not None:
                 await asyncio.gather(asyncio.shield(previous[1]), return_exceptions=True)
             self.visible_epoch = ep.epoch
+            assert rec is not None  # (only a failed epoch has none)
             for fn in self._listeners:
                 try:
                     fn(rec)

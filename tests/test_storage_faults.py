@@ -1,7 +1,8 @@
 """Storage faults: a full disk gives writers 53100 and a read-only data directory
 42501, corrupt nothing, and writing resumes by itself once the directory is
 writable again. The data directory lives on a small tmpfs (needs root to mount;
-skipped otherwise)."""
+skipped otherwise). An epoch the committer fails to assemble (a bug, injected with
+HEADWATER_FAULT_INJECTION) fails its writers with XX000 and nothing else."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -18,6 +20,8 @@ import pytest
 from psycopg import errors
 
 from tests.hwserver import REPO, HeadwaterServer
+
+HANG_GUARD = 120.0  # seconds: a write that waits longer has wedged the committer
 
 
 @pytest.fixture
@@ -159,3 +163,73 @@ def test_start_refuses_unwritable_data_dir(small_disk: Path) -> None:
     )
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "No space left on device" in out.stderr and "HINT: Free disk space" in out.stderr
+
+
+def _answered(server: HeadwaterServer, fn: Callable[[], object]) -> object:
+    """fn()'s result; if it does not return, the server is killed (freeing the
+    connection fn waits on) and the test fails (a hang guard)."""
+    out: list[object] = []
+
+    def call() -> None:
+        try:
+            out.append(("ok", fn()))
+        except BaseException as e:  # noqa: BLE001 (re-raised in the test's thread)
+            out.append(("error", e))
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(HANG_GUARD)
+    if not out:
+        server.kill()
+        worker.join(HANG_GUARD)
+        pytest.fail(f"no answer in {HANG_GUARD:g}s: the committer is wedged")
+    how, value = out[0]  # type: ignore[misc]
+    if how == "error":
+        raise value  # type: ignore[misc]
+    return value
+
+
+def test_an_epoch_that_fails_to_assemble_fails_only_its_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug while the committer builds an epoch's record (19th session: Arrow refused to
+    consolidate list columns) failed that epoch and then stopped the committer: every
+    later write waited forever. Now that epoch's writers get XX000 naming it, it is
+    undone, and writes go on; what was acknowledged survives a restart."""
+    monkeypatch.setenv("HEADWATER_FAULT_INJECTION", "1")
+    server = HeadwaterServer(tmp_path / "data", args=["--no-tls"]).start()
+    fault = server.data_dir / "faults" / "epoch_assembly"  # storage/commit.py
+    fault.parent.mkdir()
+    try:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (id int PRIMARY KEY, b text, tags text[])")
+            conn.execute("INSERT INTO t VALUES (1, 'one', '{a}')")
+            for write in (
+                "INSERT INTO t VALUES (2, 'two', '{b}')",  # the fast path (batcher)
+                "UPDATE t SET b = 'uno' WHERE id = 1",  # a point write
+                "INSERT INTO t SELECT 2, 'two', ARRAY['b']",  # a writing transaction
+            ):
+                fault.touch()
+                with pytest.raises(errors.InternalError) as e:
+                    _answered(server, lambda w=write: conn.execute(w))
+                assert "could not write epoch" in str(e.value), write
+                assert "injected fault" in str(e.value)
+                assert "report it" in (e.value.diag.message_hint or "")
+                assert not fault.exists()
+                rows = _answered(
+                    server, lambda: conn.execute("SELECT * FROM t ORDER BY id").fetchall()
+                )
+                assert rows == [(1, "one", ["a"])], write
+            # writes go on, the same keys included (the failed epoch was undone)
+            _answered(server, lambda: conn.execute("INSERT INTO t VALUES (2, 'two', '{b}')"))
+            with conn.transaction():
+                conn.execute("UPDATE t SET b = 'uno' WHERE id = 1")
+                conn.execute("INSERT INTO t VALUES (3, 'three', '{}')")
+            acknowledged = conn.execute("SELECT * FROM t ORDER BY id").fetchall()
+            assert acknowledged == [(1, "uno", ["a"]), (2, "two", ["b"]), (3, "three", [])]
+        server.stop()
+        server = HeadwaterServer(server.data_dir, port=server.port, args=server.args).start()
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT * FROM t ORDER BY id").fetchall() == acknowledged
+    finally:
+        server.stop()
