@@ -32,6 +32,10 @@ update jsonb tbl UPDATE t SET n = n + 1 WHERE id = $1 of a table with a jsonb co
 update array     UPDATE t SET tags = $2, n = n + 1 WHERE id = $1 (a text[] parameter)
 expressions      INSERT ... VALUES ($1, lower($2), $3 + 1) (items DuckDB computes first)
 time interval    INSERT ... VALUES ($1, '10:00', '1 day') into time and interval columns
+orm flush        SQLAlchemy's ORM flush of 3 new objects with a serial key: INSERT ... SELECT
+                 p0::VARCHAR, p1::INTEGER FROM (VALUES ...) AS imp_sen(...) ORDER BY
+                 sen_counter RETURNING id
+select consts    INSERT INTO t (id, name) SELECT $1, 'x'
 
     .venv/bin/python bench/write_shapes.py
     .venv/bin/python bench/write_shapes.py --statements 1000 --only upsert,array
@@ -167,6 +171,17 @@ SHAPES: dict[str, Shape] = {
     "time interval": Shape(
         "id bigint PRIMARY KEY, at time, span interval",
         "INSERT INTO {t} VALUES ($1, '10:00', '1 day')",
+    ),
+    "orm flush": Shape(
+        "id serial PRIMARY KEY, name varchar(50) NOT NULL, age int NOT NULL",
+        "INSERT INTO {t} (name, age) SELECT p0::VARCHAR, p1::INTEGER FROM (VALUES"
+        " ($1::VARCHAR, $2::INTEGER, 0), ($3::VARCHAR, $4::INTEGER, 1),"
+        " ($5::VARCHAR, $6::INTEGER, 2)) AS imp_sen(p0, p1, sen_counter)"
+        " ORDER BY sen_counter RETURNING {t}.id, {t}.id AS id__1",
+        lambda i: ("a", i, "b", i + 1, "c", i + 2),
+    ),
+    "select consts": Shape(
+        "id bigint PRIMARY KEY, name text", "INSERT INTO {t} (id, name) SELECT $1, 'x'"
     ),
 }
 

@@ -40,6 +40,7 @@ from headwater.server import (
     point_writes,
     reads,
     value_exprs,
+    values_select,
 )
 from headwater.server.auth import privilege_checks
 from headwater.server.batcher import (
@@ -49,6 +50,7 @@ from headwater.server.batcher import (
     Row,
     StagedWrites,
     fast_rows,
+    per_statement,
     row_ids,
     rows_table,
     upserted_row,
@@ -121,6 +123,10 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         return None
     if rel.foreign_keys and ref_checks(rel, s.catalog.by_oid) is None:
         return None  # FOREIGN KEYs not checked as lookups (server/fast_refs.py)
+    if isinstance(stmt.selectStmt, A.SelectStmt) and not stmt.selectStmt.valuesLists:
+        stmt = per_statement(stmt, rel, params, values_select.as_values)  # INSERT ... SELECT
+        if stmt is None:
+            return None
     fmt = _format(s)
     started = s.xact_start if s.status == "T" else None
     serials = {
