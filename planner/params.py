@@ -302,6 +302,12 @@ def infer_param_types(
                     for v, col in zip(row, cols, strict=False):
                         if (n := _param(v)) is not None and col is not None:
                             inf.note(n, col.type)
+            elif isinstance(src, A.SelectStmt) and src.targetList and not src.op:
+                # INSERT ... SELECT $1: PostgreSQL leaves the SELECT's own items of unknown
+                # type to the columns' assignment (not those of a VALUES or set operation)
+                for rt, col in zip(src.targetList, cols, strict=False):
+                    if (n := _param(rt.val)) is not None and col is not None:
+                        inf.note(n, col.type)
     if isinstance(stmt, A.UpdateStmt):
         rel = find_relation(catalog, stmt.relation, search_path)
         if rel is not None:

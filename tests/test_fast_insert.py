@@ -497,6 +497,47 @@ def test_insert_selects_of_constants_as_postgres(
         assert hw.execute(rows).fetchall() == pg.execute(rows).fetchall()
 
 
+def test_parameter_types_of_insert_selects_as_postgres(
+    hw_server, pg_oracle, table_name: str
+) -> None:  # type: ignore[no-untyped-def]
+    """`INSERT INTO t SELECT $1, $2`: the SELECT's bare parameters take their columns'
+    types (asyncpg encodes by them: a bigint key was refused as text); those of a VALUES
+    in FROM or under a cast keep theirs."""
+    import asyncio
+
+    import asyncpg
+
+    t = f"{table_name}_pt"
+    statements = [
+        f"INSERT INTO {t} (id, name, n) SELECT $1, $2, $3",
+        f"INSERT INTO {t} (n, id) SELECT $1, $2::int8 + 1",
+        f"INSERT INTO {t} (id, name) SELECT $1, x FROM (VALUES ($2)) v(x)",
+        f"INSERT INTO {t} SELECT $1, $2",
+    ]
+
+    async def types(dsn: str) -> list[list[str]]:
+        conn = await asyncpg.connect(dsn, ssl=False)
+        try:
+            await conn.execute(f"CREATE TABLE {t} (id bigint PRIMARY KEY, name text, n numeric)")
+            out = []
+            for sql in statements:
+                stmt = await conn.prepare(sql)
+                out.append([p.name for p in stmt.get_parameters()])
+            await conn.execute(statements[0], 7, "x", 1)
+            await conn.execute(f"DROP TABLE {t}")
+            return out
+        finally:
+            await conn.close()
+
+    def url(dsn: str) -> str:
+        kv = dict(part.split("=", 1) for part in dsn.split())
+        return f"postgresql://{kv['user']}@{kv['host']}:{kv['port']}/{kv['dbname']}"
+
+    got, want = (asyncio.run(types(url(d))) for d in (hw_server.dsn, pg_oracle.dsn))
+    assert got == want
+    assert want[0] == ["int8", "text", "numeric"]
+
+
 def test_an_orm_flush_of_several_objects(hw_server, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """SQLAlchemy 2's unit of work inserts new objects with server-generated keys in one
     INSERT ... SELECT ... ORDER BY sen_counter RETURNING: each object gets its own key."""
