@@ -36,6 +36,7 @@ orm flush        SQLAlchemy's ORM flush of 3 new objects with a serial key: INSE
                  p0::VARCHAR, p1::INTEGER FROM (VALUES ...) AS imp_sen(...) ORDER BY
                  sen_counter RETURNING id
 select consts    INSERT INTO t (id, name) SELECT $1, 'x'
+clock expr       INSERT ... VALUES ($1, now() + interval '1 day') (an expiry)
 
     .venv/bin/python bench/write_shapes.py
     .venv/bin/python bench/write_shapes.py --statements 1000 --only upsert,array
@@ -182,6 +183,10 @@ SHAPES: dict[str, Shape] = {
     ),
     "select consts": Shape(
         "id bigint PRIMARY KEY, name text", "INSERT INTO {t} (id, name) SELECT $1, 'x'"
+    ),
+    "clock expr": Shape(
+        "id bigint PRIMARY KEY, expires timestamptz",
+        "INSERT INTO {t} VALUES ($1, now() + interval '1 day')",
     ),
 }
 

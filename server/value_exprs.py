@@ -8,19 +8,24 @@ Here such items, if they read no table and change nothing (no column, subquery,
 sequence call or other function with a side effect), are computed in one DuckDB
 statement as the general path computes them (planner/dml.py `cast_sql`: the item cast
 to its column's type, after the PostgreSQL translation), off the write lock; the
-statement then goes to the batcher with their values as extra parameters. An
-expression that reads the clock stays general: the batcher's own instant for now()
-and the columns' DEFAULT now() would differ from DuckDB's by a few microseconds.
+statement then goes to the batcher with their values as extra parameters. The clock
+in an expression (now(), CURRENT_TIMESTAMP, LOCALTIMESTAMP, CURRENT_DATE) is one
+instant given to DuckDB as a parameter and to the batcher as the statement's clock,
+so that `now() + interval '1 day'`, a bare now() and a DEFAULT now() column agree, as
+in PostgreSQL (the transaction's start); clock_timestamp(), statement_timestamp() and
+timeofday() stay general.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import datetime as dt
 from typing import Any
 
 import duckdb
 import pglast.ast as A
+import pglast.enums as E
 from headwater.catalog.objects import Column, Table
 from headwater.planner import dml
 from headwater.planner.syntax import nodes
@@ -50,12 +55,20 @@ _PURE_NODES = (
     A.Float,
     A.Boolean,
 )
-# the clock: a bare call is the batcher's (its instant), inside an expression general
+# the clock: a bare call is the batcher's (its instant)
 _CLOCK = frozenset(
     ("now", "transaction_timestamp", "statement_timestamp", "clock_timestamp", "timeofday")
 )
+# ... inside an expression, the transaction's start is a parameter (the others: general)
+_INSTANT = frozenset(("now", "transaction_timestamp"))
+# CURRENT_TIMESTAMP & co. (without a precision): the instant cast as PostgreSQL's are
+_INSTANT_KEYWORDS = {
+    E.SQLValueFunctionOp.SVFOP_CURRENT_TIMESTAMP: (),
+    E.SQLValueFunctionOp.SVFOP_LOCALTIMESTAMP: ("timestamp",),
+    E.SQLValueFunctionOp.SVFOP_CURRENT_DATE: ("date",),
+}
 # functions that change something or read a table, or the clock: the general path
-_SIDE_EFFECTS = _CLOCK | frozenset(
+_SIDE_EFFECTS = (_CLOCK - _INSTANT) | frozenset(
     ("nextval", "currval", "setval", "lastval", "set_config", "pg_notify", "pg_sleep")
     + ("txid_current", "pg_current_xact_id", "pg_cancel_backend", "pg_terminate_backend")
     + ("pg_reload_conf", "pg_rotate_logfile", "pg_switch_wal", "pg_read_file")
@@ -66,7 +79,11 @@ _SIDE_EFFECT_PREFIXES = ("pg_advisory", "pg_try_advisory", "lo_", "dblink", "pg_
 def computable(node: Any) -> bool:
     """Whether `node` is an expression this module computes."""
     for n in nodes(node):
-        if not isinstance(n, _PURE_NODES):  # (SQLValueFunction, CURRENT_DATE & co.: the clock)
+        if isinstance(n, A.SQLValueFunction):  # CURRENT_DATE & co. (not CURRENT_USER ...)
+            if n.op not in _INSTANT_KEYWORDS or n.typmod != -1:
+                return False
+            continue
+        if not isinstance(n, _PURE_NODES):
             return False
         if isinstance(n, A.FuncCall):
             name = n.funcname[-1].sval.lower()
@@ -115,16 +132,31 @@ def items(stmt: Any, table: Table) -> list[tuple[int, int, Column]] | None:
 
 
 async def with_values(
-    s: Session, stmt: Any, table: Table, params: list[Any], todo: list[tuple[int, int, Column]]
-) -> tuple[Any, list[Any]]:
-    """A copy of `stmt` whose items `todo` are parameters, and the parameters with
-    their values (computed as the general path would: 22003, 22P02 ... as its errors)."""
+    s: Session,
+    stmt: Any,
+    table: Table,
+    params: list[Any],
+    todo: list[tuple[int, int, Column]],
+    started: dt.datetime | None,
+) -> tuple[Any, list[Any], dt.datetime | None]:
+    """A copy of `stmt` whose items `todo` are parameters, the parameters with their
+    values (computed as the general path would: 22003, 22P02 ... as its errors), and
+    the statement's clock: `started` (a block's start), or for an autocommitted
+    statement whose items read the clock, the instant they read (else None)."""
     work = copy.deepcopy(stmt)
+    args = list(params)
+    if _clocked(stmt.selectStmt.valuesLists[r][i] for r, i, _ in todo):
+        started = started or dt.datetime.now(dt.UTC)
+        args.append(started)  # parameter len(args): the instant
+        work.selectStmt.valuesLists = tuple(
+            tuple(_with_instant(v, len(args)) for v in values)
+            for values in work.selectStmt.valuesLists
+        )
     dml.pg_spellings(work, s.catalog, s.search_path())  # as the general path has them
     binder = current_binder(s)
     values = work.selectStmt.valuesLists
     sql = "SELECT " + ", ".join(dml.cast_sql(values[r][i], col, binder) for r, i, col in todo)
-    row = await asyncio.to_thread(_compute, s, sql, params)
+    row = await asyncio.to_thread(_compute, s, sql, args)
     out = copy.deepcopy(stmt)
     rows = [list(v) for v in out.selectStmt.valuesLists]
     extra = list(params)
@@ -132,7 +164,49 @@ async def with_values(
         extra.append(value)
         rows[r][i] = A.ParamRef(number=len(extra))
     out.selectStmt.valuesLists = tuple(tuple(v) for v in rows)
-    return out, extra
+    return out, extra, started
+
+
+def _clocked(items: Any) -> bool:
+    return any(_instant(n) is not None for item in items for n in nodes(item))
+
+
+def _instant(node: Any) -> tuple[str, ...] | None:
+    """The casts of the transaction's start that `node` is, if it reads the clock."""
+    if isinstance(node, A.SQLValueFunction):
+        return _INSTANT_KEYWORDS.get(node.op)
+    if (
+        isinstance(node, A.FuncCall)
+        and not node.args
+        and node.funcname[-1].sval.lower() in _INSTANT
+        and (len(node.funcname) == 1 or node.funcname[0].sval == "pg_catalog")
+    ):
+        return ()
+    return None
+
+
+def _with_instant(node: Any, number: int) -> Any:
+    """`node` with each clock reading replaced by parameter `number`, the instant, cast
+    to what the reading returns (timestamptz, then timestamp or date in the session's
+    TimeZone, as DuckDB's cursor has it)."""
+    casts = _instant(node)
+    if casts is not None:
+        out: Any = A.ParamRef(number=number)
+        for name in ("timestamptz", *casts):
+            names = (A.String(sval="pg_catalog"), A.String(sval=name))
+            out = A.TypeCast(arg=out, typeName=A.TypeName(names=names, typemod=-1))
+        return out
+    for attr in node.__slots__:
+        value = getattr(node, attr, None)
+        if isinstance(value, A.Node):
+            setattr(node, attr, _with_instant(value, number))
+        elif isinstance(value, tuple):
+            setattr(
+                node,
+                attr,
+                tuple(_with_instant(v, number) if isinstance(v, A.Node) else v for v in value),
+            )
+    return node
 
 
 def _compute(s: Session, sql: str, params: list[Any]) -> tuple[Any, ...]:

@@ -148,7 +148,8 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         todo = value_exprs.items(stmt, rel)
         if todo is None:
             return None
-        stmt, params = await value_exprs.with_values(s, stmt, rel, params, todo)
+        stmt, params, started = await value_exprs.with_values(s, stmt, rel, params, todo, started)
+        rest = (fmt, serials.get, started, generate)  # (the clock the items read)
         fast = await asyncio.to_thread(fast_rows, stmt, rel, params, *rest)
         if fast is None:
             return None

@@ -355,11 +355,17 @@ def test_values_expressions_take_the_fast_path() -> None:
     assert todo("INSERT INTO t VALUES ($1, lower($2), $3 + 1)") == [(0, 1), (0, 2)]
     assert todo("INSERT INTO t (n, id) VALUES (1, 1), (2, abs(-2))") == [(1, 1)]
     assert todo("INSERT INTO t VALUES (1, 'x', 2)") is None  # nothing to compute
+    assert todo("INSERT INTO t VALUES (1, now()::text, CURRENT_DATE - DATE '2000-01-01')") == [
+        (0, 1),
+        (0, 2),
+    ]
     for sql in [
         "INSERT INTO t VALUES (1, 'x', id + 1)",
         "INSERT INTO t VALUES (1, 'x', (SELECT 1))",
         "INSERT INTO t VALUES (nextval('s'), 'x', 1)",
-        "INSERT INTO t VALUES (1, now()::text || 'x', 1)",
+        "INSERT INTO t VALUES (1, clock_timestamp()::text || 'x', 1)",
+        "INSERT INTO t VALUES (1, statement_timestamp()::text, 1)",
+        "INSERT INTO t VALUES (1, CURRENT_TIMESTAMP(0)::text, 1)",
         "INSERT INTO t VALUES (1, CURRENT_USER || 'x', 1)",
         "INSERT INTO t VALUES (1, 'x', count(*))",
     ]:
@@ -568,6 +574,53 @@ def test_an_orm_flush_of_several_objects(hw_server, table_name: str) -> None:  #
         Base.metadata.drop_all(engine)
     finally:
         engine.dispose()
+
+
+CLOCKED = [  # expressions of the clock: one instant with bare now() and DEFAULT now()
+    "INSERT INTO {t} VALUES (1, now() + interval '1 day', LOCALTIMESTAMP - interval '1 hour',"
+    " CURRENT_DATE + 7, DEFAULT, now(), (now() - transaction_timestamp())::text)",
+    "INSERT INTO {t} (id, a, b, c, e) VALUES (2, date_trunc('hour', now()), now()::timestamp,"
+    " (CURRENT_TIMESTAMP + interval '30 days')::date, CURRENT_TIMESTAMP)",
+    "INSERT INTO {t} (id, a, f) VALUES (3, now() - interval '1 minute',"
+    " to_char(now(), 'YYYY-MM-DD HH24:MI:SS.US'))",
+]
+CLOCK_CHECKS = (  # what each row says about the instant it read (its DEFAULT now(): d)
+    "SELECT id, CASE WHEN id <> 2 THEN a - d END, b - (d AT TIME ZONE current_setting('TimeZone')),"
+    " c - (d AT TIME ZONE current_setting('TimeZone'))::date, e = d,"
+    " date_trunc('hour', d) = a OR id <> 2,"
+    " f IS NULL OR f = to_char(d, 'YYYY-MM-DD HH24:MI:SS.US') OR f = '00:00:00'"
+    " FROM {t} ORDER BY id"
+)
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_clock_in_expressions_as_postgres(
+    hw_server, pg_oracle, table_name: str, prepared: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """`now() + interval '1 day'`, `CURRENT_DATE + 7`, `LOCALTIMESTAMP - ...` in VALUES
+    read the instant the statement's bare now() and DEFAULT now() columns have, in the
+    session's TimeZone, in and out of a block (server/value_exprs.py: the instant is a
+    parameter to DuckDB and the batcher's clock)."""
+    t = f"{table_name}_k{int(prepared)}"
+    setup = [
+        f"CREATE TABLE {t} (id int PRIMARY KEY, a timestamptz, b timestamp, c date,"
+        " d timestamptz DEFAULT now(), e timestamptz, f text)",
+    ]
+    with in_schema((hw_server.dsn, pg_oracle.dsn), t, setup) as (hw, pg):
+        for c in (hw, pg):
+            c.execute(f"SET TimeZone = '{ZONE}'")
+            for sql in CLOCKED:
+                c.execute(sql.format(t=t), prepare=prepared)
+            with c.transaction():
+                c.execute(f"INSERT INTO {t} (id, e) VALUES (4, now())")
+                c.execute(
+                    f"INSERT INTO {t} (id, a, c) VALUES (5, now() + %s::interval, CURRENT_DATE)",
+                    ("2 hours",),
+                    prepare=prepared,
+                )
+            c.execute(f"UPDATE {t} SET d = (SELECT d FROM {t} WHERE id = 4) WHERE id = 5")
+        checks = CLOCK_CHECKS.format(t=t)
+        assert hw.execute(checks).fetchall() == pg.execute(checks).fetchall()
 
 
 TIMES = [
