@@ -76,6 +76,11 @@ _SIDE_EFFECTS = (_CLOCK - _INSTANT) | frozenset(
 _SIDE_EFFECT_PREFIXES = ("pg_advisory", "pg_try_advisory", "lo_", "dblink", "pg_stat_reset")
 
 
+# (tree id, search path, settings) -> (tree, catalog, _select's result)
+_SELECTS: dict[tuple[Any, ...], tuple[Any, Any, tuple[Any, str, bool]]] = {}
+_SELECTS_MAX = 512
+
+
 def computable(node: Any) -> bool:
     """Whether `node` is an expression this module computes."""
     for n in nodes(node):
@@ -143,28 +148,50 @@ async def with_values(
     values (computed as the general path would: 22003, 22P02 ... as its errors), and
     the statement's clock: `started` (a block's start), or for an autocommitted
     statement whose items read the clock, the instant they read (else None)."""
-    work = copy.deepcopy(stmt)
+    out, sql, clocked = _select(s, stmt, todo, len(params))
     args = list(params)
-    if _clocked(stmt.selectStmt.valuesLists[r][i] for r, i, _ in todo):
+    if clocked:
         started = started or dt.datetime.now(dt.UTC)
-        args.append(started)  # parameter len(args): the instant
-        work.selectStmt.valuesLists = tuple(
-            tuple(_with_instant(v, len(args)) for v in values)
-            for values in work.selectStmt.valuesLists
-        )
+        args.append(started)  # parameter len(params) + 1: the instant
+    row = await asyncio.to_thread(_compute, s, sql, args)
+    return out, [*params, *row], started
+
+
+def _select(
+    s: Session, stmt: Any, todo: list[tuple[int, int, Column]], params: int
+) -> tuple[Any, str, bool]:
+    """`stmt` with the items `todo` as parameters after its `params` own, the DuckDB
+    SELECT computing them, and whether they read the clock (its instant: parameter
+    `params` + 1 of the SELECT). Remembered for a prepared statement (its translation
+    is ~1 ms of the event loop's time, and the batcher's template of the new tree is
+    kept by its identity): by the tree, the catalog, the search path and the settings
+    (a SELECT naming a system relation is not kept)."""
+    key = (id(stmt), s.search_path(), frozenset(s.settings.values.items()))
+    hit = _SELECTS.get(key)
+    if hit is not None and hit[0] is stmt and hit[1] is s.catalog:
+        return hit[2]
+    lists = stmt.selectStmt.valuesLists
+    items = [copy.deepcopy(lists[r][i]) for r, i, _ in todo]  # (rewritten in place below)
+    clocked = _clocked(items)
+    if clocked:
+        items = [_with_instant(item, params + 1) for item in items]
+    work = A.SelectStmt(targetList=tuple(A.ResTarget(val=item) for item in items))
     dml.pg_spellings(work, s.catalog, s.search_path())  # as the general path has them
     binder = current_binder(s)
-    values = work.selectStmt.valuesLists
-    sql = "SELECT " + ", ".join(dml.cast_sql(values[r][i], col, binder) for r, i, col in todo)
-    row = await asyncio.to_thread(_compute, s, sql, args)
-    out = copy.deepcopy(stmt)
-    rows = [list(v) for v in out.selectStmt.valuesLists]
-    extra = list(params)
-    for (r, i, _), value in zip(todo, row, strict=True):
-        extra.append(value)
-        rows[r][i] = A.ParamRef(number=len(extra))
+    targets = zip(work.targetList, [col for _, _, col in todo], strict=True)
+    sql = "SELECT " + ", ".join(dml.cast_sql(rt.val, col, binder) for rt, col in targets)
+    rows = [list(v) for v in lists]  # the other items are the statement's own nodes
+    for k, (r, i, _) in enumerate(todo, start=params + 1):
+        rows[r][i] = A.ParamRef(number=k)
+    out = copy.copy(stmt)
+    out.selectStmt = copy.copy(stmt.selectStmt)
     out.selectStmt.valuesLists = tuple(tuple(v) for v in rows)
-    return out, extra, started
+    found = (out, sql, clocked)
+    if params and not binder.uses_system:  # (a literal statement is parsed anew each time)
+        if len(_SELECTS) >= _SELECTS_MAX:
+            _SELECTS.clear()
+        _SELECTS[key] = (stmt, s.catalog, found)
+    return found
 
 
 def _clocked(items: Any) -> bool:

@@ -388,6 +388,15 @@ def test_values_expressions_as_postgres(
         _assert_as_postgres(hw, pg, [sql.format(t=t) for sql in EXPRESSIONS], (prepared,))
         for c in (hw, pg):
             c.execute(f"INSERT INTO {t} (id, s, n) VALUES (%s, lower(%s), %s * 2)", (30, "AB", 21))
+            # a prepared statement's computed items follow SET and DDL between executions
+            named = f"INSERT INTO {t} (id, s, m) VALUES (%s, current_setting('TimeZone') || %s,"
+            named += " %s / 3.0)"
+            c.execute(named, (40, "-a", 1), prepare=prepared)
+            c.execute("SET TimeZone = 'Asia/Tokyo'")
+            c.execute(named, (41, "-b", 1), prepare=prepared)
+            c.execute(f"ALTER TABLE {t} ALTER COLUMN m TYPE numeric(8,4)")
+            c.execute(named, (42, "-c", 1), prepare=prepared)
+            c.execute("RESET TimeZone")
             with c.transaction():
                 c.execute(f"INSERT INTO {t} (id, s) VALUES (%s, %s || 'z')", (31, "y"))
                 c.execute(f"INSERT INTO {t} (id, n) VALUES (32, 1 + 1)")
