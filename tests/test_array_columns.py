@@ -70,6 +70,17 @@ SCRIPT = [
     " FROM generate_series(1, 2) g RETURNING id, tags, nums",
     "INSERT INTO ar (id, tags) SELECT 40, '{bad'",
     "SELECT count(*) FROM ar",
+    # || of an array column and an element, another array, a '{...}' constant, NULL
+    # (an element column's || was DuckDB's text concatenation, or 42703)
+    "CREATE TABLE ac (id int PRIMARY KEY, nums int[], tags text[], name text, n int)",
+    "INSERT INTO ac VALUES (1, '{1,2}', '{a,b}', 'x', 5), (2, NULL, NULL, NULL, NULL),"
+    " (3, '{}', '{}', 'y', 7)",
+    "SELECT id, nums || 4, 0 || nums, nums || n, n || nums FROM ac ORDER BY id",
+    "SELECT id, tags || 'z'::text, name || tags, tags || name, tags || '{c,d}', '{q}' || tags,"
+    " tags || NULL, NULL || tags, tags || ARRAY['k'], name || 'x', name || n FROM ac ORDER BY id",
+    "SELECT pg_typeof(tags || name)::text, pg_typeof(nums || 1)::text FROM ac WHERE id = 1",
+    "UPDATE ac SET tags = tags || 'new'::text, nums = nums || 9 WHERE id = 1 RETURNING tags, nums",
+    "UPDATE ac SET tags = tags || '{x,y}' WHERE id = 3 RETURNING tags",
     # column defaults written as PostgreSQL writes them ('{}' was DuckDB's cast error,
     # '{}'::jsonb an unknown type): omitted, DEFAULT, many rows, ADD COLUMN, SET DEFAULT
     "CREATE TABLE ad (id int PRIMARY KEY, a text[] DEFAULT '{}', b int[] DEFAULT '{1,2}'::int[],"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.planner.functions.json import fixed_arity
-from headwater.planner.functions.nodes import call, cast
+from headwater.planner.functions.nodes import call, cast, column_type
 from pglast.enums import BoolExprType
 
 _MACROS = [
@@ -190,16 +190,59 @@ def _number(node: Any) -> bool:
     return isinstance(node, A.A_Const) and isinstance(node.val, A.Integer | A.Float)
 
 
+def _operand(node: Any) -> str:
+    """What an operand of || is: "array", "element" (a number, a cast to a type that is
+    not an array, a column of such a type), "string" (a constant: PostgreSQL reads it
+    as an array beside one), "null" or "unknown" (a parameter, an expression)."""
+    if _arrayish(node):
+        return "array"
+    if isinstance(node, A.A_Const):
+        if node.isnull:
+            return "null"
+        return "string" if isinstance(node.val, A.String) else "element"
+    if isinstance(node, A.TypeCast):
+        return "element"  # (arrayBounds: _arrayish)
+    kind = column_type(node)
+    if kind is not None:
+        return "array" if kind.startswith("_") else "element"
+    return "unknown"
+
+
+def _as_array_of(node: Any, array: Any) -> Any | None:
+    """A '{...}' constant as an array of `array`'s type, when that type is known."""
+    kind = column_type(array)
+    if kind is None and isinstance(array, A.TypeCast):
+        return A.TypeCast(arg=node, typeName=array.typeName)
+    if kind is None or not kind.startswith("_"):
+        return None
+    name = A.TypeName(
+        names=(A.String(sval=kind[1:]),), typemod=-1, arrayBounds=(A.Integer(ival=-1),)
+    )
+    return A.TypeCast(arg=node, typeName=name)
+
+
 def rewrite_operator(op: str, left: Any, right: Any) -> Any | None:
-    """array || element, element || array, and array || array with a NULL array kept out."""
+    """array || element, element || array, array || array (a NULL array, a '{...}'
+    constant: arrays too) as PostgreSQL's array operators; text || text stays."""
     if op != "||" or left is None:
         return None
-    if _arrayish(left) and _number(right):
-        return call("list_append", left, right)
-    if _number(left) and _arrayish(right):
-        return call("list_prepend", left, right)
-    if _arrayish(left) and _arrayish(right):
+    kinds = (_operand(left), _operand(right))
+    if "array" not in kinds:
+        return None
+    if kinds == ("array", "array"):
         return call("list_concat", left, right)
+    if kinds == ("array", "element"):
+        return call("list_append", left, right)
+    if kinds == ("element", "array"):
+        return call("list_prepend", left, right)
+    if kinds == ("array", "null"):  # (an untyped NULL is an array: nothing to add)
+        return left
+    if kinds == ("null", "array"):
+        return right
+    if kinds == ("array", "string") and (arr := _as_array_of(right, left)) is not None:
+        return call("list_concat", left, arr)
+    if kinds == ("string", "array") and (arr := _as_array_of(left, right)) is not None:
+        return call("list_concat", arr, right)
     return None
 
 
