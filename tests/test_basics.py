@@ -446,3 +446,23 @@ def test_numeric_casts_and_division(conn, pg, table_name: str) -> None:  # type:
             f"SELECT sum(n) / count(*), sum(b) / count(*), sum(i) / count(*), avg(i) / 2 FROM {t}",
         ],
     )
+
+
+def test_string_lengths_are_integers(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """length, char_length, strpos and position return int4, as PostgreSQL's (DuckDB's
+    BIGINT reached clients as int8: pgjdbc's getObject gave a Long)."""
+    t = table_name
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            "SELECT length('héllo'), char_length('abc'), character_length(''), strpos('abc', 'c'),"
+            " position('b' in 'abc'), length(NULL::text), strpos('abc', 'z')",
+            "SELECT length('\\x0102'::bytea), length(B'101'), octet_length('é')",
+            f"CREATE TABLE {t} (id int, s text, v varchar(5), c char(4), b bytea)",
+            f"INSERT INTO {t} VALUES (1, 'abc', 'de', 'f', '\\x00'), (2, NULL, NULL, NULL, NULL)",
+            f"SELECT id, length(s), char_length(v), length(c), length(b), strpos(s, 'c'),"
+            f" position('e' in v), length(s) + 1, sum(length(s)) OVER () FROM {t} ORDER BY id",
+            f"SELECT max(length(s)), count(*) FILTER (WHERE length(s) > 2) FROM {t}",
+        ],
+    )

@@ -317,7 +317,18 @@ def _simple(name: str, arity: int) -> Any:
     return rewrite
 
 
+def _int4(name: str, arity: int) -> Any:
+    """A call of DuckDB's `name` as integer: PostgreSQL's length, strpos & co. return
+    int4 (DuckDB's BIGINT reached clients as int8: a JDBC getObject is a Long)."""
+    return lambda a: cast(call(name, *a), "int4") if len(a) == arity else None
+
+
 REWRITES = {
+    "length": _int4("len", 1),  # (bytea's and bit's first)
+    "char_length": _int4("len", 1),
+    "character_length": _int4("len", 1),
+    "strpos": _int4("instr", 2),
+    "position": _int4("instr", 2),  # position(b IN a) is position(a, b)
     "format": rewrite_format,
     "concat": _concat("concat", 0),
     "concat_ws": _concat("concat_ws", 1),
