@@ -16,8 +16,11 @@ import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Column, Relation, Table
 from headwater.catalog.system_shapes import system_columns
-from headwater.catalog.types import CHAR, NAME, VARCHAR
+from headwater.catalog.types import BPCHAR, CHAR, NAME, VARCHAR
+from headwater.planner.ddl import type_of
 from headwater.planner.scope import Item, Scope, find_relation, names_cte
+
+from headwater.errors import SQLError
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,20 @@ def _system_items(node: A.RangeVar, alias: str) -> list[Item[Source | None]] | N
             [(n, Source(Column(n, ct), 0, 0) if ct.pg in _TEXTS else None) for n, ct in cols],
         )
     ]
+
+
+def _cast_source(val: Any) -> Source | None:
+    """A cast to varchar(n), char(n) or name: PostgreSQL reports that type and typmod
+    (DuckDB says VARCHAR: text, and pgjdbc's metadata an unbounded text)."""
+    if not isinstance(val, A.TypeCast) or val.typeName.arrayBounds:
+        return None  # (varchar[]: text[], as its elements are encoded)
+    try:
+        found = type_of(val.typeName)
+    except SQLError:
+        return None
+    if found.pg not in (VARCHAR, BPCHAR, NAME):
+        return None
+    return Source(Column("?column?", found), 0, 0)
 
 
 def _renamed(outs: Outputs, alias: A.Alias | None) -> Outputs:
@@ -171,7 +188,7 @@ def _sources(
     for rt in stmt.targetList:
         val = rt.val
         if not isinstance(val, A.ColumnRef):
-            out.append(None)
+            out.append(_cast_source(val))
             continue
         fields = val.fields
         if isinstance(fields[-1], A.A_Star):

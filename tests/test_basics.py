@@ -466,3 +466,26 @@ def test_string_lengths_are_integers(conn, pg, table_name: str) -> None:  # type
             f"SELECT max(length(s)), count(*) FILTER (WHERE length(s) > 2) FROM {t}",
         ],
     )
+
+
+def test_casts_to_varchar_char_and_name_report_their_types(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """`x::varchar(10)`, `::char(3)`, `::name` are reported as PostgreSQL types them, with
+    the length (DuckDB has only VARCHAR: they were text), prepared or not."""
+    t = table_name
+    for c in (conn, pg):
+        c.execute(f"CREATE TABLE {t} (id int, s text)")
+        c.execute(f"INSERT INTO {t} VALUES (1, 'abcdef')")
+    queries = [
+        "SELECT 'abc'::varchar(5), 'abc'::varchar, 'a'::char(3), 'a'::name, 'x'::text,"
+        " CAST('q' AS character varying(2))",
+        f"SELECT s::varchar(3), s::char(2), s::name, id::varchar, s FROM {t}",
+        f"SELECT x FROM (SELECT s::varchar(4) AS x FROM {t}) sub",
+    ]
+    for sql in queries:
+        for prepare in (False, True):
+            got, want = (
+                [(d.type_code, d.internal_size, d.display_size) for d in cur.description or ()]
+                + cur.fetchall()
+                for cur in (c.execute(sql, prepare=prepare) for c in (conn, pg))
+            )
+            assert got == want, sql
