@@ -1331,7 +1331,7 @@ def _as_macro(fc: A.FuncCall, macro: str, args: list[Any]) -> Any:
     return A.FuncCall(funcname=(A.String(sval=macro),), args=tuple(args))
 
 
-_AGGREGATES = frozenset(
+AGGREGATES = frozenset(  # aggregate functions, by name
     """count sum avg min max bool_and bool_or every string_agg array_agg json_agg jsonb_agg
     json_object_agg jsonb_object_agg stddev stddev_pop stddev_samp variance var_pop var_samp
     bit_and bit_or bit_xor first last any_value mode median percentile_cont percentile_disc
@@ -1344,7 +1344,7 @@ def _has_aggregate(node: Any) -> bool:
     """Does an expression hold an aggregate or window call (not inside a subquery)?"""
     if isinstance(node, A.FuncCall):
         fname = "".join(_names(node.funcname)[-1:]).lower()
-        if node.over is not None or fname in _AGGREGATES or fname.startswith("hw_"):
+        if node.over is not None or fname in AGGREGATES or fname.startswith("hw_"):
             return True
     if isinstance(node, A.SubLink):
         return False

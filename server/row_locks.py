@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pglast.ast as A
 from headwater.catalog.objects import MaterializedView, Sequence
 from headwater.planner.ir import SET_RETURNING_FUNCS
-from headwater.planner.pg_compat import _AGGREGATES as AGGREGATES
+from headwater.planner.pg_compat import AGGREGATES
 from headwater.planner.scope import find_relation
 from headwater.planner.syntax import nodes
 from headwater.server import transactions

@@ -28,6 +28,8 @@ import pglast.ast as A
 import pglast.enums as E
 from headwater.catalog.objects import Column, Table
 from headwater.planner import dml
+from headwater.planner.ir import SET_RETURNING_FUNCS
+from headwater.planner.pg_compat import AGGREGATES
 from headwater.planner.syntax import nodes
 from headwater.server.binders import current_binder
 from headwater.server.duckdb_calls import duckdb_params
@@ -99,6 +101,8 @@ def computable(node: Any) -> bool:
                 or n.agg_order
                 or name in _SIDE_EFFECTS
                 or name.startswith(_SIDE_EFFECT_PREFIXES)
+                or name in AGGREGATES  # (42803 in VALUES: the general path says so)
+                or name in SET_RETURNING_FUNCS  # (rows, not a value)
             ):
                 return False
     return True

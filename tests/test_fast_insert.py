@@ -368,6 +368,8 @@ def test_values_expressions_take_the_fast_path() -> None:
         "INSERT INTO t VALUES (1, CURRENT_TIMESTAMP(0)::text, 1)",
         "INSERT INTO t VALUES (1, CURRENT_USER || 'x', 1)",
         "INSERT INTO t VALUES (1, 'x', count(*))",
+        "INSERT INTO t VALUES (1, 'x', max(2))",  # (42803)
+        "INSERT INTO t VALUES (1, 'x', generate_series(1, 2))",  # (two rows)
     ]:
         assert todo(sql) is None, sql
 
@@ -427,6 +429,8 @@ SELECTS = [  # INSERT ... SELECT of constants (server/values_select.py)
     "INSERT INTO {t} (id, s) SELECT a, b FROM (VALUES (22, 'x'), (22, 'y')) w(a, b)",  # 23505
     "INSERT INTO {t} (id, n) SELECT a, b::int FROM (VALUES (24, '7')) w(a, b) RETURNING n",
     "INSERT INTO {t} (id, n) SELECT a, b FROM (VALUES (25, 1)) w(a, b) WHERE b > 0",  # general
+    "INSERT INTO {t} (id) SELECT generate_series(26, 28) RETURNING id",  # rows: general
+    "INSERT INTO {t} (id, n) SELECT 29, max(5) RETURNING n",
     "SELECT * FROM {t} ORDER BY id",
 ]
 
