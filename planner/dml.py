@@ -312,7 +312,7 @@ def insert_rows_sql(
         source = f"(VALUES {', '.join(rows)}) AS _hw_src({names})"
         by_name = {c.name: f"_hw_src.{_col_name(i)}" for i, c in enumerate(targets)}
     else:
-        _array_literals(src, targets)
+        _input_literals(src, targets)
         inner = binder.to_sql(src)
         names = ", ".join(_col_name(i) for i in range(len(targets)))
         source = f"(SELECT * FROM ({inner}) AS _hw_q) AS _hw_src({names})"
@@ -328,16 +328,24 @@ def insert_rows_sql(
     return InsertPlan(f"SELECT {select} FROM {source}", inner_sql, len(targets))
 
 
-def _array_literals(src: Any, targets: list[Column]) -> None:
-    """A SELECT's string constants for array columns ('{a,b}') as DuckDB's list input,
-    in place: PostgreSQL reads an unknown literal with the column's input function."""
+def _input_literals(src: Any, targets: list[Column]) -> None:
+    """A SELECT's string constants for array, boolean and bytea columns ('{a,b}', 'off',
+    '\\x01') as DuckDB reads them, in place: PostgreSQL reads an unknown literal in an
+    INSERT's SELECT list with the column's input function (DuckDB's cast differs)."""
     if not isinstance(src, A.SelectStmt) or src.op != 0 or not src.targetList:
         return
     for rt, col in zip(src.targetList, targets, strict=False):
-        element = ARRAY_ELEMENT.get(col.type.pg.name)
         v = rt.val
-        if element is not None and isinstance(v, A.A_Const) and isinstance(v.val, A.String):
-            rt.val = A.A_Const(val=A.String(sval=list_text(v.val.sval, element.name)))
+        if not (isinstance(v, A.A_Const) and isinstance(v.val, A.String)):
+            continue
+        text = v.val.sval
+        if (element := ARRAY_ELEMENT.get(col.type.pg.name)) is not None:
+            rt.val = A.A_Const(val=A.String(sval=list_text(text, element.name)))
+        elif col.type.pg is BOOL:
+            rt.val = A.A_Const(val=A.Boolean(boolval=bool_in(text)))
+        elif col.type.pg is BYTEA:
+            hexed = A.A_Const(val=A.String(sval=bytea_in(text).hex()))
+            rt.val = A.FuncCall(funcname=(A.String(sval="from_hex"),), args=(hexed,))
 
 
 def target_rows(table: Table) -> str:

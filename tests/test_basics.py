@@ -489,3 +489,23 @@ def test_casts_to_varchar_char_and_name_report_their_types(conn, pg, table_name:
                 for cur in (c.execute(sql, prepare=prepare) for c in (conn, pg))
             )
             assert got == want, sql
+
+
+def test_insert_select_strings_read_by_the_column_type(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """An INSERT ... SELECT's string constants for boolean and bytea columns are read
+    with PostgreSQL's input functions ('off', '\\x01ff'; DuckDB's casts refused 'off' and
+    took '\\x01' as four characters)."""
+    t = table_name
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            f"CREATE TABLE {t} (id int, b bool, y bytea, a text[])",
+            f"INSERT INTO {t} SELECT g, 'off', '\\x01ff', '{{x}}' FROM generate_series(1, 2) g",
+            f"INSERT INTO {t} SELECT g, 'YES', 'abc', '{{}}' FROM generate_series(3, 3) g",
+            f"INSERT INTO {t} SELECT g, 'maybe', NULL, NULL FROM generate_series(4, 4) g",
+            f"INSERT INTO {t} SELECT g, NULL, '\\xZZ', NULL FROM generate_series(5, 5) g",
+            f"INSERT INTO {t} SELECT 6, ' f ', '\\x', NULL",
+            f"SELECT id, b, y, a FROM {t} ORDER BY id",
+        ],
+    )
