@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pglast import ast as A
@@ -21,3 +21,22 @@ def nodes(tree: Any, skip: type | tuple[type, ...] = ()) -> Iterator[A.Node]:
         elif isinstance(n, A.Node) and not isinstance(n, skip):
             yield n
             stack.extend(getattr(n, attr) for attr in reversed(list(n)))
+
+
+def replaced(tree: Any, swap: Callable[[A.Node], Any | None]) -> Any:
+    """`tree` with each node for which `swap` gives a replacement replaced by it, in
+    place (the tree's own replacement is returned); a replacement is not entered."""
+    if isinstance(tree, tuple):
+        items = tuple(replaced(v, swap) for v in tree)
+        return items if any(a is not b for a, b in zip(items, tree, strict=True)) else tree
+    if not isinstance(tree, A.Node):
+        return tree
+    new = swap(tree)
+    if new is not None:
+        return new
+    for attr in tree:
+        value = getattr(tree, attr)
+        got = replaced(value, swap)
+        if got is not value:
+            setattr(tree, attr, got)
+    return tree

@@ -30,7 +30,7 @@ from headwater.catalog.objects import Column, Table
 from headwater.planner import dml
 from headwater.planner.ir import SET_RETURNING_FUNCS
 from headwater.planner.pg_compat import AGGREGATES
-from headwater.planner.syntax import nodes
+from headwater.planner.syntax import nodes, replaced
 from headwater.server.binders import current_binder
 from headwater.server.duckdb_calls import duckdb_params
 from headwater.server.session import Session
@@ -220,24 +220,18 @@ def _with_instant(node: Any, number: int) -> Any:
     """`node` with each clock reading replaced by parameter `number`, the instant, cast
     to what the reading returns (timestamptz, then timestamp or date in the session's
     TimeZone, as DuckDB's cursor has it)."""
-    casts = _instant(node)
-    if casts is not None:
+
+    def instant(n: A.Node) -> Any | None:
+        casts = _instant(n)
+        if casts is None:
+            return None
         out: Any = A.ParamRef(number=number)
         for name in ("timestamptz", *casts):
             names = (A.String(sval="pg_catalog"), A.String(sval=name))
             out = A.TypeCast(arg=out, typeName=A.TypeName(names=names, typemod=-1))
         return out
-    for attr in node.__slots__:
-        value = getattr(node, attr, None)
-        if isinstance(value, A.Node):
-            setattr(node, attr, _with_instant(value, number))
-        elif isinstance(value, tuple):
-            setattr(
-                node,
-                attr,
-                tuple(_with_instant(v, number) if isinstance(v, A.Node) else v for v in value),
-            )
-    return node
+
+    return replaced(node, instant)
 
 
 def _compute(s: Session, sql: str, params: list[Any]) -> tuple[Any, ...]:

@@ -28,7 +28,7 @@ from typing import Any
 import pglast.ast as A
 import pglast.enums as E
 from headwater.catalog.objects import Table
-from headwater.planner.syntax import nodes
+from headwater.planner.syntax import nodes, replaced
 
 _KINDS = (A.Integer, A.Float, A.Boolean)  # constants typed by their spelling alone
 
@@ -152,27 +152,13 @@ def _substituted(node: Any, alias: str, names: list[str], row: tuple[Any, ...]) 
         return A.TypeCast(arg=item, typeName=node.typeName, location=node.location)
     if not _refs(node):
         return node
-    out = copy.deepcopy(node)
-    _replace_refs(out, alias, names, row)
-    return out
 
+    def item(n: A.Node) -> Any | None:
+        if isinstance(n, A.ColumnRef):
+            return copy.deepcopy(row[names.index(_name(n, alias))])
+        return None
 
-def _replace_refs(node: Any, alias: str, names: list[str], row: tuple[Any, ...]) -> None:
-    for attr in node.__slots__:
-        value = getattr(node, attr, None)
-        if isinstance(value, A.ColumnRef):
-            setattr(node, attr, copy.deepcopy(row[names.index(_name(value, alias))]))
-        elif isinstance(value, A.Node):
-            _replace_refs(value, alias, names, row)
-        elif isinstance(value, tuple):
-            items = []
-            for v in value:
-                if isinstance(v, A.ColumnRef):
-                    v = copy.deepcopy(row[names.index(_name(v, alias))])
-                elif isinstance(v, A.Node):
-                    _replace_refs(v, alias, names, row)
-                items.append(v)
-            setattr(node, attr, tuple(items))
+    return replaced(copy.deepcopy(node), item)
 
 
 def _refs(node: Any) -> list[A.ColumnRef]:
