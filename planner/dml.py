@@ -36,6 +36,7 @@ from headwater.planner.pg_compat import check_array_literal, duckdb_list_text
 from headwater.planner.relations import Binder, deparse
 from headwater.planner.scope import column_types
 from headwater.planner.sequences import check_identity_update, identity_defaults
+from headwater.planner.syntax import nodes
 from headwater.storage.changelog import RID
 from headwater.storage.replica import CURRENT, physical, quote
 from pglast import parse_sql
@@ -266,6 +267,7 @@ def insert_rows_sql(
     if isinstance(src, A.SelectStmt) and src.valuesLists:
         if len({len(row) for row in src.valuesLists}) > 1:
             raise SQLError("VALUES lists must all be the same length", "42601")
+        _no_aggregates(src.valuesLists)
     if not stmt.cols:
         if width is None and isinstance(src, A.SelectStmt) and src.valuesLists:
             width = len(src.valuesLists[0])
@@ -326,6 +328,18 @@ def insert_rows_sql(
     )
     inner_sql = inner if src is not None and source.startswith("(SELECT * FROM") else None
     return InsertPlan(f"SELECT {select} FROM {source}", inner_sql, len(targets))
+
+
+def _no_aggregates(lists: Any) -> None:
+    """PostgreSQL's errors for an aggregate or window call in VALUES (outside a
+    subquery); DuckDB's said "INSERT statement cannot contain aggregates!" as 42703."""
+    for n in nodes(lists, skip=A.SubLink):
+        if not isinstance(n, A.FuncCall):
+            continue
+        if n.over is not None:
+            raise SQLError("window functions are not allowed in VALUES", "42P20")
+        if n.agg_star or n.funcname[-1].sval.lower() in pg_compat.AGGREGATES:
+            raise SQLError("aggregate functions are not allowed in VALUES", "42803")
 
 
 def _input_literals(src: Any, targets: list[Column]) -> None:

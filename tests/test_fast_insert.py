@@ -335,6 +335,10 @@ EXPRESSIONS = [
     "INSERT INTO {t} (id, s) VALUES (1, 'dup' || 'licate')",  # 23505
     "INSERT INTO {t} (id, tags) VALUES (14, string_to_array('x,y', ',')) RETURNING tags",
     "INSERT INTO {t} (id, n) VALUES (15, NULL + 1), (16, round(2.5)) RETURNING n",
+    "INSERT INTO {t} (id, n) VALUES (17, max(5))",  # 42803
+    "INSERT INTO {t} (id, n) VALUES (18, count(*) + 1)",  # 42803
+    "INSERT INTO {t} (id, n) VALUES (19, row_number() OVER ())",  # 42P20
+    "INSERT INTO {t} (id, n) VALUES (20, (SELECT max(id) FROM {t}))",  # (in a subquery: fine)
     "SELECT * FROM {t} ORDER BY id",
 ]
 
