@@ -76,6 +76,8 @@ SCRIPT = [
     "INSERT INTO ac VALUES (1, '{1,2}', '{a,b}', 'x', 5), (2, NULL, NULL, NULL, NULL),"
     " (3, '{}', '{}', 'y', 7)",
     "SELECT id, nums || 4, 0 || nums, nums || n, n || nums FROM ac ORDER BY id",
+    "SELECT id, nums || nums, nums || '{}'::int[], ARRAY[1] || nums, tags || tags FROM ac"
+    " ORDER BY id",
     "SELECT id, tags || 'z'::text, name || tags, tags || name, tags || '{c,d}', '{q}' || tags,"
     " tags || NULL, NULL || tags, tags || ARRAY['k'], name || 'x', name || n FROM ac ORDER BY id",
     "SELECT pg_typeof(tags || name)::text, pg_typeof(nums || 1)::text FROM ac WHERE id = 1",

@@ -4,6 +4,7 @@ over the array's JSON form (one UDF whatever the element type)."""
 
 from __future__ import annotations
 
+import copy
 import json as _json
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pglast.ast as A
 from headwater.planner.functions.json import fixed_arity
 from headwater.planner.functions.nodes import call, cast, column_type
-from pglast.enums import BoolExprType
+from pglast.enums import BoolExprType, NullTestType
 
 _MACROS = [
     "CREATE OR REPLACE MACRO hw_array_remove(a, x) AS"
@@ -229,8 +230,16 @@ def rewrite_operator(op: str, left: Any, right: Any) -> Any | None:
     kinds = (_operand(left), _operand(right))
     if "array" not in kinds:
         return None
-    if kinds == ("array", "array"):
-        return call("list_concat", left, right)
+    if kinds == ("array", "array"):  # NULL only if both are (DuckDB's list_concat: [])
+        nulls = [
+            A.NullTest(arg=copy.deepcopy(x), nulltesttype=NullTestType.IS_NULL)
+            for x in (left, right)
+        ]
+        both_null = A.BoolExpr(boolop=BoolExprType.AND_EXPR, args=tuple(nulls))
+        return A.CaseExpr(
+            args=(A.CaseWhen(expr=both_null, result=A.A_Const(isnull=True)),),
+            defresult=call("list_concat", left, right),
+        )
     if kinds == ("array", "element"):
         return call("list_append", left, right)
     if kinds == ("element", "array"):
