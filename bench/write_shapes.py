@@ -37,6 +37,7 @@ orm flush        SQLAlchemy's ORM flush of 3 new objects with a serial key: INSE
                  sen_counter RETURNING id
 select consts    INSERT INTO t (id, name) SELECT $1, 'x'
 clock expr       INSERT ... VALUES ($1, now() + interval '1 day') (an expiry)
+update expr      UPDATE t SET name = lower($2) WHERE id = $1 (a SET item DuckDB computes first)
 
     .venv/bin/python bench/write_shapes.py
     .venv/bin/python bench/write_shapes.py --statements 1000 --only upsert,array
@@ -187,6 +188,12 @@ SHAPES: dict[str, Shape] = {
     "clock expr": Shape(
         "id bigint PRIMARY KEY, expires timestamptz",
         "INSERT INTO {t} VALUES ($1, now() + interval '1 day')",
+    ),
+    "update expr": Shape(
+        "id bigint PRIMARY KEY, n int, name text",
+        "UPDATE {t} SET name = lower($2) WHERE id = $1",
+        lambda i: (i, "X"),
+        loaded=True,
     ),
 }
 

@@ -334,6 +334,11 @@ def _conjuncts(node: Any) -> list[Any]:
     return [node] if node is not None else [None]
 
 
+def shaped(stmt: A.UpdateStmt | A.DeleteStmt, table: Table, params: list[Any]) -> bool:
+    """Whether the statement has a point write's shape (its values not looked at)."""
+    return per_statement(stmt, table, params, _shape) is not None
+
+
 def point_writes(
     stmt: A.UpdateStmt | A.DeleteStmt,
     table: Table,

@@ -57,6 +57,8 @@ _PURE_NODES = (
     A.Float,
     A.Boolean,
 )
+# calls whose every evaluation differs: one per row in PostgreSQL
+_VOLATILE = frozenset(("random", "gen_random_uuid", "uuid_generate_v4", "random_normal"))
 # the clock: a bare call is the batcher's (its instant)
 _CLOCK = frozenset(
     ("now", "transaction_timestamp", "statement_timestamp", "clock_timestamp", "timeofday")
@@ -78,7 +80,7 @@ _SIDE_EFFECTS = (_CLOCK - _INSTANT) | frozenset(
 _SIDE_EFFECT_PREFIXES = ("pg_advisory", "pg_try_advisory", "lo_", "dblink", "pg_stat_reset")
 
 
-# (tree id, search path, settings) -> (tree, catalog, _select's result)
+# (tree id, search path, settings) -> (tree, catalog, select()'s result)
 _SELECTS: dict[tuple[Any, ...], tuple[Any, Any, tuple[Any, str, bool]]] = {}
 _SELECTS_MAX = 512
 
@@ -115,7 +117,13 @@ def _plain(node: Any) -> bool:
     )
 
 
-def items(stmt: Any, table: Table) -> list[tuple[int, int, Column]] | None:
+# Where an item to compute is: (row, position) in an INSERT's VALUES lists, or
+# (SET, position) in an UPDATE's SET list
+SET = -1
+Todo = list[tuple[int, int, Column]]
+
+
+def items(stmt: Any, table: Table) -> Todo | None:
     """(row, item, column) of each VALUES item to compute; None when the statement is
     not an INSERT ... VALUES whose other items the batcher may take, or none is to be
     computed, or one cannot be."""
@@ -126,7 +134,7 @@ def items(stmt: Any, table: Table) -> list[tuple[int, int, Column]] | None:
         cols = [table.column(rt.name) for rt in stmt.cols]
     else:
         cols = list(table.columns)[: len(src.valuesLists[0])]
-    out: list[tuple[int, int, Column]] = []
+    out: Todo = []
     for r, values in enumerate(src.valuesLists):
         if len(values) != len(cols):
             return None
@@ -140,19 +148,72 @@ def items(stmt: Any, table: Table) -> list[tuple[int, int, Column]] | None:
     return out or None
 
 
+def set_items(stmt: Any, table: Table) -> Todo | None:
+    """(SET, item, column) of each of an UPDATE's SET items that is an expression of
+    constants, parameters and the clock (`SET email = lower($1)`, `SET expires = now() +
+    interval '1 hour'`), computed first so that a point write takes the statement; None
+    when there is none (the others are left as they are: `n = n + 1` is the point
+    write's). A volatile call (random()) would be one value for every row: not taken."""
+    if not isinstance(stmt, A.UpdateStmt) or stmt.withClause is not None or stmt.fromClause:
+        return None
+    out: Todo = []
+    for i, rt in enumerate(stmt.targetList):
+        col = table.column(rt.name)
+        if col is None or rt.indirection or isinstance(rt.val, A.MultiAssignRef):
+            return None
+        node = rt.val
+        if _plain(node) or not computable(node):
+            continue
+        if any(isinstance(n, A.FuncCall) and _name(n) in _VOLATILE for n in nodes(node)):
+            return None
+        out.append((SET, i, col))
+    return out or None
+
+
+def _name(call: A.FuncCall) -> str:
+    return str(call.funcname[-1].sval).lower()
+
+
+def _node_at(stmt: Any, row: int, i: int) -> Any:
+    if row == SET:
+        return stmt.targetList[i].val
+    return stmt.selectStmt.valuesLists[row][i]
+
+
+def _with_params(stmt: Any, todo: Todo, first: int) -> Any:
+    """A copy of `stmt` whose items `todo` are parameters `first`, `first` + 1, ...
+    (the other items are the statement's own nodes)."""
+    out = copy.copy(stmt)
+    if todo[0][0] == SET:
+        targets = list(stmt.targetList)
+        for k, (_, i, _) in enumerate(todo, start=first):
+            targets[i] = copy.copy(targets[i])
+            targets[i].val = A.ParamRef(number=k)
+        out.targetList = tuple(targets)
+        return out
+    rows = [list(v) for v in stmt.selectStmt.valuesLists]
+    for k, (r, i, _) in enumerate(todo, start=first):
+        rows[r][i] = A.ParamRef(number=k)
+    out.selectStmt = copy.copy(stmt.selectStmt)
+    out.selectStmt.valuesLists = tuple(tuple(v) for v in rows)
+    return out
+
+
 async def with_values(
     s: Session,
     stmt: Any,
     table: Table,
     params: list[Any],
-    todo: list[tuple[int, int, Column]],
+    todo: Todo,
     started: dt.datetime | None,
+    selected: tuple[Any, str, bool] | None = None,
 ) -> tuple[Any, list[Any], dt.datetime | None]:
     """A copy of `stmt` whose items `todo` are parameters, the parameters with their
     values (computed as the general path would: 22003, 22P02 ... as its errors), and
     the statement's clock: `started` (a block's start), or for an autocommitted
-    statement whose items read the clock, the instant they read (else None)."""
-    out, sql, clocked = _select(s, stmt, todo, len(params))
+    statement whose items read the clock, the instant they read (else None).
+    `selected`: select()'s result for the statement, if the caller has it."""
+    out, sql, clocked = selected or select(s, stmt, todo, len(params))
     args = list(params)
     if clocked:
         started = started or dt.datetime.now(dt.UTC)
@@ -161,9 +222,7 @@ async def with_values(
     return out, [*params, *row], started
 
 
-def _select(
-    s: Session, stmt: Any, todo: list[tuple[int, int, Column]], params: int
-) -> tuple[Any, str, bool]:
+def select(s: Session, stmt: Any, todo: Todo, params: int) -> tuple[Any, str, bool]:
     """`stmt` with the items `todo` as parameters after its `params` own, the DuckDB
     SELECT computing them, and whether they read the clock (its instant: parameter
     `params` + 1 of the SELECT). Remembered for a prepared statement (its translation
@@ -174,8 +233,7 @@ def _select(
     hit = _SELECTS.get(key)
     if hit is not None and hit[0] is stmt and hit[1] is s.catalog:
         return hit[2]
-    lists = stmt.selectStmt.valuesLists
-    items = [copy.deepcopy(lists[r][i]) for r, i, _ in todo]  # (rewritten in place below)
+    items = [copy.deepcopy(_node_at(stmt, r, i)) for r, i, _ in todo]  # (rewritten below)
     clocked = _clocked(items)
     if clocked:
         items = [_with_instant(item, params + 1) for item in items]
@@ -184,13 +242,7 @@ def _select(
     binder = current_binder(s)
     targets = zip(work.targetList, [col for _, _, col in todo], strict=True)
     sql = "SELECT " + ", ".join(dml.cast_sql(rt.val, col, binder) for rt, col in targets)
-    rows = [list(v) for v in lists]  # the other items are the statement's own nodes
-    for k, (r, i, _) in enumerate(todo, start=params + 1):
-        rows[r][i] = A.ParamRef(number=k)
-    out = copy.copy(stmt)
-    out.selectStmt = copy.copy(stmt.selectStmt)
-    out.selectStmt.valuesLists = tuple(tuple(v) for v in rows)
-    found = (out, sql, clocked)
+    found = (_with_params(stmt, todo, params + 1), sql, clocked)
     if params and not binder.uses_system:  # (a literal statement is parsed anew each time)
         if len(_SELECTS) >= _SELECTS_MAX:
             _SELECTS.clear()

@@ -351,6 +351,19 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
         return None
     started = s.xact_start if block else None
     writes = point_writes.point_writes(stmt, rel, params, _format(s), started)
+    if writes is None:  # SET items that are expressions: computed first, if they may be
+        todo = value_exprs.set_items(stmt, rel)
+        if todo is None:
+            return None
+        selected = value_exprs.select(s, stmt, todo, len(params))
+        if not point_writes.shaped(selected[0], rel, params):
+            return None
+        # (its errors are raised whether a row matches or not: PostgreSQL's planner folds
+        # such constant expressions, and raises them, before it looks for rows)
+        stmt, params, started = await value_exprs.with_values(
+            s, stmt, rel, params, todo, started, selected
+        )
+        writes = point_writes.point_writes(stmt, rel, params, _format(s), started)
     if not writes or _references_change(s, writes[0]):
         return None
     write, now = writes[0], block or len(writes) > 1  # now: computed at the statement

@@ -58,6 +58,8 @@ SCRIPT = [
     "UPDATE acc SET bal = 1 WHERE id = 'x'",
     "UPDATE acc SET amt = 2.345, code = 'abc', day = '2024-05-05', ok = false WHERE id = 1",
     "UPDATE acc SET f = 2.5e3, b = '\\xff00', big = -5 WHERE id = 3",
+    "UPDATE acc SET name = initcap('hello world'), amt = round(2.555, 1) WHERE id = 3",
+    "UPDATE acc SET bal = 1 / 0 WHERE id = 99",  # 22012 without a row: PostgreSQL folds it
     "UPDATE acc SET bal = 7 WHERE id = '3'",
     "UPDATE acc SET bal = 8 WHERE id = 3.0",  # numeric comparison: the general path
     "UPDATE acc SET bal = 8 WHERE id = 4000000000",  # no int4 row has that id
@@ -141,6 +143,16 @@ PREPARED = [  # (statement, parameters): the extended protocol's values
     ("DELETE FROM acc WHERE id = ANY($1)", [[]]),
     ("UPDATE ops SET n = $1::int4 * n, v = v || $2 WHERE id = $3::int4", [4, "z", 1]),
     ("UPDATE ops SET v = v || $1::text WHERE id = $2", ["yz", 1]),  # 22001
+    # SET items that are expressions of parameters: computed first (server/value_exprs.py)
+    ("UPDATE acc SET name = lower($1) WHERE id = $2", ["ABC", 1]),
+    ("UPDATE acc SET name = upper($1) || '-' || $1, bal = bal + 1 WHERE id = $2", ["q", 2]),
+    ("UPDATE acc SET amt = $1 * 1.005 WHERE id IN ($2, $3) RETURNING amt", [3, 1, 2]),
+    ("UPDATE acc SET bal = 1 / $1 WHERE id = $2", [0, 77]),  # 22012 though no row matches
+    ("UPDATE acc SET code = repeat($1, 9) WHERE id = $2", ["x", 1]),  # 22001
+    ("UPDATE acc SET name = repeat($1, 9) WHERE id = $2", [None, 1]),  # 23502
+    ("UPDATE acc SET day = $1::date + 7, u = abs($2) WHERE id = $3", ["2024-02-27", -9, 3]),
+    ("UPDATE acc SET day = CURRENT_DATE + $1 WHERE id = $2", [1, 1]),  # the clock
+    ("SELECT day - CURRENT_DATE FROM acc WHERE id = $1", [1]),
     ("SELECT * FROM ops ORDER BY id", None),
     ("SELECT id, name, bal, amt, code FROM acc ORDER BY id", None),
 ]
@@ -180,6 +192,40 @@ def test_products_concatenations_and_casts_are_point_writes() -> None:
         "UPDATE ops SET v = v || 5 WHERE id = 1",
     ]:
         assert new(sql) is None, sql
+
+
+def test_set_expressions_are_computed_for_point_writes() -> None:
+    """SET items that are expressions of constants, parameters and the clock are
+    computed by DuckDB first (server/value_exprs.py `set_items`), so that the UPDATE is
+    a point write: before, `SET email = lower($1) WHERE id = $2` was a writing
+    transaction (~10 ms). Columns and volatile calls are left as they are."""
+    from headwater.server import value_exprs
+
+    table = Table(
+        1,
+        "public",
+        "t",
+        (
+            Column("id", ColumnType(INT4), True, None),
+            Column("name", ColumnType(VARCHAR, varchar_typmod(9)), False, None),
+            Column("n", ColumnType(INT4), False, None),
+        ),
+        keys=(Key("t_pkey", ("id",), primary=True),),
+    )
+
+    def todo(sql: str) -> object:
+        found = value_exprs.set_items(parse_sql(sql)[0].stmt, table)
+        return None if found is None else [i for _, i, _ in found]
+
+    assert todo("UPDATE t SET name = lower($1), n = n + 1 WHERE id = $2") == [0]
+    assert todo("UPDATE t SET n = 1, name = now()::text WHERE id = 1") == [1]
+    for sql in [
+        "UPDATE t SET n = n + 1 WHERE id = 1",
+        "UPDATE t SET name = name || lower('x') WHERE id = 1",
+        "UPDATE t SET name = (random() * 10)::text WHERE id = 1",
+        "UPDATE t SET name = (SELECT 'x') WHERE id = 1",
+    ]:
+        assert todo(sql) is None, sql
 
 
 def test_point_writes_as_postgres(hw_server, pg_oracle) -> None:  # type: ignore[no-untyped-def]
