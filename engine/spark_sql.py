@@ -203,6 +203,29 @@ def array_subscripts(tree: exp.Expression) -> exp.Expression:
     return tree.transform(fix)
 
 
+def array_concat_nulls(tree: exp.Expression) -> exp.Expression:
+    """`list_concat(a, b)` (PostgreSQL's array || array) skips a NULL array, as DuckDB's
+    does; Spark's CONCAT of arrays is NULL if either is (planner/functions/arrays.py
+    keeps NULL || NULL as NULL itself).
+
+    >>> to_spark("SELECT list_concat(a, b) FROM t")
+    'SELECT CONCAT(COALESCE(a, ARRAY()), COALESCE(b, ARRAY())) FROM t'
+    """
+
+    for node in reversed(list(tree.find_all(exp.ArrayConcat))):  # (inner ones first)
+        if node.args.get("null_propagation"):
+            continue
+        parts = [node.this, *node.expressions]
+        fixed = exp.ArrayConcat(
+            this=exp.Coalesce(this=parts[0].copy(), expressions=[exp.Array()]),
+            expressions=[exp.Coalesce(this=p.copy(), expressions=[exp.Array()]) for p in parts[1:]],
+        )
+        if node is tree:
+            return fixed
+        node.replace(fixed)
+    return tree
+
+
 FIXUPS: list[Callable[[exp.Expression], exp.Expression]] = [
     drop_materialized,
     row_to_struct,
@@ -210,6 +233,7 @@ FIXUPS: list[Callable[[exp.Expression], exp.Expression]] = [
     frameless_ranking,
     spark_types,
     array_subscripts,
+    array_concat_nulls,
 ]
 
 
