@@ -80,7 +80,7 @@ _SIDE_EFFECTS = (_CLOCK - _INSTANT) | frozenset(
 _SIDE_EFFECT_PREFIXES = ("pg_advisory", "pg_try_advisory", "lo_", "dblink", "pg_stat_reset")
 
 
-# (tree id, search path, settings) -> (tree, catalog, select()'s result)
+# (tree id, search path, settings) -> (tree, catalog, _select's result)
 _SELECTS: dict[tuple[Any, ...], tuple[Any, Any, tuple[Any, str, bool]]] = {}
 _SELECTS_MAX = 512
 
@@ -180,7 +180,7 @@ def _node_at(stmt: Any, row: int, i: int) -> Any:
     return stmt.selectStmt.valuesLists[row][i]
 
 
-def _with_params(stmt: Any, todo: Todo, first: int) -> Any:
+def with_params(stmt: Any, todo: Todo, first: int) -> Any:
     """A copy of `stmt` whose items `todo` are parameters `first`, `first` + 1, ...
     (the other items are the statement's own nodes)."""
     out = copy.copy(stmt)
@@ -206,14 +206,12 @@ async def with_values(
     params: list[Any],
     todo: Todo,
     started: dt.datetime | None,
-    selected: tuple[Any, str, bool] | None = None,
 ) -> tuple[Any, list[Any], dt.datetime | None]:
     """A copy of `stmt` whose items `todo` are parameters, the parameters with their
     values (computed as the general path would: 22003, 22P02 ... as its errors), and
     the statement's clock: `started` (a block's start), or for an autocommitted
-    statement whose items read the clock, the instant they read (else None).
-    `selected`: select()'s result for the statement, if the caller has it."""
-    out, sql, clocked = selected or select(s, stmt, todo, len(params))
+    statement whose items read the clock, the instant they read (else None)."""
+    out, sql, clocked = _select(s, stmt, todo, len(params))
     args = list(params)
     if clocked:
         started = started or dt.datetime.now(dt.UTC)
@@ -222,7 +220,7 @@ async def with_values(
     return out, [*params, *row], started
 
 
-def select(s: Session, stmt: Any, todo: Todo, params: int) -> tuple[Any, str, bool]:
+def _select(s: Session, stmt: Any, todo: Todo, params: int) -> tuple[Any, str, bool]:
     """`stmt` with the items `todo` as parameters after its `params` own, the DuckDB
     SELECT computing them, and whether they read the clock (its instant: parameter
     `params` + 1 of the SELECT). Remembered for a prepared statement (its translation
@@ -242,7 +240,7 @@ def select(s: Session, stmt: Any, todo: Todo, params: int) -> tuple[Any, str, bo
     binder = current_binder(s)
     targets = zip(work.targetList, [col for _, _, col in todo], strict=True)
     sql = "SELECT " + ", ".join(dml.cast_sql(rt.val, col, binder) for rt, col in targets)
-    found = (_with_params(stmt, todo, params + 1), sql, clocked)
+    found = (with_params(stmt, todo, params + 1), sql, clocked)
     if params and not binder.uses_system:  # (a literal statement is parsed anew each time)
         if len(_SELECTS) >= _SELECTS_MAX:
             _SELECTS.clear()

@@ -355,14 +355,12 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
         todo = value_exprs.set_items(stmt, rel)
         if todo is None:
             return None
-        selected = value_exprs.select(s, stmt, todo, len(params))
-        if not point_writes.shaped(selected[0], rel, params):
-            return None
+        as_params = value_exprs.with_params(stmt, todo, len(params) + 1)
+        if not point_writes.shaped(as_params, rel, []):  # ([]: not remembered by its id)
+            return None  # (a WHERE of other columns: server/scanned_writes.py)
         # (its errors are raised whether a row matches or not: PostgreSQL's planner folds
         # such constant expressions, and raises them, before it looks for rows)
-        stmt, params, started = await value_exprs.with_values(
-            s, stmt, rel, params, todo, started, selected
-        )
+        stmt, params, started = await value_exprs.with_values(s, stmt, rel, params, todo, started)
         writes = point_writes.point_writes(stmt, rel, params, _format(s), started)
     if not writes or _references_change(s, writes[0]):
         return None
