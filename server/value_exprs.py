@@ -1,4 +1,4 @@
-"""VALUES items that are expressions, computed by DuckDB for the fast INSERT path.
+"""VALUES and SET items that are expressions, computed by DuckDB for the fast paths.
 
 `INSERT INTO t VALUES ($1, lower($2), $3 + 1, ARRAY[$4, $5], now() + interval '1 day')`:
 the batcher takes constants, parameters and the clock in Python (server/batcher.py); an
@@ -13,7 +13,9 @@ in an expression (now(), CURRENT_TIMESTAMP, LOCALTIMESTAMP, CURRENT_DATE) is one
 instant given to DuckDB as a parameter and to the batcher as the statement's clock,
 so that `now() + interval '1 day'`, a bare now() and a DEFAULT now() column agree, as
 in PostgreSQL (the transaction's start); clock_timestamp(), statement_timestamp() and
-timeofday() stay general.
+timeofday() stay general. An UPDATE's SET items of the same kinds (`SET email =
+lower($1)`) are computed the same way, so that a point write (server/point_writes.py)
+takes the statement.
 """
 
 from __future__ import annotations
