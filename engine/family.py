@@ -58,6 +58,7 @@ from headwater.planner.ir import (
     walk,
 )
 from headwater.planner.relations import deparse
+from headwater.planner.syntax import replaced
 from pglast import parse_sql
 
 TAG_V = "_hw_v"  # the view a row belongs to, as a scan's source column
@@ -93,21 +94,9 @@ class ViewScalarAggregate(Aggregate):
 def _rewrite(n: Any, fn: Any) -> Any:
     """Apply `fn` to every A_Const (pre-order, attributes in their declared order),
     replacing it by what `fn` returns; type names (their modifiers) are left alone."""
-    if isinstance(n, A.TypeName):
-        return n
-    if isinstance(n, A.A_Const):
-        return fn(n)
-    if isinstance(n, A.Node):
-        for name in n:
-            v = getattr(n, name)
-            nv = _rewrite(v, fn)
-            if nv is not v:
-                setattr(n, name, nv)
-        return n
-    if isinstance(n, tuple):
-        out = tuple(_rewrite(c, fn) for c in n)
-        return out if any(a is not b for a, b in zip(out, n, strict=True)) else n
-    return n
+    return replaced(
+        n, lambda x: x if isinstance(x, A.TypeName) else fn(x) if isinstance(x, A.A_Const) else None
+    )
 
 
 def _is_int(c: A.A_Const) -> bool:
