@@ -197,17 +197,35 @@ def _value_sql(expr: Any, col: Column, binder: Binder) -> str:
 
 
 def _text_literal(text: str, col: Column) -> str:
-    """A string constant as SQL for a column: read with PostgreSQL's input function where
-    DuckDB's cast reads otherwise (bytea's '\\x0102', boolean's 'off', an array's
-    '{a,"b c"}')."""
+    """A string constant as SQL for a column, read as `_input_value` reads it."""
+    value = _input_value(text, col)
+    if isinstance(value, bytes):
+        return f"from_hex('{value.hex()}')"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _input_type(col: Column) -> pa.DataType | None:
+    """What `_input_value` gives for the column's type; None where DuckDB's cast of the
+    text reads as PostgreSQL's input function does."""
+    if col.type.pg.name in ARRAY_ELEMENT:
+        return pa.string()
+    return pa.binary() if col.type.pg is BYTEA else pa.bool_() if col.type.pg is BOOL else None
+
+
+def _input_value(text: str, col: Column) -> str | bool | bytes:
+    """A string constant for a column read with PostgreSQL's input function where
+    DuckDB's cast reads otherwise: an array's '{a,"b c"}' as DuckDB's list text,
+    boolean's 'off' as a bool, bytea's '\\x0102' as bytes; other text unchanged."""
     element = ARRAY_ELEMENT.get(col.type.pg.name)
     if element is not None:
-        text = list_text(text, element.name)
+        return list_text(text, element.name)
     if col.type.pg is BYTEA:
-        return f"from_hex('{bytea_in(text).hex()}')"
+        return bytea_in(text)
     if col.type.pg is BOOL:
-        return "TRUE" if bool_in(text) else "FALSE"
-    return "'" + text.replace("'", "''") + "'"
+        return bool_in(text)
+    return text
 
 
 def list_text(text: str, element: str) -> str:
@@ -232,20 +250,14 @@ def _check_assignable(col: Column, source: str) -> None:
 
 
 def _typed_constants(values: pa.Table, targets: list[Column]) -> pa.Table:
-    """constants_table's columns for boolean and bytea targets, read as _text_literal
-    reads one constant."""
+    """constants_table's string columns for array, boolean and bytea targets, read by
+    `_input_value`."""
     for i, col in enumerate(targets):
         arr = values.column(i)
-        if col.type.pg is BOOL and pa.types.is_string(arr.type):
-            new = pa.array([None if t is None else bool_in(t) for t in arr.to_pylist()], pa.bool_())
-        elif col.type.pg.name in ARRAY_ELEMENT and pa.types.is_string(arr.type):
-            element = ARRAY_ELEMENT[col.type.pg.name].name
-            texts = [None if t is None else list_text(t, element) for t in arr.to_pylist()]
-            new = pa.array(texts, pa.string())
-        elif col.type.pg is BYTEA and pa.types.is_string(arr.type):
-            new = pa.array(
-                [None if t is None else bytea_in(t) for t in arr.to_pylist()], pa.binary()
-            )
+        read = _input_type(col)
+        if read is not None and pa.types.is_string(arr.type):
+            texts = arr.to_pylist()
+            new = pa.array([None if t is None else _input_value(t, col) for t in texts], read)
         elif col.type.pg is BOOL and (
             pa.types.is_integer(arr.type) or pa.types.is_decimal(arr.type)
         ):
@@ -352,14 +364,14 @@ def _input_literals(src: Any, targets: list[Column]) -> None:
         v = rt.val
         if not (isinstance(v, A.A_Const) and isinstance(v.val, A.String)):
             continue
-        text = v.val.sval
-        if (element := ARRAY_ELEMENT.get(col.type.pg.name)) is not None:
-            rt.val = A.A_Const(val=A.String(sval=list_text(text, element.name)))
-        elif col.type.pg is BOOL:
-            rt.val = A.A_Const(val=A.Boolean(boolval=bool_in(text)))
-        elif col.type.pg is BYTEA:
-            hexed = A.A_Const(val=A.String(sval=bytea_in(text).hex()))
+        value = _input_value(v.val.sval, col)
+        if isinstance(value, bool):
+            rt.val = A.A_Const(val=A.Boolean(boolval=value))
+        elif isinstance(value, bytes):
+            hexed = A.A_Const(val=A.String(sval=value.hex()))
             rt.val = A.FuncCall(funcname=(A.String(sval="from_hex"),), args=(hexed,))
+        elif value != v.val.sval:
+            rt.val = A.A_Const(val=A.String(sval=value))
 
 
 def target_rows(table: Table) -> str:

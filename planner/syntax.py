@@ -40,3 +40,14 @@ def replaced(tree: Any, swap: Callable[[A.Node], Any | None]) -> Any:
         if got is not value:
             setattr(tree, attr, got)
     return tree
+
+
+def column_field(node: Any, qualifier: str) -> A.String | A.A_Star | None:
+    """What a column reference names once an optional `qualifier.` is dropped (`c`,
+    `t.c`, `*`, `t.*`): its one remaining field, or None for anything else."""
+    if not isinstance(node, A.ColumnRef):
+        return None
+    fields = node.fields
+    if len(fields) == 2 and isinstance(fields[0], A.String) and fields[0].sval == qualifier:
+        fields = fields[1:]
+    return fields[0] if len(fields) == 1 else None

@@ -56,7 +56,7 @@ from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
 from headwater.planner.sequences import column_default
-from headwater.server import ddl, foreign_keys, sequence_ddl, slo
+from headwater.server import ddl, foreign_keys, sequence_ddl, slo, view_deps
 from headwater.server.binders import user_types, write_binder
 from headwater.server.checks import check_violation, condition_sql, failing_sql
 from headwater.server.duckdb_calls import fetch
@@ -356,7 +356,7 @@ def _drop_column(work: TableChange, cmd: A.AlterTableCmd) -> None:
         order: list[tuple[Relation, str]] = []
         for v in users:
             order.append((v, f"{v.kind} {v.name} depends on column {name} of table {table.name}"))
-            for d, p in ddl.dependency_order(work.s, work.w, v):
+            for d, p in view_deps.dependency_order(work.s, work.w, v):
                 order.append((d, f"{d.kind} {d.name} depends on {p.kind} {p.name}"))
         if not cmd.behavior:
             raise DependentObjects(
@@ -708,7 +708,7 @@ def _expr_columns(expr: str) -> set[str]:
 def _views_using(work: TableChange, column: str) -> list[Relation]:
     """The views and materialized views (directly) using `column` of the table."""
     out = []
-    for v in ddl.dependents(work.s, work.w, work.old.oid):
+    for v in view_deps.dependents(work.s, work.w, work.old.oid):
         if not isinstance(v, View | MaterializedView):
             continue
         used = deps.columns_used(
@@ -738,7 +738,7 @@ def freeze_stars(work: TableChange) -> None:
     """Views over the table that select `*` keep the columns they had (PostgreSQL
     expands `*` when a view is created)."""
     cat = work.w.catalog
-    for v in ddl.dependents(work.s, work.w, work.old.oid):
+    for v in view_deps.dependents(work.s, work.w, work.old.oid):
         if isinstance(v, View | MaterializedView):
             sp = (v.schema, *work.s.search_path())
             text = deps.expand_stars(v.definition, cat, sp, work.old.oid)
@@ -749,7 +749,7 @@ def freeze_stars(work: TableChange) -> None:
 def _plan_rebuilds(work: TableChange) -> None:
     """Materialized views over the table (and over those) are rebuilt at COMMIT."""
     w = work.w
-    for d, _ in ddl.dependency_order(work.s, w, work.old):
+    for d, _ in view_deps.dependency_order(work.s, w, work.old):
         if isinstance(d, MaterializedView) and d.oid not in w.rebuilt_matviews:
             w.rebuilt_matviews.append(d.oid)
 

@@ -61,6 +61,7 @@ from headwater.catalog.types import (
     invalid_enum_label,
     resolve_type_name,
 )
+from headwater.planner.syntax import column_field
 from headwater.server import fast_index_keys
 from headwater.server.constraints import index_key_rows, index_key_values, index_key_violation
 from headwater.server.fast_checks import Eval, check_error, compiled
@@ -701,18 +702,11 @@ def returning_columns(stmt: Any, table: Table) -> tuple[tuple[str, int], ...] | 
     position = {c.name: i for i, c in enumerate(table.columns)}
     out: list[tuple[str, int]] = []
     for rt in stmt.returningClause.exprs:
-        ref = rt.val
-        if not isinstance(ref, A.ColumnRef) or rt.indirection:
-            return None
-        fields = ref.fields
-        if len(fields) == 2 and isinstance(fields[0], A.String) and fields[0].sval == qualifier:
-            fields = fields[1:]
-        if len(fields) != 1:
-            return None
-        if isinstance(fields[0], A.A_Star) and not rt.name:
+        field = None if rt.indirection else column_field(rt.val, qualifier)
+        if isinstance(field, A.A_Star) and not rt.name:
             out += [(c.name, i) for i, c in enumerate(table.columns)]
-        elif isinstance(fields[0], A.String) and fields[0].sval in position:
-            out.append((rt.name or fields[0].sval, position[fields[0].sval]))
+        elif isinstance(field, A.String) and field.sval in position:
+            out.append((rt.name or field.sval, position[field.sval]))
         else:
             return None
     return tuple(out)

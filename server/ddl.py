@@ -48,6 +48,7 @@ from headwater.server.duckdb_calls import fetch
 from headwater.server.queries import with_sources
 from headwater.server.results import Result, arrow_fields
 from headwater.server.session import Session, WriteTxn
+from headwater.server.view_deps import dependency_order
 from headwater.server.writes import target_table
 from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, Replica, quote
@@ -352,7 +353,7 @@ def _refuse_if_maintained(s: Session, w: WriteTxn, view: View) -> None:
     """CREATE OR REPLACE of a view that a materialized view reads, directly or not:
     PostgreSQL keeps the materialized view's rows until REFRESH; Headwater's views are
     maintained, and their state was built from the old definition, so it refuses."""
-    for dependent, _ in _dependency_order(s, w, view):
+    for dependent, _ in dependency_order(s, w, view):
         if isinstance(dependent, MaterializedView):
             raise FeatureNotSupported(
                 f'cannot replace view "{view.name}" because materialized view'
@@ -363,51 +364,6 @@ def _refuse_if_maintained(s: Session, w: WriteTxn, view: View) -> None:
 
 
 # -- DROP and dependencies --------------------------------------------------------------------
-def _dependents(s: Session, w: WriteTxn, oid: int) -> list[Relation]:
-    out: list[Relation] = []
-    view_deps = s.instance.view_deps
-    for view in [*w.catalog.views(), *w.catalog.matviews()]:
-        deps = view_deps.get(view.oid)
-        if deps is None:
-            deps = view_deps[view.oid] = _names_in(s, w, view)
-        if oid in deps:
-            out.append(view)
-    return out
-
-
-def _dependency_order(s: Session, w: WriteTxn, rel: Relation) -> list[tuple[Relation, Relation]]:
-    """Everything that depends on `rel`, directly or not, each once with the object it
-    was reached from, in PostgreSQL's order (findDependentObjects: dependents in
-    descending OID order, depth first, each added after its own dependents; reported
-    last added first)."""
-    seen = {rel.oid}
-    post: list[tuple[Relation, Relation]] = []
-
-    def visit(obj: Relation) -> None:
-        for d in sorted(_dependents(s, w, obj.oid), key=lambda r: r.oid, reverse=True):
-            if d.oid not in seen:
-                seen.add(d.oid)
-                visit(d)
-                post.append((d, obj))
-
-    visit(rel)
-    return post[::-1]
-
-
-def _names_in(s: Session, w: WriteTxn, view: View | MaterializedView) -> set[int]:
-    """The relations a view's definition names (after a restart, from its text)."""
-    binder = write_binder(s, w)
-    try:
-        if isinstance(view, View):
-            binder.view_sql(view)
-        else:
-            stmt = parse_sql(view.definition)[0].stmt
-            binder.bind(stmt, frozenset())
-    except SQLError:
-        pass
-    return set(binder.depends)
-
-
 def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
     cat = w.catalog
     kinds = {
@@ -524,7 +480,7 @@ def drop_relation(
     cat = w.catalog
     if (rel.schema, rel.name) not in cat.relations:
         return []
-    order = _dependency_order(s, w, rel)
+    order = dependency_order(s, w, rel)
     fks = []
     if isinstance(rel, Table):
         fks = [
@@ -604,17 +560,6 @@ def _cascade_notices(dropped: Seq[Relation | DroppedConstraint]) -> list[str | S
             severity="NOTICE",
         )
     ]
-
-
-# -- for ALTER (server/alter.py) ----------------------------------------------------------------
-def dependents(s: Session, w: WriteTxn, oid: int) -> list[Relation]:
-    """The views and materialized views that name relation `oid` directly."""
-    return _dependents(s, w, oid)
-
-
-def dependency_order(s: Session, w: WriteTxn, rel: Relation) -> list[tuple[Relation, Relation]]:
-    """Everything depending on `rel`, as DROP reports it (see _dependency_order)."""
-    return _dependency_order(s, w, rel)
 
 
 def cascade_notices(dropped: Seq[Relation | DroppedConstraint]) -> list[str | SQLError]:

@@ -68,6 +68,7 @@ from headwater.catalog.types import (
     PgType,
 )
 from headwater.planner.ddl import column_refs
+from headwater.planner.syntax import column_field
 from headwater.server.batcher import (
     INT_NAMES,
     INT_RANGES,
@@ -223,14 +224,8 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
     position = {c.name: i for i, c in enumerate(table.columns)}
 
     def column_of(node: Any) -> str | None:
-        if not isinstance(node, A.ColumnRef):
-            return None
-        fields = node.fields
-        if len(fields) == 2 and isinstance(fields[0], A.String) and fields[0].sval == qualifier:
-            fields = fields[1:]
-        if len(fields) == 1 and isinstance(fields[0], A.String) and fields[0].sval in position:
-            return fields[0].sval
-        return None
+        field = column_field(node, qualifier)
+        return field.sval if isinstance(field, A.String) and field.sval in position else None
 
     pk = table.primary_key
     assert pk is not None

@@ -22,7 +22,7 @@ from headwater.catalog.objects import (
     replace,
 )
 from headwater.planner import dependencies as deps
-from headwater.server import ddl
+from headwater.server import view_deps
 from headwater.server.alter import (
     KIND_WORDS,
     TAGS,
@@ -130,7 +130,7 @@ def _rename_column(s: Session, w: WriteTxn, rel: Relation, old: str, new: str) -
     work = TableChange(s, w, rel, rel, {c.name: quote(c.name) for c in rel.columns})
     freeze_stars(work)
     cat = w.catalog
-    for v in ddl.dependents(s, w, rel.oid):  # views follow the rename
+    for v in view_deps.dependents(s, w, rel.oid):  # views follow the rename
         if isinstance(v, View | MaterializedView):
             v = cat.by_oid(v.oid) or v
             sp = (v.schema, *s.search_path())
@@ -207,7 +207,7 @@ def _rename_view_column(
     """A view's output column renamed: its definition's target is named anew, and the
     views over it follow."""
     cat = w.catalog
-    for v in ddl.dependents(s, w, view.oid):
+    for v in view_deps.dependents(s, w, view.oid):
         if isinstance(v, View | MaterializedView):
             v = cat.by_oid(v.oid) or v
             sp = (v.schema, *s.search_path())
@@ -224,7 +224,7 @@ def _rename_view_column(
     cat.replace_relation(replace(view, columns=cols, definition=definition))
     if isinstance(view, MaterializedView) and view.oid not in w.rebuilt_matviews:
         w.rebuilt_matviews.append(view.oid)  # its output columns are named anew
-        for d, _ in ddl.dependency_order(s, w, view):
+        for d, _ in view_deps.dependency_order(s, w, view):
             if isinstance(d, MaterializedView) and d.oid not in w.rebuilt_matviews:
                 w.rebuilt_matviews.append(d.oid)
 
@@ -257,7 +257,7 @@ def _move(s: Session, w: WriteTxn, rel: Relation, schema: str, name: str) -> Non
     if cat.resolve(schema, name, ()) is not None:
         raise SQLError(f'relation "{name}" already exists', "42P07")
     moved_schema = schema if schema != rel.schema else None
-    for v in ddl.dependents(s, w, rel.oid):
+    for v in view_deps.dependents(s, w, rel.oid):
         if isinstance(v, View | MaterializedView):
             v = cat.by_oid(v.oid) or v
             sp = (v.schema, *s.search_path())

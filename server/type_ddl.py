@@ -20,6 +20,7 @@ import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, MaterializedView, Relation, Table, UserType
 from headwater.catalog.types import BY_NAME, PgType
+from headwater.server import view_deps
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.duckdb_errors import translate
@@ -108,7 +109,9 @@ def _alter(s: Session, w: WriteTxn, stmt: A.AlterEnumStmt) -> Result:
             raise DuplicateObject(f'enum label "{stmt.newVal}" already exists')
         _check_label(stmt.newVal)
         quoted = "'" + stmt.oldVal.replace("'", "''") + "'"
-        _refuse_if_named(w, f'enum label "{stmt.oldVal}" of type {t.name}', (quoted,))
+        _refuse_if_named(
+            w, f'enum label "{stmt.oldVal}" of type {t.name}', (quoted,), _reading(s, w, t)
+        )
         labels[labels.index(stmt.oldVal)] = stmt.newVal
         _retype(s, w, t, replace(t, labels=tuple(labels)), {stmt.oldVal: stmt.newVal})
         return Result("ALTER TYPE")
@@ -130,15 +133,36 @@ def _alter(s: Session, w: WriteTxn, stmt: A.AlterEnumStmt) -> Result:
     return Result("ALTER TYPE")
 
 
-def _refuse_if_named(w: WriteTxn, what: str, needles: tuple[str, ...]) -> None:
+def _reading(s: Session, w: WriteTxn, t: UserType) -> set[int]:
+    """The relations that may read a value of type `t`: those with a column of it, the
+    views over them (directly or not), and any whose text names the type (a cast)."""
+    out: set[int] = set()
+    for rel, _ in users(w, t.oid):
+        out.add(rel.oid)
+        out.update(d.oid for d, _ in view_deps.dependency_order(s, w, rel))
+    out.update(r.oid for r in w.catalog.relations.values() if t.name in _texts(r))
+    return out
+
+
+def _texts(rel: Relation) -> str:
+    """The SQL text a relation keeps: a view's definition, CHECKs, defaults."""
+    texts = [getattr(rel, "definition", "")]
+    texts += [c.expr for c in getattr(rel, "checks", ())]
+    texts += [c.default or "" for c in rel.columns]
+    return "\n".join(texts)
+
+
+def _refuse_if_named(
+    w: WriteTxn, what: str, needles: tuple[str, ...], among: set[int] | None = None
+) -> None:
     """Renaming what a view, CHECK or default names (an enum's label as a constant, the
     type in a cast): PostgreSQL's keep it by oid and follow the rename; Headwater keeps
-    their text, which would then name something that no longer exists."""
+    their text, which would then name something that no longer exists. (`among`: the
+    relations to look at; a label as a string elsewhere is just a string.)"""
     for rel in w.catalog.relations.values():
-        texts = [getattr(rel, "definition", "")]
-        texts += [c.expr for c in getattr(rel, "checks", ())]
-        texts += [c.default or "" for c in rel.columns]
-        if any(needle in text for text in texts for needle in needles):
+        if among is not None and rel.oid not in among:
+            continue
+        if any(needle in _texts(rel) for needle in needles):
             raise FeatureNotSupported(
                 f"cannot rename {what}: {rel.kind} {rel.name} names it",
                 hint="Drop or change that definition first.",

@@ -28,7 +28,7 @@ from typing import Any
 import pglast.ast as A
 import pglast.enums as E
 from headwater.catalog.objects import Table
-from headwater.planner.syntax import nodes, replaced
+from headwater.planner.syntax import column_field, nodes, replaced
 
 _KINDS = (A.Integer, A.Float, A.Boolean)  # constants typed by their spelling alone
 
@@ -167,9 +167,5 @@ def _refs(node: Any) -> list[A.ColumnRef]:
 
 def _name(ref: A.ColumnRef, alias: str) -> str | None:
     """The VALUES column `ref` names (`p0`, `imp_sen.p0`), or None."""
-    fields = ref.fields
-    if len(fields) == 2 and isinstance(fields[0], A.String) and fields[0].sval == alias:
-        fields = fields[1:]
-    if len(fields) == 1 and isinstance(fields[0], A.String):
-        return fields[0].sval
-    return None
+    field = column_field(ref, alias)
+    return field.sval if isinstance(field, A.String) else None
