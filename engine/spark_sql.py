@@ -518,6 +518,13 @@ SPARK_FUNCTIONS = (
         "hw_avg_w(avg OVER w, x)", "-", "none", "window functions are not in views' scope"
     ),
     SparkFunction(
+        "hw_sign(x), hw_octet_length(x), hw_bit_length(x): PostgreSQL's result types",
+        "CAST(SIGN(x) AS DOUBLE) (DECIMAL(38, 16) of a decimal), CAST(OCTET_LENGTH(x) AS INT)",
+        "sql",
+        "Spark's own functions, cast as the DuckDB macros are (_SCALAR_FORMS)",
+    ),
+    SparkFunction("hw_gcd, hw_lcm", "-", "none", "Spark has neither; such views stay on DuckDB"),
+    SparkFunction(
         "hw_text(x): x::text, numbers as PostgreSQL prints them",
         "CASE typeof(x) WHEN 'double' THEN hw_pg_text(CAST(x AS STRING), 'float8') ... END",
         "udf",
@@ -533,6 +540,18 @@ SPARK_FUNCTIONS = (
 )
 
 
+# one-argument macros of planner/functions/ by the argument's type family ("*": any)
+_SCALAR_FORMS: dict[str, dict[str, str]] = {
+    "hw_sign": {
+        "decimal": "CAST(SIGN({x}) AS DECIMAL(38, 16))",
+        "int": "CAST(SIGN({x}) AS DOUBLE)",
+        "float": "CAST(SIGN({x}) AS DOUBLE)",
+    },
+    "hw_octet_length": {"*": "CAST(OCTET_LENGTH({x}) AS INT)"},
+    "hw_bit_length": {"*": "CAST(OCTET_LENGTH({x}) * 8 AS INT)"},
+}
+
+
 def hw_functions(tree: exp.Expression, types: Types) -> exp.Expression:
     """The installed functions by their Spark forms (SPARK_FUNCTIONS), typed by the
     argument where DuckDB's macro overloads are.
@@ -541,6 +560,10 @@ def hw_functions(tree: exp.Expression, types: Types) -> exp.Expression:
     'SELECT CAST(SUM(c1) AS BIGINT), AVG(c3) FROM t'
     >>> to_spark("SELECT hw_sum(c2) FROM t", {"c2": "BIGINT"})
     'SELECT CAST(SUM(CAST(c2 AS DECIMAL(38, 0))) AS DECIMAL(38, 16)) FROM t'
+    >>> to_spark("SELECT hw_sign(c1 - 2), hw_sign(c4) FROM t", {"c1": "INT", "c4": "DECIMAL(9,2)"})
+    'SELECT CAST(SIGN(c1 - 2) AS DOUBLE), CAST(SIGN(c4) AS DECIMAL(38, 16)) FROM t'
+    >>> to_spark("SELECT hw_octet_length(c5) FROM t", {"c5": "VARCHAR"})
+    'SELECT CAST(OCTET_LENGTH(c5) AS INT) FROM t'
     """
 
     def fix(node: exp.Expression) -> exp.Expression:
@@ -554,6 +577,12 @@ def hw_functions(tree: exp.Expression, types: Types) -> exp.Expression:
             return case.transform(
                 lambda n: arg.copy() if isinstance(n, exp.Column) and n.name == "_hw_x" else n
             )
+        if name in _SCALAR_FORMS and len(node.expressions) == 1:
+            x = node.expressions[0].transform(fix)
+            form = _SCALAR_FORMS[name].get(type_of(x, types) or "", _SCALAR_FORMS[name].get("*"))
+            if form is None:  # (the argument's type unknown: stays hw_, a DuckDB view)
+                return node
+            return sqlglot.parse_one(form.format(x=x.sql(dialect="spark")), read="spark")
         if name not in ("hw_sum", "hw_sum_distinct", "hw_avg", "hw_avg_distinct"):
             return node
         x = node.expressions[0]

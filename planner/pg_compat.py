@@ -1673,6 +1673,8 @@ def _a_expr(node: A.A_Expr) -> Any:
                 _to_duckdb_list(const)
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[0] in _ARITHMETIC_OPS:
         _real_beside_number(node)
+    if node.kind == A_Expr_Kind.AEXPR_OP and names and names[0] in _INTEGER_OPS:
+        _smallint_beside_integer(node)
     if node.kind == A_Expr_Kind.AEXPR_OP and names == ["-"] and node.lexpr is not None:
         kinds = {_operand_type(x) for x in (node.lexpr, node.rexpr)}
         if kinds == {"date"}:  # date - date is an integer (DuckDB: bigint)
@@ -1817,6 +1819,22 @@ def _operand_type(node: Any) -> str | None:
     if isinstance(node, A.A_Const) and not node.isnull:
         return {A.Integer: "int4", A.Float: "numeric"}.get(type(node.val))
     return column_type(node)
+
+
+_INTEGER_OPS = _ARITHMETIC_OPS | {"%"}
+
+
+def _smallint_beside_integer(node: A.A_Expr) -> None:
+    """smallint op an integer constant is an integer in PostgreSQL (the constant is an
+    int4; DuckDB gives it the smallint's type, and `32767::int2 + 1` overflowed): the
+    smallint operand is widened."""
+    if node.lexpr is None:
+        return
+    kinds = (_operand_type(node.lexpr), _operand_type(node.rexpr))
+    if kinds == ("int2", "int4") and isinstance(node.rexpr, A.A_Const):
+        node.lexpr = cast_to(node.lexpr, "int4")
+    elif kinds == ("int4", "int2") and isinstance(node.lexpr, A.A_Const):
+        node.rexpr = cast_to(node.rexpr, "int4")
 
 
 def _real_beside_number(node: A.A_Expr) -> None:

@@ -468,6 +468,32 @@ def test_string_lengths_are_integers(conn, pg, table_name: str) -> None:  # type
     )
 
 
+def test_result_types_of_functions_and_smallint_arithmetic(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
+    """PostgreSQL's result types where DuckDB's differ: sign() is float8 (numeric of a
+    numeric; DuckDB: int2), gcd/lcm of integers int4, octet_length/bit_length of text int4
+    (octet_length of a text column was 42883), txid_current() int8 (was numeric); and a
+    smallint with an integer constant is an integer (`32767::int2 + 1` overflowed: DuckDB
+    types the constant as the smallint)."""
+    t = table_name
+    assert_same_as_postgres(
+        conn,
+        pg,
+        [
+            "SELECT sign(-2), sign(-2.5), sign(0.0), sign(3.5::float8), sign(2::int8),"
+            " gcd(12, 18), lcm(4, 6), gcd(12::int8, 18), octet_length('héllo'),"
+            " bit_length('héllo'), pg_typeof(txid_current())::text",
+            "SELECT 32767::int2 + 1, 32767::int2 * 2, 1 - 32767::int2, 7::int2 / 2, 7::int2 % 4",
+            f"CREATE TABLE {t} (id int, s int2, n numeric(10, 2), f float8, b int8, v varchar(5),"
+            " x text, y bytea)",
+            f"INSERT INTO {t} VALUES (1, 32767, -4.5, 0, 9, 'dé', 'abc', '\\x0102'),"
+            " (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+            f"SELECT id, sign(s), sign(n), sign(f), gcd(id, 6), lcm(b, 6), s + 1,"
+            f" s * 10, s - 1, s / 2, s % 2, 2 * s, octet_length(v), octet_length(x),"
+            f" octet_length(y), bit_length(v), bit_length(y) FROM {t} ORDER BY id",
+        ],
+    )
+
+
 def test_casts_to_varchar_char_and_name_report_their_types(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """`x::varchar(10)`, `::char(3)`, `::name` are reported as PostgreSQL types them, with
     the length (DuckDB has only VARCHAR: they were text), prepared or not."""

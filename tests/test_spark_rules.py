@@ -69,6 +69,12 @@ SHAPES = [
     ),
     # numeric division at PostgreSQL's scale: the hw_numeric_div Arrow UDF in Spark
     ("numeric_div", "SELECT a, sum(b)::numeric / 3 AS q, count(*) AS n FROM t GROUP BY a"),
+    # PostgreSQL's result types, by the argument's type in Spark (spark_sql._SCALAR_FORMS)
+    (
+        "typed_scalars",
+        "SELECT id, sign(b - 2) AS sg, sign(b::numeric) AS sn, octet_length(s) AS ol,"
+        " bit_length(s) AS bl FROM t",
+    ),
 ]
 # (first epoch, last epoch, backfill) of each batch
 BATCHES = [(1, 1, True), (2, 4, False), (5, 44, False)]

@@ -72,6 +72,14 @@ MACROS = [
     "CREATE OR REPLACE MACRO hw_percentile_cont_arg(x DOUBLE) AS CAST(x AS DOUBLE),"
     " (x INTERVAL) AS x, (x) AS "
     + _err("42883", "function percentile_cont(double precision, unsupported type) does not exist"),
+    # sign() is numeric of a numeric and float8 of anything else (DuckDB's: a tinyint);
+    # gcd / lcm of integers are int4 (DuckDB's: bigint)
+    "CREATE OR REPLACE MACRO hw_sign(x DECIMAL) AS CAST(sign(x) AS DECIMAL(38, 16)),"
+    " (x DOUBLE) AS CAST(sign(x) AS DOUBLE)",
+    "CREATE OR REPLACE MACRO hw_gcd(a SMALLINT, b SMALLINT) AS CAST(gcd(a, b) AS INTEGER),"
+    " (a INTEGER, b INTEGER) AS CAST(gcd(a, b) AS INTEGER), (a BIGINT, b BIGINT) AS gcd(a, b)",
+    "CREATE OR REPLACE MACRO hw_lcm(a SMALLINT, b SMALLINT) AS CAST(lcm(a, b) AS INTEGER),"
+    " (a INTEGER, b INTEGER) AS CAST(lcm(a, b) AS INTEGER), (a BIGINT, b BIGINT) AS lcm(a, b)",
     "CREATE OR REPLACE MACRO hw_sqrt(x) AS CASE WHEN x < 0 THEN "
     + _err("2201F", "cannot take square root of a negative number")
     + " ELSE sqrt(x) END",
@@ -129,6 +137,9 @@ REWRITES = {
     "width_bucket": _width_bucket,
     "ln": _fixed("hw_ln", 1),
     "sqrt": _fixed("hw_sqrt", 1),
+    "sign": _fixed("hw_sign", 1),
+    "gcd": _fixed("hw_gcd", 2),
+    "lcm": _fixed("hw_lcm", 2),
 }
 
 

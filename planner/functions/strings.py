@@ -21,6 +21,11 @@ def _err(sqlstate: str, message: str) -> str:
 
 
 MACROS = [
+    # int4, of text as of bytea (DuckDB: octet_length of BLOB and BIT only, as bigint)
+    "CREATE OR REPLACE MACRO hw_octet_length(x BLOB) AS CAST(octet_length(x) AS INTEGER),"
+    " (x VARCHAR) AS CAST(strlen(x) AS INTEGER)",
+    "CREATE OR REPLACE MACRO hw_bit_length(x BLOB) AS CAST(octet_length(x) * 8 AS INTEGER),"
+    " (x VARCHAR) AS CAST(strlen(x) * 8 AS INTEGER)",
     # an int4 (or smaller) shows its two's complement in 32 bits
     "CREATE OR REPLACE MACRO hw_to_hex(x) AS lower(to_hex(CASE WHEN x < 0 AND typeof(x) IN"
     " ('INTEGER', 'SMALLINT', 'TINYINT') THEN CAST(x AS BIGINT) + 4294967296"
@@ -226,14 +231,6 @@ def _to_ascii(s: str) -> str:
     raise ValueError("[SQLSTATE 0A000] encoding conversion from UTF8 to ASCII not supported")
 
 
-def _octet_length(args: list[Any]) -> Any:
-    from headwater.planner.functions.nodes import text_of
-
-    if len(args) == 1 and text_of(args[0]) is not None:
-        return cast(call("strlen", args[0]), "int4")
-    return None
-
-
 def _text_arg(node: Any) -> Any:
     """An argument as PostgreSQL's text output (booleans as t/f, numbers as the wire
     prints them: planner/functions/text_casts.py)."""
@@ -339,7 +336,8 @@ REWRITES = {
     "normalize": lambda a: call("hw_normalize", a[0], a[1] if len(a) > 1 else const("NFC")),
     "is_normalized": lambda a: call("hw_is_normalized", a[0], a[1] if len(a) > 1 else const("NFC")),
     "to_ascii": lambda a: call("hw_to_ascii", a[0]) if len(a) == 1 else None,
-    "octet_length": _octet_length,
+    "octet_length": _simple("hw_octet_length", 1),  # (bytea's first)
+    "bit_length": _simple("hw_bit_length", 1),
     "lpad": _pad("lpad"),
     "rpad": _pad("rpad"),
     "to_hex": _simple("hw_to_hex", 1),

@@ -108,6 +108,7 @@ REWRITES = {
     "row_security_active": _boolean(False),
     "pg_tablespace_location": _constant("", "text"),
     "txid_current_if_assigned": _constant(None, "int8"),
+    "txid_current": lambda a: None if a else call("hw_txid_current"),
     "pg_xact_commit_timestamp": _constant(None, "timestamptz"),
 }
 
@@ -116,6 +117,7 @@ def install(db: Any) -> None:
     for sql in MACROS:
         db.execute(sql)
     db.execute(f"CREATE OR REPLACE MACRO hw_database_size(d, current_db) AS {_DATABASE_SIZE}")
+    db.execute("CREATE OR REPLACE MACRO hw_txid_current() AS CAST(txid_current() AS BIGINT)")
     udf.register(db, "hw_pg_size_bytes", _size_bytes, ["VARCHAR"], "BIGINT")
     udf.register(db, "hw_pg_sleep", _sleep, ["DOUBLE"], "VARCHAR")
     # setseed returns void: an empty string, as PostgreSQL prints it
