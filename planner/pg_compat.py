@@ -1010,6 +1010,8 @@ def _func(fc: A.FuncCall) -> Any:
         return _template("unnest(ARRAY[__hwarg0])", _oid_of("regclass", args[0]))
     if name == "pg_backend_pid" and not args:
         return _template(_SESSION.format(col="pid"))
+    if name == "pg_postmaster_start_time" and not args:  # (DuckDB's: the transaction's start)
+        return _template(_SESSION.format(col="started"))
     if name == "current_setting" and len(args) == 1:
         return _template(_SETTING_OR_ERROR, args[0], _const(False))
     if name == "current_setting" and len(args) == 2:  # (name, missing_ok)

@@ -535,3 +535,13 @@ def test_insert_select_strings_read_by_the_column_type(conn, pg, table_name: str
             f"SELECT id, b, y, a FROM {t} ORDER BY id",
         ],
     )
+
+
+def test_postmaster_start_time_is_the_servers(conn, hw_server) -> None:  # type: ignore[no-untyped-def]
+    """pg_postmaster_start_time() is when the server started (monitoring tools show
+    uptime from it), the same in every session; DuckDB's was the statement's now()."""
+    first = conn.execute("SELECT pg_postmaster_start_time(), now()").fetchone()
+    assert first[0] < first[1]
+    with psycopg.connect(hw_server.dsn, autocommit=True) as other:
+        again = other.execute("SELECT pg_postmaster_start_time()::text").fetchone()[0]
+    assert again == conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()[0]

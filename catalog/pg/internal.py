@@ -3,6 +3,7 @@ client functions and casts into (visibility, regclass names, definitions, privil
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from headwater.catalog.catalog import is_temp_schema
@@ -17,6 +18,8 @@ from headwater.catalog.pg.ruleutils import check_def, constraint_def, index_def,
 from headwater.catalog.pg.snapshot import Builder, Builders, indexed_tables, registrar, user_rels
 from headwater.catalog.pg.typeinfo import FORMAT_NAMES, TYPE_NAMES, TYPES_BY_OID
 from headwater.catalog.version import SERVER_VERSION_TEXT
+
+STARTED = datetime.now(UTC)  # the server process's start: pg_postmaster_start_time()
 
 BUILDERS: Builders = {}
 _builder = registrar(BUILDERS)
@@ -35,6 +38,7 @@ INTERNAL: dict[str, tuple[tuple[str, str], ...]] = {
         ("hw_pid", "integer"),
         ("hw_version", "text"),
         ("hw_temp_schema", "oid"),  # pg_my_temp_schema(): 0 until a temporary table
+        ("hw_started", "timestamptz"),
     ),
     # every pg_class row: is it visible on the search path, and its regclass text
     "_hw_relvis": (("hw_oid", "oid"), ("hw_visible", "boolean"), ("hw_display", "text")),
@@ -78,6 +82,7 @@ def _hw_session(b: Builder) -> list[dict[str, Any]]:
             "pid": b.session.pid,
             "version": SERVER_VERSION_TEXT,
             "temp_schema": b.catalog.schemas[temp[0]].oid if temp else 0,
+            "started": STARTED,
         }
     ]
 
