@@ -494,6 +494,22 @@ def test_result_types_of_functions_and_smallint_arithmetic(conn, pg, table_name:
     )
 
 
+def test_integer_constants_read_as_postgres(conn, pg) -> None:  # type: ignore[no-untyped-def]
+    """A string constant cast to an integer type is read by PostgreSQL's integer input:
+    '1.5', '1e3', '0x10' and '1_000' are 22P02, a value out of range 22003 (DuckDB's cast
+    rounded '1.5' to 2 and read '0x10' as 16)."""
+    statements = [
+        f"SELECT {e}"
+        for e in (
+            "'1.5'::int", "'1.5'::bigint", "CAST('2.5' AS integer)", "int4 '3.5'", "'1e3'::int",
+            "'0x10'::int8", "'1_000'::int2", "'99999999999'::int", "'40000'::smallint", "''::int",
+            "' 12 '::int", "'+5'::int8", "'-32768'::int2", "'007'::int", "'12'::text::int",
+            "'1.5'::numeric::int", "ARRAY['1', '2']::int[]",
+        )
+    ]  # fmt: skip
+    assert_same_as_postgres(conn, pg, statements)
+
+
 def test_casts_to_varchar_char_and_name_report_their_types(conn, pg, table_name: str) -> None:  # type: ignore[no-untyped-def]
     """`x::varchar(10)`, `::char(3)`, `::name` are reported as PostgreSQL types them, with
     the length (DuckDB has only VARCHAR: they were text), prepared or not."""

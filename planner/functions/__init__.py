@@ -91,6 +91,7 @@ value_function = dates.value_function
 def typed_literal(tc: Any) -> Any | None:
     """date '...', interval '...', '$.a'::jsonpath, '\\x01'::bytea ... in PostgreSQL's
     input syntax: TypeCast -> node or None."""
+    boolean.check_integer_literal(tc)
     parsers = (json.jsonpath_literal, literals.typed_literal, bytea.typed_literal)
     for parse in (*parsers, boolean.typed_literal):
         new = parse(tc)
