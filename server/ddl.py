@@ -30,6 +30,7 @@ from headwater.catalog.objects import (
 from headwater.planner import foreign_keys as fk_plan
 from headwater.planner import pg_compat
 from headwater.planner.ddl import check_key_columns, table_from_create
+from headwater.planner.like_clause import expand_like
 from headwater.planner.naming import name_targets, pg_column_name
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
@@ -82,6 +83,7 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
                     "CREATE TABLE",
                     notices=[f'relation "{stmt.relation.relname}" already exists, skipping'],
                 )
+        stmt = expand_like(stmt, cat, sp)  # LIKE source: its columns as if written
         made = sequence_ddl.column_sequences(s, w, stmt, schema)  # serial, identity
         table = with_sequence_defaults(
             table_from_create(stmt, cat.next_oid, schema, user_types(s, w)),
