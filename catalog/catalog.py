@@ -15,6 +15,7 @@ from typing import TypeVar
 from headwater.catalog.objects import (
     BOOTSTRAP_ROLE_OID,
     CatalogObject,
+    Extension,
     MaterializedView,
     Relation,
     Role,
@@ -76,6 +77,7 @@ class Catalog:
         self.roles: dict[int, Role] = {BOOTSTRAP_ROLE_OID: bootstrap_role()}
         self.sinks: dict[tuple[str, str], Sink] = {}  # CREATE SINK (not relations)
         self.types: dict[tuple[str, str], UserType] = {}  # CREATE TYPE ... AS ENUM
+        self.extensions: dict[str, Extension] = {}  # CREATE EXTENSION, by name
         # The role a writing transaction runs as: owner of the objects it creates.
         self.creator = 0
         self.next_oid = FIRST_USER_OID
@@ -90,6 +92,7 @@ class Catalog:
         c.roles = dict(self.roles)
         c.sinks = dict(self.sinks)
         c.types = dict(self.types)
+        c.extensions = dict(self.extensions)
         c.creator = 0
         c.next_oid = self.next_oid
         c.changes = {}
@@ -237,6 +240,16 @@ class Catalog:
         del self.types[(t.schema, t.name)]
         self.changes[t.oid] = None
 
+    def put_extension(self, ext: Extension) -> None:
+        if not ext.owner and self.creator:
+            ext = replace(ext, owner=self.creator)
+        self.extensions[ext.name] = ext
+        self.changes[ext.oid] = ext
+
+    def drop_extension(self, ext: Extension) -> None:
+        del self.extensions[ext.name]
+        self.changes[ext.oid] = None
+
     def drop_role(self, role: Role) -> None:
         del self.roles[role.oid]
         self.changes[role.oid] = None
@@ -253,6 +266,8 @@ class Catalog:
                 self.sinks[(obj.schema, obj.name)] = obj
             elif isinstance(obj, UserType):
                 self.types[(obj.schema, obj.name)] = obj
+            elif isinstance(obj, Extension):
+                self.extensions[obj.name] = obj
             else:
                 self.relations[(obj.schema, obj.name)] = obj
         self.next_oid = max(next_oid, FIRST_USER_OID)

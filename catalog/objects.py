@@ -318,7 +318,23 @@ _SEQUENCE_FIELDS = (
     "nonce",
 )
 
-CatalogObject = Schema | Table | View | MaterializedView | Index | Role | Sequence | Sink | UserType
+
+@dataclass(frozen=True)
+class Extension:
+    """CREATE EXTENSION: one of those whose functions Headwater provides
+    (planner/functions/extension_funcs.py), as pg_extension lists it."""
+
+    oid: int
+    name: str
+    schema: str  # where PostgreSQL would have put its objects
+    version: str
+    owner: int = field(default=0, kw_only=True)
+    kind: str = field(default="extension", init=False)
+
+
+CatalogObject = (
+    Schema | Table | View | MaterializedView | Index | Role | Sequence | Sink | UserType | Extension
+)
 
 _ROLE_FIELDS = ("login", "superuser", "createrole", "createdb", "inherit", "password")
 
@@ -332,6 +348,9 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
     if isinstance(obj, Sink):
         d.update({f: getattr(obj, f) for f in _SINK_FIELDS})
         d.update(key=list(obj.key), options=[list(o) for o in obj.options], owner=obj.owner)
+        return d
+    if isinstance(obj, Extension):
+        d.update(schema=obj.schema, version=obj.version, owner=obj.owner)
         return d
     if obj.owner:
         d["owner"] = obj.owner
@@ -390,6 +409,8 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             options=tuple((k, v) for k, v in d["options"]),
             owner=d.get("owner", 0),
         )
+    if kind == "extension":
+        return Extension(d["oid"], d["name"], d["schema"], d["version"], owner=d["owner"])
     own = {
         "owner": d.get("owner", 0),
         "acl": tuple((g, p) for g, p in d.get("acl", ())),

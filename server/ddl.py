@@ -37,6 +37,7 @@ from headwater.planner.scope import column_types
 from headwater.planner.sequences import with_sequence_defaults
 from headwater.server import (
     constraints,
+    extensions,
     foreign_keys,
     generated,
     sequence_ddl,
@@ -127,6 +128,8 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
         return _drop(s, w, stmt)
     if isinstance(stmt, A.IndexStmt):
         return _create_index(s, w, stmt)
+    if isinstance(stmt, A.CreateExtensionStmt):
+        return extensions.create(s, w, stmt)
     if isinstance(stmt, A.CreateSeqStmt):
         return sequence_ddl.create(s, w, stmt)
     if isinstance(stmt, A.AlterSeqStmt):
@@ -402,13 +405,15 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
                 for _, t, f in fks
             ]
             types = [t for t in cat.types.values() if t.schema == name]  # CREATE TYPE
-            if (inside or types) and not stmt.behavior:
+            exts = [e for e in cat.extensions.values() if e.schema == name]
+            if (inside or types or exts) and not stmt.behavior:
                 raise DependentObjects(
                     f"cannot drop schema {name} because other objects depend on it",
                     detail="\n".join(
                         [
-                            f"{r.kind} {name}.{r.name} depends on schema {name}"
-                            for r in sorted([*inside, *types], key=lambda r: r.oid)
+                            f"{r.kind} {'' if r in exts else name + '.'}{r.name}"
+                            f" depends on schema {name}"
+                            for r in sorted([*inside, *types, *exts], key=lambda r: r.oid)
                         ]
                         + [
                             f"{line} depends on table {name}.{r.name}"
@@ -431,10 +436,14 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
                 cat.drop_sink(k)
             for t in types:
                 cat.drop_type(t)
+            for e in exts:
+                cat.drop_extension(e)
             cat.drop_schema(name)
         return Result("DROP SCHEMA", notices=notices)
     if stmt.removeType == ObjectType.OBJECT_TYPE:
         return type_ddl.drop(s, w, stmt)
+    if stmt.removeType == ObjectType.OBJECT_EXTENSION:
+        return extensions.drop(w, stmt)
     if stmt.removeType not in kinds:
         raise FeatureNotSupported(
             f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported"

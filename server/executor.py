@@ -73,6 +73,7 @@ from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError
 # CREATE and DROP (server/ddl.py); CREATE MATERIALIZED VIEW is a CreateTableAsStmt
 _DDL = A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.IndexStmt
 _DDL = _DDL | A.CreateSeqStmt | A.AlterSeqStmt  # server/sequence_ddl.py
+_DDL = _DDL | A.CreateExtensionStmt  # server/extensions.py
 # statements that leave a block's staged writes staged (writes.fast_insert, fast_point):
 # INSERT, UPDATE and DELETE stage theirs too or apply them first (_write); the others
 # read no table (psycopg sends DEALLOCATE ALL after ROLLBACK TO SAVEPOINT); so does a

@@ -60,7 +60,8 @@ _PURE_NODES = (
     A.Boolean,
 )
 # calls whose every evaluation differs: one per row in PostgreSQL
-_VOLATILE = frozenset(("random", "gen_random_uuid", "uuid_generate_v4", "random_normal"))
+_VOLATILE = frozenset(("random", "gen_random_uuid", "random_normal", "gen_random_bytes"))
+_VOLATILE |= {"uuid_generate_v1", "uuid_generate_v1mc", "uuid_generate_v4"}
 # the clock: a bare call is the batcher's (its instant)
 _CLOCK = frozenset(
     ("now", "transaction_timestamp", "statement_timestamp", "clock_timestamp", "timeofday")

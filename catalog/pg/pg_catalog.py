@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from headwater.catalog.catalog import is_temp_schema
+from headwater.catalog.extensions import AVAILABLE, BUILT_IN, PLPGSQL_OID
 from headwater.catalog.objects import Index
 from headwater.catalog.pg import specs
 from headwater.catalog.pg.foreign_keys import fk_rows
@@ -350,8 +351,12 @@ def _pg_constraint(b: Builder) -> list[dict[str, Any]]:
 @_builder("pg_catalog", "pg_description")
 def _pg_description(b: Builder) -> list[dict[str, Any]]:
     """COMMENT ON: relations and their columns (pg_class), schemas (pg_namespace), enums
-    (pg_type)."""
-    out = []
+    (pg_type); and the extensions' own comments (pg_extension: psql's \\dx shows them)."""
+    out = [
+        {"objoid": oid, "classoid": 3079, "objsubid": 0, "description": AVAILABLE[name].comment}
+        for oid, name in [(PLPGSQL_OID, BUILT_IN)]
+        + [(e.oid, e.name) for e in b.catalog.extensions.values()]
+    ]
     for s in b.catalog.schemas.values():
         if s.comment is not None:
             out.append({"objoid": s.oid, "classoid": 2615, "objsubid": 0, "description": s.comment})
@@ -420,6 +425,38 @@ def pg_settings(b: Builder) -> list[dict[str, Any]]:
 def _pg_stat_activity(b: Builder) -> list[dict[str, Any]]:
     rows = b.session.activity() if b.session.activity is not None else []
     return [{"datid": DATABASE_OID, "backend_type": "client backend", **r} for r in rows]
+
+
+@_builder("pg_catalog", "pg_extension")
+def _pg_extension(b: Builder) -> list[dict[str, Any]]:
+    rows = [(PLPGSQL_OID, BUILT_IN, SUPERUSER_OID, PG_CATALOG_OID, AVAILABLE[BUILT_IN].version)]
+    for e in sorted(b.catalog.extensions.values(), key=lambda e: e.oid):
+        rows.append((e.oid, e.name, e.owner or SUPERUSER_OID, b.nsp_oid(e.schema), e.version))
+    return [
+        {
+            "oid": oid,
+            "extname": name,
+            "extowner": owner,
+            "extnamespace": nsp,
+            "extrelocatable": AVAILABLE[name].relocatable,
+            "extversion": version,
+        }
+        for oid, name, owner, nsp, version in rows
+    ]
+
+
+@_builder("pg_catalog", "pg_available_extensions")
+def _pg_available_extensions(b: Builder) -> list[dict[str, Any]]:
+    installed = {BUILT_IN, *b.catalog.extensions}
+    return [
+        {
+            "name": name,
+            "default_version": a.version,
+            "installed_version": a.version if name in installed else None,
+            "comment": a.comment,
+        }
+        for name, a in sorted(AVAILABLE.items())
+    ]
 
 
 @_builder("pg_catalog", "pg_prepared_statements")

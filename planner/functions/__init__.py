@@ -16,6 +16,7 @@ from headwater.planner.functions import (
     boolean,
     bytea,
     dates,
+    extension_funcs,
     extract,
     formatting,
     json,
@@ -126,3 +127,4 @@ def install(db: Any) -> None:
     network.install(db)
     ranges.install(db)
     text_casts.install(db)
+    extension_funcs.install(db)

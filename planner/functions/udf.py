@@ -14,6 +14,7 @@ def register(
     params: list[Any],
     result: Any,
     strict: bool = True,
+    volatile: bool = False,
 ) -> None:
     import pyarrow as pa
 
@@ -37,7 +38,7 @@ def register(
     }
     db.create_function(
         name, by_arity[len(params)], params, result, type="arrow",
-        null_handling="special", side_effects=False,
+        null_handling="special", side_effects=volatile,
     )  # fmt: skip
 
 
