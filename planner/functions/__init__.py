@@ -48,6 +48,7 @@ REWRITES: dict[str, Rewrite] = {
     **arrays.REWRITES,
     **sysinfo.REWRITES,
     **network.REWRITES,
+    **extension_funcs.REWRITES,
 }
 
 # bytea's form of a function first, then the text form

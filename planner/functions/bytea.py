@@ -22,7 +22,7 @@ from headwater.errors import SQLError
 _BYTEA_RESULTS = frozenset(
     """from_hex hw_bytea_substr hw_bytea_overlay hw_bytea_trim hw_set_bit hw_set_byte
     hw_sha224 hw_sha256 hw_sha384 hw_sha512 hw_decode hw_convert hw_convert_to
-    digest hmac gen_random_bytes""".split()  # (the last: functions/extension_funcs.py)
+    digest hmac gen_random_bytes hw_digest hw_hmac hw_gen_random_bytes""".split()
 )
 
 
