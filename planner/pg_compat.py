@@ -1018,6 +1018,12 @@ def _func(fc: A.FuncCall) -> Any:
         return _template(_SETTING_OR_ERROR, args[0], args[1])
     if name == "format_type" and len(args) == 2:
         return _template(_FORMAT_TYPE, args[0], args[1])
+    if name == "pg_get_expr" and len(args) >= 3:  # (expr, relation, pretty)
+        return _template(
+            "CASE WHEN CAST(__hwarg1 AS boolean) THEN hw_pretty_expr(__hwarg0) ELSE __hwarg0 END",
+            args[0],
+            args[2],
+        )
     if name == "pg_get_expr" and args:
         return args[0]
     if name == "pg_get_indexdef" and args:

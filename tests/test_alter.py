@@ -53,6 +53,26 @@ def test_add_column(both: Any) -> None:
     )
 
 
+def test_default_expressions_as_postgres_prints_them(both: Any) -> None:
+    """pg_get_expr() of defaults and generation expressions: operators in parentheses
+    and typed constants as 'x'::type (Alembic compares server defaults by this text),
+    or with (..., true) only the parentheses precedence needs (psql's \\d)."""
+    both(
+        [
+            "CREATE TABLE dx (a int, b int DEFAULT 1 + 2, c timestamptz DEFAULT now() +"
+            " interval '1 day', d text DEFAULT 'x' || 'y', e date DEFAULT CURRENT_DATE + 7,"
+            " f text DEFAULT upper(lower('Ab')), g int GENERATED ALWAYS AS ((a * 2) + 1) STORED,"
+            " h boolean DEFAULT true, i text DEFAULT NULL, j int DEFAULT -1)",
+            "SELECT a.attname, pg_get_expr(d.adbin, d.adrelid),"
+            " pg_get_expr(d.adbin, d.adrelid, true) FROM pg_attribute a JOIN pg_attrdef d"
+            " ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+            " WHERE a.attrelid = 'dx'::regclass ORDER BY 1",
+            "SELECT column_name, column_default, generation_expression"
+            " FROM information_schema.columns WHERE table_name = 'dx' ORDER BY 1",
+        ]
+    )
+
+
 def test_drop_and_rename_column(both: Any) -> None:
     both(
         [

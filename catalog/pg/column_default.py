@@ -9,7 +9,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
-from headwater.catalog.objects import Column
+from headwater.catalog.objects import Column, Relation
 from headwater.catalog.types import BPCHAR
 from pglast import parse_sql
 
@@ -59,12 +59,26 @@ def expr_display(
             return f"'{text}'::{base}"
         if isinstance(v, A.Boolean):
             return "true" if v.boolval else "false"
-    if isinstance(node, A.A_Const) and node.isnull:
-        return f"NULL::{base}"
+    if isinstance(node, A.A_Const) and node.isnull:  # PostgreSQL stores no NULL default
+        return None
+    if isinstance(node, A.TypeCast) and isinstance(node.arg, A.A_Const) and node.arg.isnull:
+        return None
     if isinstance(node, A.TypeCast) and isinstance(node.arg, A.A_Const):
         inner = Column(col.name, ct, col.not_null, _deparse(node.arg))
         return expr_display(inner)
+    if isinstance(node, A.A_Expr | A.FuncCall | A.BoolExpr):
+        return operators_display(col.default, Relation(0, "", "", (col,)))
     return col.default
+
+
+def operators_display(expr: str, table: Relation) -> str:
+    """An expression's operators and calls as pg_get_expr() prints them (ruleutils.py)."""
+    from headwater.catalog.pg.ruleutils import expression_def  # (it imports this module)
+
+    try:
+        return expression_def(expr, table)
+    except Exception:  # noqa: BLE001 - keep what was stored
+        return expr
 
 
 def _nextval_display(

@@ -152,7 +152,7 @@ def _is_columns(b: Builder) -> list[dict[str, Any]]:
                     "is_identity": "NO",
                     "identity_cycle": "NO",
                     "is_generated": "NEVER" if generated is None else "ALWAYS",
-                    "generation_expression": generated,
+                    "generation_expression": default if generated is not None else None,
                     "is_updatable": _yes(r.relkind == "r"),
                     **identity_fields(b, r.oid, name),
                 }

@@ -9,6 +9,7 @@ import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, Index, Relation, Table, View
 from headwater.catalog.pg.snapshot import Builder, RelRow
+from headwater.catalog.types import BY_NAME
 from pglast import parse_sql
 from pglast.stream import RawStream
 
@@ -211,6 +212,23 @@ def check_def(table: Relation, expr: str, pretty: bool = False) -> str:
     return f"CHECK ({_check_expr(node, table, pretty, None)})"
 
 
+def expression_def(expr: str, table: Relation) -> str:
+    """pg_get_expr() of a default's or generated column's operators and calls, as a
+    CHECK's are printed: `(qty * 2)`, `lower('X'::text)`."""
+    node = parse_sql(f"SELECT ({expr})")[0].stmt.targetList[0].val
+    return _check_expr(node, table, False, None)
+
+
+def pretty_expression(expr: str) -> str:
+    """pg_get_expr(..., true) of a default or generation expression: parentheses only
+    where precedence needs them (psql's \\d shows `a * 2 + 1`)."""
+    try:
+        node = parse_sql(f"SELECT ({expr})")[0].stmt.targetList[0].val
+        return _check_expr(node, Relation(0, "", "", ()), True, None)
+    except Exception:  # noqa: BLE001 - an expression of another form: as it is
+        return expr
+
+
 def check_columns(expr: str) -> set[str]:
     """The columns a CHECK expression names."""
     out: set[str] = set()
@@ -269,6 +287,21 @@ def _simple(node: Any, parent: Any, first: bool) -> bool:
     return isinstance(parent, A.BoolExpr | A.FuncCall)
 
 
+def _constant_cast(node: Any) -> str | None:
+    """`interval '1 day'`, `'1 day'::interval` as PostgreSQL prints a typed constant:
+    `'1 day'::interval` (pglast prints the first as CAST(... AS interval))."""
+    if not (isinstance(node, A.TypeCast) and isinstance(node.arg, A.A_Const)):
+        return None
+    tn = node.typeName
+    names = [n.sval for n in tn.names]
+    v = node.arg.val
+    if tn.typmods or tn.arrayBounds or not (node.arg.isnull or isinstance(v, A.String)):
+        return None
+    t = BY_NAME.get(names[-1])
+    value = "NULL" if node.arg.isnull else "'" + v.sval.replace("'", "''") + "'"
+    return f"{value}::{t.sql_name if t else names[-1]}"
+
+
 def _check_expr(node: Any, table: Relation, pretty: bool, parent: Any, first: bool = True) -> str:
     def sub(n: Any, is_first: bool = True) -> str:
         return _check_expr(n, table, pretty, node, is_first)
@@ -300,6 +333,10 @@ def _check_expr(node: Any, table: Relation, pretty: bool, parent: Any, first: bo
     elif isinstance(node, A.FuncCall) and not node.agg_star and not node.agg_distinct:
         args = ", ".join(_check_expr(a, table, pretty, node) for a in node.args or ())
         return f"{'.'.join(n.sval for n in node.funcname if n.sval != 'pg_catalog')}({args})"
+    elif (cast := _constant_cast(node)) is not None:
+        return cast
+    elif isinstance(node, A.A_Const) and isinstance(node.val, A.Boolean):
+        return "true" if node.val.boolval else "false"
     elif isinstance(node, A.NullTest):
         text = f"{sub(node.arg)} IS {'NOT ' if node.nulltesttype else ''}NULL"
     else:

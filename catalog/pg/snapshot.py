@@ -15,7 +15,7 @@ from typing import Any
 from headwater.catalog.catalog import PUBLIC_SCHEMA_OID, Catalog
 from headwater.catalog.objects import Column, Index, Key, Relation, Table
 from headwater.catalog.pg import specs
-from headwater.catalog.pg.column_default import expr_display
+from headwater.catalog.pg.column_default import expr_display, operators_display
 from headwater.catalog.pg.oids import (
     DATABASE_OWNER_ROLE_OID,
     INFORMATION_SCHEMA_OID,
@@ -108,7 +108,7 @@ class Builder:
             if kind is None:
                 continue
             cols = [
-                (c.name, c.type.pg.oid, c.type.typmod, c.not_null, _default(c, path, relation))
+                (c.name, c.type.pg.oid, c.type.typmod, c.not_null, _default(c, obj, path, relation))
                 for c in obj.columns
             ]
             rels.append(RelRow(obj.oid, obj.name, nsp, obj.schema, kind, cols, obj))
@@ -213,7 +213,12 @@ def registrar(builders: Builders) -> Callable[[str, str], Callable[[RowsFn], Row
 
 
 def _default(
-    c: Column, path: tuple[str, ...], relation: Callable[[int], tuple[str, str] | None]
+    c: Column,
+    table: Relation,
+    path: tuple[str, ...],
+    relation: Callable[[int], tuple[str, str] | None],
 ) -> str | None:
     """pg_attrdef's text of a column: its default, or a generated column's expression."""
-    return c.generated if c.generated is not None else expr_display(c, path, relation)
+    if c.generated is not None:
+        return operators_display(c.generated, table)
+    return expr_display(c, path, relation)
