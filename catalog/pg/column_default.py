@@ -10,6 +10,7 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, Relation
+from headwater.catalog.pg.expressions import expression_def
 from headwater.catalog.types import BPCHAR
 from pglast import parse_sql
 
@@ -72,9 +73,7 @@ def expr_display(
 
 
 def operators_display(expr: str, table: Relation) -> str:
-    """An expression's operators and calls as pg_get_expr() prints them (ruleutils.py)."""
-    from headwater.catalog.pg.ruleutils import expression_def  # (it imports this module)
-
+    """An expression's operators and calls as pg_get_expr() prints them."""
     try:
         return expression_def(expr, table)
     except Exception:  # noqa: BLE001 - keep what was stored

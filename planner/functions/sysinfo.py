@@ -11,7 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 import pglast.ast as A
-from headwater.catalog.pg.ruleutils import pretty_expression
+from headwater.catalog.pg.expressions import pretty_expression
 from headwater.planner.functions import udf
 from headwater.planner.functions.nodes import call, cast, const
 from pglast import parse_sql
