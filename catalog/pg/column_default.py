@@ -10,7 +10,7 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, Relation
-from headwater.catalog.pg.expressions import expression_def
+from headwater.catalog.pg.expressions import expression_text
 from headwater.catalog.types import BPCHAR
 from pglast import parse_sql
 
@@ -68,16 +68,8 @@ def expr_display(
         inner = Column(col.name, ct, col.not_null, _deparse(node.arg))
         return expr_display(inner)
     if isinstance(node, A.A_Expr | A.FuncCall | A.BoolExpr):
-        return operators_display(col.default, Relation(0, "", "", (col,)))
+        return expression_text(node, Relation(0, "", "", (col,)), False, None)
     return col.default
-
-
-def operators_display(expr: str, table: Relation) -> str:
-    """An expression's operators and calls as pg_get_expr() prints them."""
-    try:
-        return expression_def(expr, table)
-    except Exception:  # noqa: BLE001 - keep what was stored
-        return expr
 
 
 def _nextval_display(

@@ -48,19 +48,13 @@ def pretty_const(col: Column, const: A.A_Const, pretty: bool) -> str:
 _LOW_OPS, _HIGH_OPS = ("+", "-"), ("*", "/", "%")
 
 
-def expression_def(expr: str, table: Relation) -> str:
-    """pg_get_expr() of a default's or generated column's operators and calls, as a
-    CHECK's are printed: `(qty * 2)`, `lower('X'::text)`."""
-    node = parse_sql(f"SELECT ({expr})")[0].stmt.targetList[0].val
-    return expression_text(node, table, False, None)
-
-
-def pretty_expression(expr: str) -> str:
-    """pg_get_expr(..., true) of a default or generation expression: parentheses only
-    where precedence needs them (psql's \\d shows `a * 2 + 1`)."""
+def printed(expr: str, table: Relation | None = None, pretty: bool = False) -> str:
+    """pg_get_expr() of a default's or generated column's expression: operators in
+    parentheses, `lower('X'::text)`; with `pretty` (psql's \\d) only where precedence
+    needs them, `a * 2 + 1`. The text as it is where it does not parse or print."""
     try:
         node = parse_sql(f"SELECT ({expr})")[0].stmt.targetList[0].val
-        return expression_text(node, Relation(0, "", "", ()), True, None)
+        return expression_text(node, table or Relation(0, "", "", ()), pretty, None)
     except Exception:  # noqa: BLE001 - an expression of another form: as it is
         return expr
 

@@ -15,7 +15,8 @@ from typing import Any
 from headwater.catalog.catalog import PUBLIC_SCHEMA_OID, Catalog
 from headwater.catalog.objects import Column, Index, Key, Relation, Table
 from headwater.catalog.pg import specs
-from headwater.catalog.pg.column_default import expr_display, operators_display
+from headwater.catalog.pg.column_default import expr_display
+from headwater.catalog.pg.expressions import printed
 from headwater.catalog.pg.oids import (
     DATABASE_OWNER_ROLE_OID,
     INFORMATION_SCHEMA_OID,
@@ -220,5 +221,5 @@ def _default(
 ) -> str | None:
     """pg_attrdef's text of a column: its default, or a generated column's expression."""
     if c.generated is not None:
-        return operators_display(c.generated, table)
+        return printed(c.generated, table)
     return expr_display(c, path, relation)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 import time
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import partial
 from typing import Any
 
 import pglast.ast as A
-from headwater.catalog.pg.expressions import pretty_expression
+from headwater.catalog.pg.expressions import printed
 from headwater.planner.functions import udf
 from headwater.planner.functions.nodes import call, cast, const
 from pglast import parse_sql
@@ -120,7 +121,7 @@ def install(db: Any) -> None:
     db.execute(f"CREATE OR REPLACE MACRO hw_database_size(d, current_db) AS {_DATABASE_SIZE}")
     db.execute("CREATE OR REPLACE MACRO hw_txid_current() AS CAST(txid_current() AS BIGINT)")
     udf.register(db, "hw_pg_size_bytes", _size_bytes, ["VARCHAR"], "BIGINT")
-    udf.register(db, "hw_pretty_expr", pretty_expression, ["VARCHAR"], "VARCHAR")
+    udf.register(db, "hw_pretty_expr", partial(printed, pretty=True), ["VARCHAR"], "VARCHAR")
     udf.register(db, "hw_pg_sleep", _sleep, ["DOUBLE"], "VARCHAR")
     # setseed returns void: an empty string, as PostgreSQL prints it
     db.execute("CREATE OR REPLACE MACRO hw_setseed(x) AS coalesce(CAST(setseed(x) AS VARCHAR), '')")
