@@ -16,6 +16,7 @@ from headwater.catalog.objects import (
     BOOTSTRAP_ROLE_OID,
     CatalogObject,
     Extension,
+    Function,
     MaterializedView,
     Relation,
     Role,
@@ -78,6 +79,9 @@ class Catalog:
         self.sinks: dict[tuple[str, str], Sink] = {}  # CREATE SINK (not relations)
         self.types: dict[tuple[str, str], UserType] = {}  # CREATE TYPE ... AS ENUM
         self.extensions: dict[str, Extension] = {}  # CREATE EXTENSION, by name
+        # CREATE FUNCTION: the overloads of each (schema, name). Replaced, never changed in
+        # place: the dict's identity tells a statement's inlined calls are current.
+        self.functions: dict[tuple[str, str], tuple[Function, ...]] = {}
         # The role a writing transaction runs as: owner of the objects it creates.
         self.creator = 0
         self.next_oid = FIRST_USER_OID
@@ -93,6 +97,7 @@ class Catalog:
         c.sinks = dict(self.sinks)
         c.types = dict(self.types)
         c.extensions = dict(self.extensions)
+        c.functions = self.functions
         c.creator = 0
         c.next_oid = self.next_oid
         c.changes = {}
@@ -250,6 +255,30 @@ class Catalog:
         del self.extensions[ext.name]
         self.changes[ext.oid] = None
 
+    def find_functions(
+        self, schema: str | None, name: str, search_path: tuple[str, ...]
+    ) -> tuple[Function, ...]:
+        """The overloads of function `name` in `schema`, or in the first schema of the
+        path that has one."""
+        return _on_path(self.functions, schema, name, search_path) or ()
+
+    def put_function(self, fn: Function) -> None:
+        """Add `fn`, or replace the overload with its oid (CREATE OR REPLACE)."""
+        if not fn.owner and self.creator:
+            fn = replace(fn, owner=self.creator)
+        key = (fn.schema, fn.name)
+        others = tuple(f for f in self.functions.get(key, ()) if f.oid != fn.oid)
+        self.functions = {**self.functions, key: (*others, fn)}
+        self.changes[fn.oid] = fn
+
+    def drop_function(self, fn: Function) -> None:
+        key = (fn.schema, fn.name)
+        rest = tuple(f for f in self.functions[key] if f.oid != fn.oid)
+        self.functions = {k: v for k, v in self.functions.items() if k != key}
+        if rest:
+            self.functions[key] = rest
+        self.changes[fn.oid] = None
+
     def drop_role(self, role: Role) -> None:
         del self.roles[role.oid]
         self.changes[role.oid] = None
@@ -268,6 +297,9 @@ class Catalog:
                 self.types[(obj.schema, obj.name)] = obj
             elif isinstance(obj, Extension):
                 self.extensions[obj.name] = obj
+            elif isinstance(obj, Function):
+                key = (obj.schema, obj.name)
+                self.functions = {**self.functions, key: (*self.functions.get(key, ()), obj)}
             else:
                 self.relations[(obj.schema, obj.name)] = obj
         self.next_oid = max(next_oid, FIRST_USER_OID)

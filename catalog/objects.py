@@ -332,8 +332,65 @@ class Extension:
     kind: str = field(default="extension", init=False)
 
 
+@dataclass(frozen=True)
+class Param:
+    """A function's input parameter: its name ('' if unnamed), its type as format_type()
+    prints it, and its DEFAULT expression's text."""
+
+    name: str
+    type: str
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class Function:
+    """CREATE FUNCTION ... LANGUAGE sql: one SELECT that the planner inlines where the
+    function is called (planner/sql_functions.py), as PostgreSQL's planner inlines simple
+    SQL functions. `columns` are RETURNS TABLE's (name, type); `source` is the body as
+    written (pg_proc.prosrc; '' for a RETURN or BEGIN ATOMIC body, which `body` holds as
+    the SELECT it stands for)."""
+
+    oid: int
+    schema: str
+    name: str
+    params: tuple[Param, ...]
+    returns: str  # format_type() of the result ('record' for RETURNS TABLE)
+    returns_set: bool
+    body: str  # the SELECT the call is replaced by
+    source: str
+    volatility: str = "v"  # pg_proc.provolatile: 'i', 's' or 'v'
+    strict: bool = False
+    columns: tuple[tuple[str, str], ...] = ()
+    owner: int = field(default=0, kw_only=True)
+    acl: Acl = field(default=(), kw_only=True)
+    comment: str | None = field(default=None, kw_only=True)
+    kind: str = field(default="function", init=False)
+
+    @property
+    def identity(self) -> str:
+        """The argument types that tell overloads apart, as PostgreSQL prints them."""
+        return ", ".join(p.type for p in self.params)
+
+    @property
+    def required(self) -> int:
+        """How many arguments a call must give (the others have defaults)."""
+        return sum(1 for p in self.params if p.default is None)
+
+
+_FUNCTION_FIELDS = ("returns", "returns_set", "body", "source", "volatility", "strict")
+
 CatalogObject = (
-    Schema | Table | View | MaterializedView | Index | Role | Sequence | Sink | UserType | Extension
+    Schema
+    | Table
+    | View
+    | MaterializedView
+    | Index
+    | Role
+    | Sequence
+    | Sink
+    | UserType
+    | Extension
+    | Function
 )
 
 _ROLE_FIELDS = ("login", "superuser", "createrole", "createdb", "inherit", "password")
@@ -360,6 +417,11 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d["comment"] = obj.comment
     if isinstance(obj, UserType):
         d.update(schema=obj.schema, labels=list(obj.labels), array_oid=obj.array_oid)
+        return d
+    if isinstance(obj, Function):
+        d.update({f: getattr(obj, f) for f in _FUNCTION_FIELDS}, schema=obj.schema)
+        d["params"] = [[p.name, p.type, p.default] for p in obj.params]
+        d["columns"] = [list(c) for c in obj.columns]
         return d
     if isinstance(obj, Relation):
         d["schema"] = obj.schema
@@ -421,6 +483,16 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
     if kind == "type":
         labels = tuple(d["labels"])
         return UserType(d["oid"], d["schema"], d["name"], labels, d["array_oid"], **own)
+    if kind == "function":
+        return Function(
+            d["oid"],
+            d["schema"],
+            d["name"],
+            tuple(Param(*p) for p in d["params"]),
+            **{f: d[f] for f in _FUNCTION_FIELDS},
+            columns=tuple((n, t) for n, t in d["columns"]),
+            **own,
+        )
     cols = tuple(Column.from_json(c) for c in d["columns"])
     if kind == "table":
         keys = tuple(Key(k["name"], tuple(k["columns"]), k["primary"]) for k in d["keys"])
@@ -493,10 +565,12 @@ __all__ = [
     "Role",
     "Column",
     "ForeignKey",
+    "Function",
     "Index",
     "IndexKey",
     "Key",
     "MaterializedView",
+    "Param",
     "Schema",
     "Relation",
     "Sequence",

@@ -25,7 +25,7 @@ import pyarrow as pa
 from headwater.engine import rules
 from headwater.engine.rules.context import Append, BatchContext, Fill, Operator, Run, Step
 from headwater.engine.rules.output import output
-from headwater.planner.ir import Node, Plan, Scan, Values, unique_columns, walk
+from headwater.planner.ir import Node, Plan, Project, Scan, SetOp, Values, unique_columns, walk
 from headwater.planner.render import full_sql, q
 
 # The changes of an operator none of whose inputs changed in a batch (see `advance`).
@@ -119,6 +119,14 @@ class ViewProgram:
             rows = fetch_all(db, f"DESCRIBE SELECT * FROM {full_sql(node, scan)} AS _x")
             by_name = {r[0]: r[1] for r in rows}
             self.types[i] = [_storable(by_name.get(c, "INTEGER")) for c in node.columns]
+        for i, node in enumerate(self.nodes):  # a NULL padding a union's side: its type
+            if isinstance(node, SetOp):  # (DuckDB types a bare NULL INTEGER; Spark then
+                for side in (node.left, node.right):  # cannot union it with a boolean)
+                    if isinstance(side, Project):
+                        j = self.index[id(side)]
+                        for k, (_, expr) in enumerate(side.exprs):
+                            if expr.strip().upper() == "NULL":
+                                self.types[j][k] = self.types[i][k]
 
     def create_tables(self, db: duckdb.DuckDBPyConnection) -> None:
         """Create the state and output tables (idempotent)."""

@@ -457,19 +457,21 @@ TWO_ARG_AGGS = (
 # renders the others) nor in plain reads (relations.Binder binds those)
 VIEW_ONLY_AGGS = ("mode", *ORDERED_AGGS[1:], *STATISTICS_AGGS)
 OTHER_AGGS = {"xmlagg", "range_agg", "any_value"}
-VOLATILE_FUNCS = {
-    "random",
+# functions whose every call gives another value: an expression that calls one is not
+# computed once for many rows, nor copied where a SQL function's parameter is used twice
+PER_CALL_FUNCS = frozenset(
+    (
+        *("random", "random_normal", "gen_random_uuid", "gen_random_bytes"),
+        *("uuid_generate_v1", "uuid_generate_v1mc", "uuid_generate_v4"),
+    )
+)
+VOLATILE_FUNCS = PER_CALL_FUNCS | {
     "now",
     "current_timestamp",
     "clock_timestamp",
     "statement_timestamp",
     "transaction_timestamp",
     "timeofday",
-    "gen_random_uuid",
-    "gen_random_bytes",
-    "uuid_generate_v1",
-    "uuid_generate_v1mc",
-    "uuid_generate_v4",
     "nextval",
     "setseed",
     "current_date",

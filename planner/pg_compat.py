@@ -30,6 +30,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 import pglast.ast as A
+from headwater.catalog.pg import functions as function_rows
 from headwater.catalog.pgtypes import (
     QUOTIENT_PRECISION,
     QUOTIENT_SCALE,
@@ -94,15 +95,18 @@ _NULL_TEXT_FUNCS = frozenset(
         "pg_get_statisticsobjdef_columns",
         "pg_get_ruledef",
         "pg_get_triggerdef",
-        "pg_get_functiondef",
-        "pg_get_function_arguments",
-        "pg_get_function_identity_arguments",
-        "pg_get_function_result",
         "pg_get_constraintdef_ext",
         "inet_server_addr",
         "inet_client_addr",
     }
 )
+# the texts of a function catalog/pg/functions.py gives _hw_defs, by their hw_n
+_FUNCTION_TEXTS = {
+    "pg_get_functiondef": 0,
+    "pg_get_function_result": function_rows.RESULT,
+    "pg_get_function_arguments": function_rows.ARGUMENTS,
+    "pg_get_function_identity_arguments": function_rows.IDENTITY,
+}
 _TRUE_FUNCS = frozenset(
     {
         "has_database_privilege",
@@ -1026,6 +1030,13 @@ def _func(fc: A.FuncCall) -> Any:
         )
     if name == "pg_get_expr" and args:
         return args[0]
+    if name in _FUNCTION_TEXTS and len(args) == 1:  # CREATE FUNCTION's (built-ins: NULL)
+        target = args[0]
+        if _type_of_cast(target) in ("regproc", "regprocedure") and _stringish(target.arg):
+            # 'schema.f(integer)'::regprocedure: a regproc is its name here
+            name_only = _template("regexp_replace(__hwarg0, '^.*[.]|[(].*$', '', 'g')", target.arg)
+            target = _template(_NAME_OID.format(kind="proc"), name_only)
+        return _template(_DEF, target, _const(_FUNCTION_TEXTS[name]))
     if name == "pg_get_indexdef" and args:
         n = args[1] if len(args) >= 2 else _const(0)
         return _template(_DEF, args[0], n)

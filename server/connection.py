@@ -39,7 +39,7 @@ from headwater.planner.params import (
     count_params,
     infer_param_types,
 )
-from headwater.server import notify
+from headwater.server import notify, user_functions
 from headwater.server.auth.exchange import AUTH_TIMEOUT, authenticate
 from headwater.server.copy import CopyIn, CopyOptions, copy_options, format_copy_row, header_row
 from headwater.server.executor import Executor
@@ -680,7 +680,11 @@ class Connection:
         nparams = max(count_params(core), len(declared)) if core is not None else 0
         inferred = (
             infer_param_types(
-                core, self.session.catalog, self.session.search_path(), declared, nparams
+                user_functions.inlined(self.session, core),  # a function's parameter types
+                self.session.catalog,
+                self.session.search_path(),
+                declared,
+                nparams,
             )
             if stmt is not None
             else []

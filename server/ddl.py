@@ -44,6 +44,7 @@ from headwater.server import (
     slo,
     temp_tables,
     type_ddl,
+    user_functions,
 )
 from headwater.server.binders import user_types, write_binder
 from headwater.server.duckdb_calls import fetch
@@ -130,6 +131,8 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
         return _create_index(s, w, stmt)
     if isinstance(stmt, A.CreateExtensionStmt):
         return extensions.create(s, w, stmt)
+    if isinstance(stmt, A.CreateFunctionStmt):
+        return user_functions.create(s, w, stmt)
     if isinstance(stmt, A.CreateSeqStmt):
         return sequence_ddl.create(s, w, stmt)
     if isinstance(stmt, A.AlterSeqStmt):
@@ -406,14 +409,16 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
             ]
             types = [t for t in cat.types.values() if t.schema == name]  # CREATE TYPE
             exts = [e for e in cat.extensions.values() if e.schema == name]
-            if (inside or types or exts) and not stmt.behavior:
+            funcs = user_functions.in_schema(cat, name)
+            if (inside or types or exts or funcs) and not stmt.behavior:
                 raise DependentObjects(
                     f"cannot drop schema {name} because other objects depend on it",
                     detail="\n".join(
                         [
                             f"{r.kind} {'' if r in exts else name + '.'}{r.name}"
-                            f" depends on schema {name}"
-                            for r in sorted([*inside, *types, *exts], key=lambda r: r.oid)
+                            + (f"({r.identity})" if r in funcs else "")
+                            + f" depends on schema {name}"
+                            for r in sorted([*inside, *types, *exts, *funcs], key=lambda r: r.oid)
                         ]
                         + [
                             f"{line} depends on table {name}.{r.name}"
@@ -438,12 +443,16 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
                 cat.drop_type(t)
             for e in exts:
                 cat.drop_extension(e)
+            for f in funcs:
+                cat.drop_function(f)
             cat.drop_schema(name)
         return Result("DROP SCHEMA", notices=notices)
     if stmt.removeType == ObjectType.OBJECT_TYPE:
         return type_ddl.drop(s, w, stmt)
     if stmt.removeType == ObjectType.OBJECT_EXTENSION:
         return extensions.drop(w, stmt)
+    if stmt.removeType == ObjectType.OBJECT_FUNCTION:
+        return user_functions.drop(s, w, stmt)
     if stmt.removeType not in kinds:
         raise FeatureNotSupported(
             f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported"

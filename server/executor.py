@@ -60,6 +60,7 @@ from headwater.server import (
     temp_tables,
     transactions,
     type_ddl,
+    user_functions,
     writes,
 )
 from headwater.server.auth import privilege_checks, roles
@@ -74,6 +75,7 @@ from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError
 _DDL = A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.IndexStmt
 _DDL = _DDL | A.CreateSeqStmt | A.AlterSeqStmt  # server/sequence_ddl.py
 _DDL = _DDL | A.CreateExtensionStmt  # server/extensions.py
+_DDL = _DDL | A.CreateFunctionStmt  # server/user_functions.py
 # statements that leave a block's staged writes staged (writes.fast_insert, fast_point):
 # INSERT, UPDATE and DELETE stage theirs too or apply them first (_write); the others
 # read no table (psycopg sends DEALLOCATE ALL after ROLLBACK TO SAVEPOINT); so does a
@@ -172,6 +174,7 @@ class Executor:
                 raise
             notify.transaction_ended(s, result.tag)  # LISTEN/NOTIFY take effect at COMMIT
             return result
+        stmt = user_functions.inlined(s, stmt)  # CREATE FUNCTION ... LANGUAGE sql
         if s.status == "E":
             raise InFailedTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
@@ -337,6 +340,7 @@ class Executor:
         s = self.s
         if s.status == "E" or s.write is not None or s.staged and not _keeps_staged(stmt):
             return None
+        stmt = user_functions.inlined(s, stmt)
         try:
             read_only.refuse_writes(s, stmt)
             privilege_checks.check(s, stmt)
@@ -371,6 +375,7 @@ class Executor:
         """Result columns of a statement without running it (Describe of a statement),
         its parameters of the types announced for them."""
         nparams = len(param_types)
+        stmt = user_functions.inlined(self.s, stmt)
         if isinstance(stmt, SelectAsOf):
             stmt = stmt.stmt
         if isinstance(stmt, A.SelectStmt) and create_as.into_clause(stmt) is None:

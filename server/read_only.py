@@ -47,6 +47,8 @@ _NAMES: dict[type, str] = {
     A.DropRoleStmt: "DROP ROLE",
     A.GrantRoleStmt: "GRANT",
     A.CopyStmt: "COPY FROM",
+    A.CreateExtensionStmt: "CREATE EXTENSION",
+    A.CreateFunctionStmt: "CREATE FUNCTION",
 }
 _OBJECTS = {  # DROP / RENAME / ALTER ... SET SCHEMA of these, named as PostgreSQL does
     ObjectType.OBJECT_TABLE: "TABLE",
@@ -58,6 +60,8 @@ _OBJECTS = {  # DROP / RENAME / ALTER ... SET SCHEMA of these, named as PostgreS
     ObjectType.OBJECT_TYPE: "TYPE",
     ObjectType.OBJECT_COLUMN: "TABLE",
     ObjectType.OBJECT_TABCONSTRAINT: "TABLE",
+    ObjectType.OBJECT_EXTENSION: "EXTENSION",
+    ObjectType.OBJECT_FUNCTION: "FUNCTION",
 }
 _LOCKS = {
     LockClauseStrength.LCS_FORKEYSHARE: "SELECT FOR KEY SHARE",

@@ -30,7 +30,7 @@ import pglast.ast as A
 import pglast.enums as E
 from headwater.catalog.objects import Column, Table
 from headwater.planner import dml
-from headwater.planner.ir import SET_RETURNING_FUNCS
+from headwater.planner.ir import PER_CALL_FUNCS, SET_RETURNING_FUNCS
 from headwater.planner.pg_compat import AGGREGATES
 from headwater.planner.syntax import nodes, replaced
 from headwater.server.binders import current_binder
@@ -59,9 +59,6 @@ _PURE_NODES = (
     A.Float,
     A.Boolean,
 )
-# calls whose every evaluation differs: one per row in PostgreSQL
-_VOLATILE = frozenset(("random", "gen_random_uuid", "random_normal", "gen_random_bytes"))
-_VOLATILE |= {"uuid_generate_v1", "uuid_generate_v1mc", "uuid_generate_v4"}
 # the clock: a bare call is the batcher's (its instant)
 _CLOCK = frozenset(
     ("now", "transaction_timestamp", "statement_timestamp", "clock_timestamp", "timeofday")
@@ -167,7 +164,7 @@ def set_items(stmt: Any, table: Table) -> Todo | None:
         node = rt.val
         if _plain(node) or not computable(node):
             continue
-        if any(isinstance(n, A.FuncCall) and _name(n) in _VOLATILE for n in nodes(node)):
+        if any(isinstance(n, A.FuncCall) and _name(n) in PER_CALL_FUNCS for n in nodes(node)):
             return None
         out.append((SET, i, col))
     return out or None

@@ -75,6 +75,9 @@ SHAPES = [
         "SELECT id, sign(b - 2) AS sg, sign(b::numeric) AS sn, octet_length(s) AS ol,"
         " bit_length(s) AS bl FROM t",
     ),
+    # a correlated count over another table (a SQL function's body, inlined): its
+    # null-padded side's columns typed as the other side's (a boolean was an INT)
+    ("correlated_count", "SELECT id, (SELECT count(*) FROM u WHERE u.x > t.b) AS n FROM t"),
 ]
 # (first epoch, last epoch, backfill) of each batch
 BATCHES = [(1, 1, True), (2, 4, False), (5, 44, False)]

@@ -9,6 +9,7 @@ from typing import Any
 from headwater.catalog.catalog import is_temp_schema
 from headwater.catalog.identifiers import quote, quote_ident
 from headwater.catalog.objects import Index
+from headwater.catalog.pg import functions
 from headwater.catalog.pg.foreign_keys import constraint_def as fk_def
 from headwater.catalog.pg.foreign_keys import fk_rows
 from headwater.catalog.pg.oids import check_oid
@@ -155,7 +156,7 @@ def _hw_defs(b: Builder) -> list[dict[str, Any]]:
     for r in user_rels(b, "v", "m"):
         out.append({"oid": r.oid, "n": 0, "def": view_definition(r, b)})
         out.append({"oid": r.oid, "n": -1, "def": view_definition(r, b, pretty=True)})
-    return out
+    return out + functions.def_rows(b)
 
 
 @_builder("pg_catalog", "_hw_objnames")
@@ -163,6 +164,7 @@ def _hw_objnames(b: Builder) -> list[dict[str, Any]]:
     out = [{"kind": "namespace", "oid": o, "name": n} for o, n, _ in b.namespaces()]
     out += [{"kind": "role", "oid": r["oid"], "name": r["rolname"]} for r in role_rows(b)]
     out += [{"kind": "proc", "oid": r["oid"], "name": r["proname"]} for r in pg_proc(b)]
+    out += [{"kind": "proc", "oid": f.oid, "name": f.name} for f in functions.functions(b)]
     return out
 
 

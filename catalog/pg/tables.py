@@ -10,6 +10,7 @@ import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.pg import (
     enums,
+    functions,
     information_schema,
     internal,
     pg_catalog,
@@ -131,6 +132,7 @@ def _fingerprint(catalog: Catalog) -> tuple[Any, ...]:
         + tuple(catalog.schemas.values())
         + tuple(roles.values())
         + tuple(catalog.types.values())
+        + (getattr(catalog, "functions", None),)
     )
 
 
@@ -145,6 +147,12 @@ def build(catalog: Catalog, session: SessionContext, schema: str, name: str) -> 
                 _static_cache[key] = t
         if catalog.types and key in enums.APPENDED:  # CREATE TYPE's rows
             rows = enums.APPENDED[key](Builder(catalog, session))
+            t = pa.concat_tables([t, arrow_table(schema, name, rows)])
+        if getattr(catalog, "functions", None) and key == (
+            "pg_catalog",
+            "pg_proc",
+        ):  # CREATE FUNCTION's
+            rows = functions.pg_proc_rows(Builder(catalog, session))
             t = pa.concat_tables([t, arrow_table(schema, name, rows)])
         return t
     if key in _SESSION_DEPENDENT:

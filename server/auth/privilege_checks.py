@@ -13,7 +13,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import SYSTEM_SCHEMAS, Catalog
-from headwater.catalog.objects import Relation, Schema, UserType, View
+from headwater.catalog.objects import Function, Relation, Schema, UserType, View
 from headwater.catalog.privileges import has_priv, is_superuser, memberships, owner
 from headwater.planner.scope import named_relations
 from headwater.server.auth.roles import ROLE_STMTS
@@ -111,7 +111,7 @@ class Checker:
         if not has_priv(s, "C", self.roles_of(self.role_oid)):
             raise InsufficientPrivilege(f"permission denied for schema {name}")
 
-    def owns(self, obj: Relation | Schema | UserType) -> bool:
+    def owns(self, obj: Relation | Schema | UserType | Function) -> bool:
         return self.superuser(self.role_oid) or owner(obj) in self.roles_of(self.role_oid)
 
     def own_type(self, names: list[str]) -> None:
@@ -120,10 +120,10 @@ class Checker:
         if t is not None:
             self.must_own(t)
 
-    def must_own(self, obj: Relation | Schema | UserType) -> None:
+    def must_own(self, obj: Relation | Schema | UserType | Function) -> None:
         if self.owns(obj):
             return
-        if isinstance(obj, Relation | UserType):
+        if isinstance(obj, Relation | UserType | Function):
             # The owner of the schema may drop what is in it.
             schema = self.cat.schemas.get(obj.schema)
             if schema is not None and self.owns(schema):
@@ -191,6 +191,13 @@ class Checker:
             self.own_type([n.sval for n in stmt.typeName])
         elif isinstance(stmt, A.RenameStmt) and stmt.renameType == ObjectType.OBJECT_TYPE:
             self.own_type([n.sval for n in stmt.object])
+        elif isinstance(stmt, A.CreateFunctionStmt):
+            names = [n.sval for n in stmt.funcname]
+            schema = names[0] if len(names) == 2 else None
+            self.create_in(A.RangeVar(schemaname=schema, relname=names[-1], relpersistence="p"))
+            if stmt.replace:
+                for fn in self.cat.find_functions(schema, names[-1], self.search_path):
+                    self.must_own(fn)
         elif isinstance(stmt, A.CreateSchemaStmt):
             raise InsufficientPrivilege("permission denied for database headwater")
         elif isinstance(stmt, A.DropStmt):
@@ -213,6 +220,13 @@ class Checker:
         if stmt.removeType == ObjectType.OBJECT_TYPE:
             for tn in stmt.objects:
                 self.own_type([n.sval for n in tn.names])
+            return
+        if stmt.removeType == ObjectType.OBJECT_FUNCTION:
+            for obj in stmt.objects:
+                names = [n.sval for n in obj.objname]
+                schema = names[0] if len(names) == 2 else None
+                for fn in self.cat.find_functions(schema, names[-1], self.search_path):
+                    self.must_own(fn)
             return
         for obj in stmt.objects:
             if not isinstance(obj, tuple | list):

@@ -1,0 +1,127 @@
+"""The rows CREATE FUNCTION adds to the system catalogs: pg_proc's (appended to the
+static built-in rows, catalog/pg/tables.py), and the texts pg_get_functiondef(),
+pg_get_function_arguments(), pg_get_function_identity_arguments() and
+pg_get_function_result() print, as _hw_defs rows (psql's \\df and \\sf read them)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from headwater.catalog.identifiers import quote_ident
+from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, Function
+from headwater.catalog.pg import specs
+from headwater.catalog.pg.snapshot import Builder
+from headwater.catalog.types import type_named
+
+SQL_LANGUAGE_OID = 14
+# _hw_defs' hw_n of each text (0 is the whole definition, as for the other objects)
+RESULT, ARGUMENTS, IDENTITY = -2, -3, -4
+
+_TYPE_OIDS = {row[1]: row[0] for row in specs.TYPES}  # typname -> oid (pseudo-types too)
+_ARRAYS = {row[0]: row[14] for row in specs.TYPES}  # oid -> its array type's oid
+_VOLATILITY = {"i": " IMMUTABLE", "s": " STABLE", "v": ""}
+
+
+def functions(b: Builder) -> list[Function]:
+    return sorted((f for fs in b.catalog.functions.values() for f in fs), key=lambda f: f.oid)
+
+
+def type_oid(b: Builder, text: str) -> int:
+    """The oid of a type as format_type() printed it (`integer`, `numeric(10,2)`,
+    `text[]`, an enum's name, `anyelement`)."""
+    base = re.sub(r"\(.*\)", "", text)
+    if base.endswith("[]"):
+        element = type_oid(b, base[:-2])
+        return _ARRAYS.get(element, 0) or next(
+            (t.array_oid for t in b.catalog.types.values() if t.oid == element), 0
+        )
+    pg = type_named(base)
+    if pg is not None:
+        return pg.oid
+    if base in _TYPE_OIDS:
+        return _TYPE_OIDS[base]
+    name = base.rsplit(".", 1)[-1].strip('"')
+    return next((t.oid for t in b.catalog.types.values() if t.name == name), 0)
+
+
+def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
+    out = []
+    for f in functions(b):
+        table = bool(f.columns)
+        all_types = [type_oid(b, p.type) for p in f.params] + [type_oid(b, t) for _, t in f.columns]
+        names = [p.name for p in f.params] + [n for n, _ in f.columns]
+        out.append(
+            {
+                "oid": f.oid,
+                "proname": f.name,
+                "pronamespace": b.nsp_oid(f.schema),
+                "proowner": f.owner or BOOTSTRAP_ROLE_OID,
+                "prolang": SQL_LANGUAGE_OID,
+                "procost": 100.0,
+                "prorows": 1000.0 if f.returns_set else 0.0,
+                "provariadic": 0,
+                "prosupport": "-",
+                "prokind": "f",
+                "prosecdef": False,
+                "proleakproof": False,
+                "proisstrict": f.strict,
+                "proretset": f.returns_set,
+                "provolatile": f.volatility,
+                "proparallel": "u",
+                "pronargs": len(f.params),
+                "pronargdefaults": sum(1 for p in f.params if p.default is not None),
+                "prorettype": type_oid(b, f.returns),
+                "proargtypes": " ".join(str(type_oid(b, p.type)) for p in f.params),
+                "proallargtypes": all_types if table else None,
+                "proargmodes": ["i"] * len(f.params) + ["t"] * len(f.columns) if table else None,
+                "proargnames": names if any(names) else None,
+                "proargdefaults": None,
+                "protrftypes": None,
+                "prosrc": f.source,
+                "probin": None,
+                "prosqlbody": None,
+                "proconfig": None,
+                "proacl": None,
+            }
+        )
+    return out
+
+
+def arguments(f: Function, defaults: bool = True) -> str:
+    """pg_get_function_arguments (with defaults) / _identity_arguments (without)."""
+    out = []
+    for p in f.params:
+        text = f"{quote_ident(p.name)} {p.type}" if p.name else p.type
+        if defaults and p.default is not None:
+            text += f" DEFAULT {p.default}"
+        out.append(text)
+    return ", ".join(out)
+
+
+def result(f: Function) -> str:
+    """pg_get_function_result: `integer`, `SETOF integer`, `TABLE(x integer, y text)`."""
+    if f.columns:
+        return "TABLE(" + ", ".join(f"{quote_ident(n)} {t}" for n, t in f.columns) + ")"
+    return f"SETOF {f.returns}" if f.returns_set else f.returns
+
+
+def definition(f: Function) -> str:
+    """pg_get_functiondef: the CREATE OR REPLACE FUNCTION that makes `f` again."""
+    name = f"{quote_ident(f.schema)}.{quote_ident(f.name)}"
+    attributes = _VOLATILITY[f.volatility] + (" STRICT" if f.strict else "")
+    text = f"CREATE OR REPLACE FUNCTION {name}({arguments(f)})\n RETURNS {result(f)}\n"
+    text += " LANGUAGE sql\n" + (f"{attributes}\n" if attributes else "")
+    if f.source:
+        return text + f"AS $function${f.source}$function$\n"
+    return text + f"BEGIN ATOMIC\n {f.body};\nEND\n"  # a RETURN or BEGIN ATOMIC body
+
+
+def def_rows(b: Builder) -> list[dict[str, Any]]:
+    out = []
+    for f in functions(b):
+        out.append({"oid": f.oid, "n": 0, "def": definition(f)})
+        out.append({"oid": f.oid, "n": RESULT, "def": result(f)})
+        out.append({"oid": f.oid, "n": ARGUMENTS, "def": arguments(f)})
+        out.append({"oid": f.oid, "n": IDENTITY, "def": arguments(f, defaults=False)})
+    return out

@@ -1,0 +1,333 @@
+"""CREATE FUNCTION ... LANGUAGE sql and DROP FUNCTION; and every statement's calls of
+those functions inlined before it runs (planner/sql_functions.py).
+
+A function's body is one SELECT (`AS $$ SELECT ... $$`, `RETURN expr`, or `BEGIN ATOMIC
+SELECT ...; END`): reads, writes, defaults, CHECKs and views calling it get the body in
+its place, so a materialized view calling one is maintained on Spark like any other.
+A view keeps the inlined text: dropping or replacing the function later does not change
+it (PostgreSQL's view would call the new body, or refuse the DROP).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import fields, is_dataclass, replace
+from typing import Any
+
+import pglast.ast as A
+from headwater.catalog.catalog import Catalog
+from headwater.catalog.objects import Function, Param
+from headwater.catalog.types import ColumnType
+from headwater.planner.ddl import type_of
+from headwater.planner.relations import deparse
+from headwater.planner.sql_functions import POLYMORPHIC, has_calls, inline
+from headwater.server.binders import user_types
+from headwater.server.results import Result
+from headwater.server.session import Session, WriteTxn
+from pglast import parse_sql
+from pglast.enums import FunctionParameterMode
+from pglast.parser import ParseError
+
+from headwater.errors import (
+    FeatureNotSupported,
+    SQLError,
+    SyntaxErr,
+    UndefinedFunction,
+)
+
+_VOLATILITY = {"immutable": "i", "stable": "s", "volatile": "v"}
+# options that change nothing here (the planner's estimates, parallel safety)
+_IGNORED = frozenset(("cost", "rows", "parallel", "leakproof"))
+_INVALID = "42P13"  # invalid_function_definition
+
+
+# -- CREATE FUNCTION ---------------------------------------------------------------------
+def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
+    cat = w.catalog
+    names = [n.sval for n in stmt.funcname]
+    name = names[-1]
+    if stmt.is_procedure:
+        raise FeatureNotSupported(
+            "CREATE PROCEDURE is not supported",
+            hint="A LANGUAGE sql function whose body is one SELECT is.",
+        )
+    options = {o.defname: o.arg for o in stmt.options or ()}
+    language = options["language"].sval.lower() if "language" in options else None
+    if language is None and stmt.sql_body is None:
+        raise SQLError("no language specified", _INVALID)
+    if language not in (None, "sql"):
+        raise FeatureNotSupported(
+            f'language "{language}" is not supported',
+            hint="Headwater runs LANGUAGE sql functions whose body is one SELECT or RETURN"
+            " expression, inlined where they are called.",
+        )
+    for option in options:
+        if option not in ("language", "as", "volatility", "strict", "security", *_IGNORED):
+            raise FeatureNotSupported(f"function option {option.upper()} is not supported")
+    if "security" in options and options["security"].boolval:
+        raise FeatureNotSupported(
+            "SECURITY DEFINER functions are not supported",
+            hint="An inlined body runs with the caller's privileges.",
+        )
+    schema = cat.creation_schema(names[0] if len(names) > 1 else None, s.search_path())
+    types = user_types(s, w)
+
+    def type_text(tn: A.TypeName) -> str:
+        if tn.pct_type:
+            raise FeatureNotSupported("%TYPE in a function's signature is not supported")
+        written = tn.names[-1].sval.lower()
+        if written in POLYMORPHIC or written in ("record", "void", "trigger"):
+            return written
+        return ColumnType(type_of(tn, types).pg).sql()  # without its typmod, as PostgreSQL
+
+    params: list[Param] = []
+    columns: list[tuple[str, str]] = []
+    for p in stmt.parameters or ():
+        if p.mode == FunctionParameterMode.FUNC_PARAM_TABLE:
+            columns.append((p.name, type_text(p.argType)))
+            continue
+        if p.mode not in (
+            FunctionParameterMode.FUNC_PARAM_DEFAULT,
+            FunctionParameterMode.FUNC_PARAM_IN,
+        ):
+            raise FeatureNotSupported(
+                f"{p.mode.name.removeprefix('FUNC_PARAM_')} parameters are not supported",
+                hint="Return the values with RETURNS TABLE (...) instead.",
+            )
+        default = deparse(p.defexpr) if p.defexpr is not None else None
+        if default is None and params and params[-1].default is not None:
+            raise SQLError(
+                "input parameters after one with a default value must also have defaults",
+                _INVALID,
+            )
+        params.append(Param(p.name or "", type_text(p.argType), default))
+    ret = stmt.returnType
+    if ret is None:
+        raise SQLError("function result type must be specified", _INVALID)
+    returns = type_text(ret)
+    if returns in ("void", "trigger"):
+        raise FeatureNotSupported(
+            f"functions returning {returns} are not supported",
+            hint="A SQL function here returns the value of one SELECT.",
+        )
+    returns_set = bool(ret.setof)
+    body, source = _body(stmt, options, name)
+    if not returns_set and not columns and len(body.targetList or ()) != 1 and returns != "record":
+        raise SQLError(
+            f"return type mismatch in function declared to return {returns}",
+            _INVALID,
+            detail="Final statement must return exactly one column.",
+        )
+    volatility = _VOLATILITY[options["volatility"].sval] if "volatility" in options else "v"
+    strict = bool("strict" in options and options["strict"].boolval)
+    fn = Function(
+        0,
+        schema,
+        name,
+        tuple(params),
+        returns,
+        returns_set,
+        deparse(body),
+        source,
+        volatility,
+        strict,
+        tuple(columns),
+    )
+    same = [f for f in cat.find_functions(schema, name, ()) if f.identity == fn.identity]
+    if same:
+        old = same[0]
+        if not stmt.replace:
+            raise SQLError(f'function "{name}" already exists with same argument types', "42723")
+        if (old.returns, old.returns_set, old.columns) != (returns, returns_set, fn.columns):
+            raise SQLError(
+                "cannot change return type of existing function",
+                _INVALID,
+                hint=f"Use DROP FUNCTION {name}({','.join(p.type for p in old.params)}) first.",
+            )
+        cat.put_function(
+            replace(fn, oid=old.oid, owner=old.owner, acl=old.acl, comment=old.comment)
+        )
+        return Result("CREATE FUNCTION")
+    for other in cat.find_functions(schema, name, ()):
+        if _overlap(other, fn):
+            raise FeatureNotSupported(
+                f"function {name}({fn.identity}) would overload {name}({other.identity})"
+                " with as many arguments",
+                hint="Headwater tells a function's overloads apart by their number of"
+                " arguments; give this one another name.",
+            )
+    cat.put_function(replace(fn, oid=cat.allocate_oid()))
+    return Result("CREATE FUNCTION")
+
+
+def _overlap(a: Function, b: Function) -> bool:
+    """Whether a call with some number of arguments could mean either."""
+    return a.required <= len(b.params) and b.required <= len(a.params)
+
+
+def _body(stmt: A.CreateFunctionStmt, options: dict[str, Any], name: str) -> tuple[Any, str]:
+    """The SELECT a call stands for, and the body as written (prosrc)."""
+    if stmt.sql_body is not None:
+        body = stmt.sql_body
+        if isinstance(body, A.ReturnStmt):
+            return A.SelectStmt(targetList=(A.ResTarget(val=body.returnval),)), ""
+        statements = [
+            st for group in body for st in (group if isinstance(group, tuple) else (group,))
+        ]
+        return _one_select(statements, name), ""
+    if "as" not in options:
+        raise SQLError("no function body specified", _INVALID)
+    source = options["as"][0].sval
+    try:
+        statements = [r.stmt for r in parse_sql(source)]
+    except ParseError as e:
+        raise SyntaxErr(f"{e.args[0]} in the body of function {name}") from None
+    return _one_select(statements, name), source
+
+
+def _one_select(statements: list[Any], name: str) -> A.SelectStmt:
+    if len(statements) != 1 or not isinstance(statements[0], A.SelectStmt):
+        raise FeatureNotSupported(
+            f"the body of function {name} must be one SELECT",
+            hint="Headwater inlines a SQL function's body where it is called: one SELECT"
+            " (or RETURN expression), no INSERT, UPDATE or DELETE.",
+        )
+    select = statements[0]
+    if select.intoClause is not None:
+        raise FeatureNotSupported(f"SELECT INTO in the body of function {name}")
+    return select
+
+
+# -- DROP FUNCTION ----------------------------------------------------------------------
+def drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
+    cat = w.catalog
+    notices: list[str | SQLError] = []
+    found: list[Function] = []
+    types = user_types(s, w)
+    for obj in stmt.objects:
+        names = [n.sval for n in obj.objname]
+        name = names[-1]
+        schema = names[0] if len(names) > 1 else None
+        overloads = cat.find_functions(schema, name, s.search_path())
+        if obj.args_unspecified:
+            if len(overloads) > 1:
+                raise SQLError(
+                    f'function name "{".".join(names)}" is not unique',
+                    "42725",
+                    hint="Specify the argument list to select the function unambiguously.",
+                )
+            missing = f'could not find a function named "{".".join(names)}"'
+            shown = f"{'.'.join(names)}()"
+        else:
+            wanted = ", ".join(_arg_text(a, types) for a in _in_args(obj))
+            overloads = tuple(f for f in overloads if f.identity == wanted)
+            missing = f"function {'.'.join(names)}({wanted}) does not exist"
+            # (the notice names the types as written: TypeNameListToString)
+            shown = f"{'.'.join(names)}({','.join(map(_as_written, _in_args(obj)))})"
+        if not overloads:
+            if not stmt.missing_ok:
+                raise UndefinedFunction(missing)
+            notices.append(f"function {shown} does not exist, skipping")
+            continue
+        found.extend(overloads)
+    for fn in found:
+        cat.drop_function(fn)
+    # nothing depends on a function: views, defaults and CHECKs hold its inlined body
+    return Result("DROP FUNCTION", notices=notices)
+
+
+def _in_args(obj: A.ObjectWithArgs) -> list[A.TypeName]:
+    """The argument types DROP FUNCTION names (OUT and TABLE ones do not count)."""
+    if obj.objfuncargs is None:
+        return list(obj.objargs or ())
+    return [
+        p.argType
+        for p in obj.objfuncargs
+        if p.mode
+        not in (FunctionParameterMode.FUNC_PARAM_OUT, FunctionParameterMode.FUNC_PARAM_TABLE)
+    ]
+
+
+def _as_written(tn: A.TypeName) -> str:
+    return ".".join(n.sval for n in tn.names) + "[]" * len(tn.arrayBounds or ())
+
+
+def _arg_text(tn: A.TypeName, types: Any) -> str:
+    written = tn.names[-1].sval.lower()
+    return written if written in POLYMORPHIC else ColumnType(type_of(tn, types).pg).sql()
+
+
+def in_schema(cat: Catalog, schema: str) -> list[Function]:
+    """The functions of a schema (DROP SCHEMA names or drops them)."""
+    return [f for (sch, _), fs in cat.functions.items() if sch == schema for f in fs]
+
+
+# -- calls, inlined -----------------------------------------------------------------------
+_MEMO_SIZE = 256
+
+
+def inlined(s: Session, stmt: Any) -> Any:
+    """`stmt` with the calls of the session's visible SQL functions inlined: a new tree
+    the first time a statement is seen with the catalog's functions as they are now
+    (then remembered, so that plans cached by tree stay cached), else `stmt` itself."""
+    cat = s.catalog
+    if not cat.functions:
+        return stmt
+    memo: OrderedDict[int, tuple[Any, Any, Any]] | None = getattr(s, "_inlined", None)
+    if memo is None:
+        memo = s._inlined = OrderedDict()  # type: ignore[attr-defined]
+    key = id(stmt)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is stmt and hit[1] is cat.functions:
+        memo.move_to_end(key)
+        return hit[2]
+    path = s.search_path()
+
+    def find(names: list[str]) -> tuple[Function, ...]:
+        return (
+            cat.find_functions(names[0] if len(names) == 2 else None, names[-1], path)
+            if len(names) <= 2
+            else ()
+        )
+
+    def columns(names: list[str]) -> list[str] | None:
+        rel = cat.resolve(names[0] if len(names) == 2 else None, names[-1], path)
+        return [c.name for c in rel.columns] if rel is not None else None
+
+    out = stmt
+    if _calls(stmt, find):
+        out = _inline_wrapped(_copy(stmt), find, columns)
+    memo[key] = (stmt, cat.functions, out)
+    while len(memo) > _MEMO_SIZE:
+        memo.popitem(last=False)
+    return out
+
+
+def _calls(stmt: Any, find: Any) -> bool:
+    if isinstance(stmt, A.Node):
+        return has_calls(stmt, find)
+    if is_dataclass(stmt):  # Headwater's own statements (SUBSCRIBE, AS OF): their SELECT
+        return any(_calls(getattr(stmt, f.name), find) for f in fields(stmt))
+    return False
+
+
+def _copy(stmt: Any) -> Any:
+    from headwater.planner.pg_compat import copy_tree
+
+    if is_dataclass(stmt) and not isinstance(stmt, A.Node):
+        return replace(
+            stmt, **{f.name: _copy(getattr(stmt, f.name)) for f in fields(stmt) if f.init}
+        )
+    return copy_tree(stmt)
+
+
+def _inline_wrapped(stmt: Any, find: Any, columns: Any) -> Any:
+    if isinstance(stmt, A.Node):
+        return inline(stmt, find, columns)
+    if is_dataclass(stmt):
+        for f in fields(stmt):
+            value = getattr(stmt, f.name)
+            new = _inline_wrapped(value, find, columns)
+            if new is not value:
+                object.__setattr__(stmt, f.name, new)
+    return stmt
