@@ -8,7 +8,7 @@ statements and the pg_catalog emulation (relacl, has_table_privilege) all use th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, Acl, Relation, Schema
 
@@ -25,9 +25,17 @@ PRIV_LETTERS = {
     "trigger": "t",
     "usage": "U",
     "create": "C",
+    "execute": "X",
 }
 TABLE_ALL = "arwdDxt"  # every privilege a relation can grant, in aclitem order
 SCHEMA_ALL = "UC"
+FUNCTION_ALL = "X"
+
+
+def function_acl(fn: Any) -> Acl:
+    """A function's ACL: until a GRANT or REVOKE, PostgreSQL's default (NULL proacl):
+    its owner and PUBLIC may EXECUTE it."""
+    return fn.acl or tuple(sorted({0: "X", owner(fn): "X"}.items()))
 
 
 def memberships(catalog: Catalog, oid: int, inherit_only: bool = True) -> set[int]:
@@ -91,8 +99,12 @@ def acl_items(catalog: Catalog, obj: Relation | Schema) -> list[str] | None:
 
     owner_name = name(owner(obj))
     order = TABLE_ALL if isinstance(obj, Relation) else SCHEMA_ALL
+    if getattr(obj, "kind", "") == "function":  # (its ACL holds its owner: function_acl)
+        order = FUNCTION_ALL
     items = [f"{owner_name}={order}/{owner_name}"]
     for grantee, letters in obj.acl:
+        if grantee == owner(obj):
+            continue
         shown = "".join(c for c in order if c in letters)
         items.append(f"{name(grantee)}={shown}/{owner_name}")
     return items

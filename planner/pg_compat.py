@@ -223,7 +223,7 @@ _DESCRIPTION_IN = (
     "(SELECT min(_hw_dsc.description) FROM pg_catalog.pg_description _hw_dsc "
     "WHERE _hw_dsc.objoid = __hwarg0 AND _hw_dsc.objsubid = 0 AND _hw_dsc.classoid = "
     "CASE CAST(__hwarg1 AS text) WHEN 'pg_class' THEN 1259 WHEN 'pg_namespace' THEN 2615 "
-    "WHEN 'pg_type' THEN 1247 ELSE 0 END)"
+    "WHEN 'pg_type' THEN 1247 WHEN 'pg_proc' THEN 1255 ELSE 0 END)"
 )
 _TABLE_VISIBLE = (
     "(SELECT bool_or(_hw_v.hw_visible) FROM pg_catalog._hw_relvis _hw_v "

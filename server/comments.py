@@ -12,6 +12,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.objects import Relation, replace
+from headwater.server import user_functions
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from pglast.enums import ObjectType
@@ -51,6 +52,10 @@ def execute(s: Session, w: WriteTxn, stmt: A.CommentStmt) -> Result:
         if t is None:
             raise UndefinedObject(f'type "{".".join(names)}" does not exist')
         cat.put_type(replace(t, comment=text))
+        return Result("COMMENT")
+    if kind == ObjectType.OBJECT_FUNCTION:  # CREATE FUNCTION's
+        fn = user_functions.named(s, cat, stmt.object)
+        cat.put_function(replace(fn, comment=text))
         return Result("COMMENT")
     if kind in _RELATION_KINDS:
         rel = _relation(s, w, [n.sval for n in stmt.object])

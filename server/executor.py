@@ -256,6 +256,10 @@ class Executor:
             return await transactions.in_write(s, partial(type_ddl.execute, s), stmt)
         if isinstance(stmt, renames.STATEMENTS):
             return await transactions.in_write(s, partial(renames.execute, s), stmt)
+        if isinstance(stmt, A.AlterFunctionStmt) or (
+            isinstance(stmt, A.AlterOwnerStmt) and stmt.objectType == ObjectType.OBJECT_FUNCTION
+        ):
+            return await transactions.in_write(s, partial(user_functions.alter, s), stmt)
         if isinstance(stmt, A.CommentStmt):
             return await transactions.in_write(s, partial(comments.execute, s), stmt)
         if isinstance(stmt, roles.ROLE_STMTS):

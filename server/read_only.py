@@ -49,6 +49,8 @@ _NAMES: dict[type, str] = {
     A.CopyStmt: "COPY FROM",
     A.CreateExtensionStmt: "CREATE EXTENSION",
     A.CreateFunctionStmt: "CREATE FUNCTION",
+    A.AlterFunctionStmt: "ALTER FUNCTION",
+    A.AlterOwnerStmt: "ALTER FUNCTION",
 }
 _OBJECTS = {  # DROP / RENAME / ALTER ... SET SCHEMA of these, named as PostgreSQL does
     ObjectType.OBJECT_TABLE: "TABLE",

@@ -22,7 +22,7 @@ from headwater.catalog.objects import (
     replace,
 )
 from headwater.planner import dependencies as deps
-from headwater.server import view_deps
+from headwater.server import user_functions, view_deps
 from headwater.server.alter import (
     KIND_WORDS,
     TAGS,
@@ -55,6 +55,8 @@ STATEMENTS = A.RenameStmt | A.AlterObjectSchemaStmt
 
 
 def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
+    if isinstance(stmt, A.RenameStmt) and stmt.renameType == ObjectType.OBJECT_FUNCTION:
+        return user_functions.rename(s, w, stmt)
     """A RENAME or SET SCHEMA in the writing transaction `w` (blocking)."""
     try:
         if isinstance(stmt, A.RenameStmt):

@@ -17,6 +17,7 @@ from typing import Any
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import Function, Param
+from headwater.catalog.privileges import function_acl, memberships
 from headwater.catalog.types import ColumnType
 from headwater.planner.ddl import type_of
 from headwater.planner.relations import deparse
@@ -25,11 +26,12 @@ from headwater.server.binders import user_types
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from pglast import parse_sql
-from pglast.enums import FunctionParameterMode
+from pglast.enums import FunctionParameterMode, RoleSpecType
 from pglast.parser import ParseError
 
 from headwater.errors import (
     FeatureNotSupported,
+    InsufficientPrivilege,
     SQLError,
     SyntaxErr,
     UndefinedFunction,
@@ -198,32 +200,45 @@ def _one_select(statements: list[Any], name: str) -> A.SelectStmt:
     return select
 
 
-# -- DROP FUNCTION ----------------------------------------------------------------------
+# -- DROP FUNCTION, and the statements that name one ---------------------------------------
+def _matching(
+    s: Session, cat: Catalog, obj: A.ObjectWithArgs
+) -> tuple[tuple[Function, ...], str, str]:
+    """The functions `f` or `f(types)` names, PostgreSQL's error when there are none,
+    and how a notice names it (the types as written: TypeNameListToString)."""
+    names = [n.sval for n in obj.objname]
+    schema = names[0] if len(names) > 1 else None
+    overloads = cat.find_functions(schema, names[-1], s.search_path())
+    written = ".".join(names)
+    if obj.args_unspecified:
+        if len(overloads) > 1:
+            raise SQLError(
+                f'function name "{written}" is not unique',
+                "42725",
+                hint="Specify the argument list to select the function unambiguously.",
+            )
+        return overloads, f'could not find a function named "{written}"', f"{written}()"
+    types = lambda names: cat.type_named(names, s.search_path())  # noqa: E731
+    wanted = ", ".join(_arg_text(a, types) for a in _in_args(obj))
+    overloads = tuple(f for f in overloads if f.identity == wanted)
+    shown = f"{written}({','.join(map(_as_written, _in_args(obj)))})"
+    return overloads, f"function {written}({wanted}) does not exist", shown
+
+
+def named(s: Session, cat: Catalog, obj: A.ObjectWithArgs) -> Function:
+    """The one function `obj` names (COMMENT ON, GRANT, ALTER FUNCTION), or 42883."""
+    found, missing, _ = _matching(s, cat, obj)
+    if not found:
+        raise UndefinedFunction(missing)
+    return found[0]
+
+
 def drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
     cat = w.catalog
     notices: list[str | SQLError] = []
     found: list[Function] = []
-    types = user_types(s, w)
     for obj in stmt.objects:
-        names = [n.sval for n in obj.objname]
-        name = names[-1]
-        schema = names[0] if len(names) > 1 else None
-        overloads = cat.find_functions(schema, name, s.search_path())
-        if obj.args_unspecified:
-            if len(overloads) > 1:
-                raise SQLError(
-                    f'function name "{".".join(names)}" is not unique',
-                    "42725",
-                    hint="Specify the argument list to select the function unambiguously.",
-                )
-            missing = f'could not find a function named "{".".join(names)}"'
-            shown = f"{'.'.join(names)}()"
-        else:
-            wanted = ", ".join(_arg_text(a, types) for a in _in_args(obj))
-            overloads = tuple(f for f in overloads if f.identity == wanted)
-            missing = f"function {'.'.join(names)}({wanted}) does not exist"
-            # (the notice names the types as written: TypeNameListToString)
-            shown = f"{'.'.join(names)}({','.join(map(_as_written, _in_args(obj)))})"
+        overloads, missing, shown = _matching(s, cat, obj)
         if not overloads:
             if not stmt.missing_ok:
                 raise UndefinedFunction(missing)
@@ -234,6 +249,53 @@ def drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
         cat.drop_function(fn)
     # nothing depends on a function: views, defaults and CHECKs hold its inlined body
     return Result("DROP FUNCTION", notices=notices)
+
+
+def rename(s: Session, w: WriteTxn, stmt: A.RenameStmt) -> Result:
+    """ALTER FUNCTION f(...) RENAME TO g."""
+    cat = w.catalog
+    fn = named(s, cat, stmt.object)
+    new = replace(fn, name=stmt.newname)
+    for other in cat.find_functions(fn.schema, stmt.newname, ()):
+        if other.identity == fn.identity:
+            raise SQLError(
+                f'function {stmt.newname}({fn.identity}) already exists in schema "{fn.schema}"',
+                "42723",
+            )
+        if _overlap(other, new):
+            raise FeatureNotSupported(
+                f"function {stmt.newname}({fn.identity}) would overload"
+                f" {stmt.newname}({other.identity}) with as many arguments"
+            )
+    cat.drop_function(fn)
+    cat.put_function(new)
+    return Result("ALTER FUNCTION")
+
+
+def alter(s: Session, w: WriteTxn, stmt: A.AlterFunctionStmt | A.AlterOwnerStmt) -> Result:
+    """ALTER FUNCTION f(...) OWNER TO role / IMMUTABLE | STABLE | VOLATILE, [NOT] STRICT."""
+    cat = w.catalog
+    if isinstance(stmt, A.AlterOwnerStmt):
+        fn = named(s, cat, stmt.object)
+        spec = stmt.newowner
+        by_name = spec.roletype == RoleSpecType.ROLESPEC_CSTRING
+        role = cat.role(spec.rolename) if by_name else cat.roles.get(s.role_oid)
+        if role is None:
+            raise SQLError(f'role "{spec.rolename}" does not exist', "42704")
+        cat.put_function(replace(fn, owner=role.oid))
+        return Result("ALTER FUNCTION")
+    fn = named(s, cat, stmt.func)
+    for action in stmt.actions:
+        if action.defname == "volatility":
+            fn = replace(fn, volatility=_VOLATILITY[action.arg.sval])
+        elif action.defname == "strict":
+            fn = replace(fn, strict=bool(action.arg.boolval))
+        elif action.defname not in _IGNORED:
+            raise FeatureNotSupported(
+                f"ALTER FUNCTION ... {action.defname.upper()} is not supported"
+            )
+    cat.put_function(fn)
+    return Result("ALTER FUNCTION")
 
 
 def _in_args(obj: A.ObjectWithArgs) -> list[A.TypeName]:
@@ -273,22 +335,25 @@ def inlined(s: Session, stmt: Any) -> Any:
     cat = s.catalog
     if not cat.functions:
         return stmt
-    memo: OrderedDict[int, tuple[Any, Any, Any]] | None = getattr(s, "_inlined", None)
+    memo: OrderedDict[int, tuple[Any, ...]] | None = getattr(s, "_inlined", None)
     if memo is None:
         memo = s._inlined = OrderedDict()  # type: ignore[attr-defined]
     key = id(stmt)
-    hit = memo.get(key)
-    if hit is not None and hit[0] is stmt and hit[1] is cat.functions:
-        memo.move_to_end(key)
-        return hit[2]
     path = s.search_path()
+    hit = memo.get(key)
+    if hit is not None and hit[:4] == (stmt, cat.functions, path, s.role_oid):
+        memo.move_to_end(key)
+        return hit[4]
+    role = cat.roles.get(s.role_oid)
+    everything = role is None or role.superuser
 
     def find(names: list[str]) -> tuple[Function, ...]:
-        return (
-            cat.find_functions(names[0] if len(names) == 2 else None, names[-1], path)
-            if len(names) <= 2
-            else ()
-        )
+        if len(names) > 2:
+            return ()
+        found = cat.find_functions(names[0] if len(names) == 2 else None, names[-1], path)
+        if found and not everything and not may_execute(cat, s.role_oid, found[0]):
+            raise InsufficientPrivilege(f"permission denied for function {names[-1]}")
+        return found
 
     def columns(names: list[str]) -> list[str] | None:
         rel = cat.resolve(names[0] if len(names) == 2 else None, names[-1], path)
@@ -297,10 +362,15 @@ def inlined(s: Session, stmt: Any) -> Any:
     out = stmt
     if _calls(stmt, find):
         out = _inline_wrapped(_copy(stmt), find, columns)
-    memo[key] = (stmt, cat.functions, out)
+    memo[key] = (stmt, cat.functions, path, s.role_oid, out)
     while len(memo) > _MEMO_SIZE:
         memo.popitem(last=False)
     return out
+
+
+def may_execute(cat: Catalog, role_oid: int, fn: Function) -> bool:
+    roles = memberships(cat, role_oid)
+    return any(g in roles and "X" in letters for g, letters in function_acl(fn))
 
 
 def _calls(stmt: Any, find: Any) -> bool:

@@ -13,7 +13,7 @@ import asyncpg
 import psycopg
 
 from tests.hwserver import HeadwaterServer, start_temp_server
-from tests.oracle_scripts import assert_same_as_postgres, in_schema, psql_outputs
+from tests.oracle_scripts import assert_same_as_postgres, in_schema, outcome, psql_outputs
 
 TABLE = [
     "CREATE TABLE t (id int PRIMARY KEY, a int, b text, c numeric(10,2))",
@@ -93,8 +93,25 @@ SCRIPT = [
     "DROP FUNCTION IF EXISTS nosuch, first_b",
     "DROP FUNCTION add(int, int)",
     "SELECT proname FROM pg_proc WHERE proname IN ('first_b', 'add', 'dbl')",
+    # COMMENT ON, GRANT / REVOKE EXECUTE, ALTER FUNCTION
+    "COMMENT ON FUNCTION tag(varchar, int) IS 'joins'",
+    "SELECT obj_description(p.oid, 'pg_proc') FROM pg_proc p WHERE proname = 'tag'",
+    "COMMENT ON FUNCTION tag(text) IS 'x'",
+    "SELECT proacl::text[] FROM pg_proc WHERE proname = 'tag'",
+    "REVOKE EXECUTE ON FUNCTION tag(varchar, int) FROM PUBLIC",
+    "SELECT array_length(proacl, 1) FROM pg_proc WHERE proname = 'tag'",
+    "GRANT SELECT ON FUNCTION tag(varchar, int) TO PUBLIC",
+    "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO PUBLIC",
+    "SELECT array_length(proacl, 1) FROM pg_proc WHERE proname = 'tag'",
+    "ALTER FUNCTION tag(varchar, int) RENAME TO joined",
+    "ALTER FUNCTION joined(varchar, int) RENAME TO joined",
+    "ALTER FUNCTION joined(varchar, int) IMMUTABLE CALLED ON NULL INPUT",
+    "SELECT provolatile, proisstrict FROM pg_proc WHERE proname = 'joined'",
+    "SELECT joined('a', NULL)",
+    "ALTER FUNCTION joined(varchar, int) OWNER TO CURRENT_USER",
+    "ALTER FUNCTION nosuch(int) STABLE",
     # errors
-    "SELECT tag(1, 2, 3)",
+    "SELECT joined(1, 2, 3)",
     "SELECT dbl(3) OVER ()",
     "CREATE FUNCTION nolang() RETURNS int AS 'SELECT 1'",
     "CREATE FUNCTION nobody() RETURNS int LANGUAGE sql",
@@ -120,6 +137,55 @@ REFUSED = [
     ("CREATE FUNCTION f(text) RETURNS int LANGUAGE sql AS 'SELECT 1'", "0A000"),
     ("SELECT rec(3)", "54001"),
 ]
+
+
+PRIVILEGES = [  # (who runs it: the superuser, or the role without privileges, statement)
+    ("su", "CREATE FUNCTION sqlfn_priv.secret() RETURNS int LANGUAGE sql AS 'SELECT 42'"),
+    ("su", "CREATE ROLE sqlfn_caller LOGIN PASSWORD 'Caller-Pw-1'"),
+    ("su", "GRANT USAGE ON SCHEMA sqlfn_priv TO sqlfn_caller"),
+    ("role", "SELECT sqlfn_priv.secret()"),
+    ("su", "REVOKE EXECUTE ON FUNCTION sqlfn_priv.secret() FROM PUBLIC"),
+    ("role", "SELECT sqlfn_priv.secret()"),
+    ("role", "SELECT 1 + sqlfn_priv.secret()"),
+    ("su", "GRANT EXECUTE ON FUNCTION sqlfn_priv.secret() TO sqlfn_caller"),
+    ("role", "SELECT sqlfn_priv.secret()"),
+    ("role", "ALTER FUNCTION sqlfn_priv.secret() IMMUTABLE"),
+    ("role", "COMMENT ON FUNCTION sqlfn_priv.secret() IS 'mine'"),
+    ("role", "DROP FUNCTION sqlfn_priv.secret()"),
+    ("role", "CREATE FUNCTION sqlfn_priv.mine() RETURNS int LANGUAGE sql AS 'SELECT 1'"),
+    ("su", "DROP FUNCTION sqlfn_priv.secret()"),
+    ("su", "REVOKE USAGE ON SCHEMA sqlfn_priv FROM sqlfn_caller"),
+]
+
+
+def test_execute_privilege(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
+    """EXECUTE: PUBLIC's until revoked; a role without it gets PostgreSQL's 42501 (the
+    body is inlined after the check); only the owner alters, comments on or drops;
+    CREATE in a schema needs CREATE on it."""
+    outcomes = []
+    with in_schema([pg_oracle.dsn, hw_server.dsn], "sqlfn_priv") as supers:
+        for su in supers:
+            role = None
+            notices: list[Any] = []
+            out = []
+            for who, sql in PRIVILEGES:
+                if who == "role" and role is None:
+                    info = su.info
+                    role = psycopg.connect(
+                        host=info.host,
+                        port=info.port,
+                        dbname=info.dbname,
+                        user="sqlfn_caller",
+                        password="Caller-Pw-1",
+                        autocommit=True,
+                    )
+                out.append(outcome(role if who == "role" else su, sql, notices))
+            if role is not None:
+                role.close()
+            su.execute("DROP ROLE sqlfn_caller")
+            outcomes.append(out)
+    for (_, sql), want, got in zip(PRIVILEGES, *outcomes, strict=True):
+        assert got == want, f"{sql}\n  PostgreSQL: {want}\n  Headwater:  {got}"
 
 
 def test_refusals_name_what_to_do(hw_server: HeadwaterServer) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, Function
 from headwater.catalog.pg import specs
+from headwater.catalog.pg.roles import acl
 from headwater.catalog.pg.snapshot import Builder
 from headwater.catalog.types import type_named
 
@@ -82,7 +83,7 @@ def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
                 "probin": None,
                 "prosqlbody": None,
                 "proconfig": None,
-                "proacl": None,
+                "proacl": acl(b, f),
             }
         )
     return out

@@ -363,6 +363,12 @@ def _pg_description(b: Builder) -> list[dict[str, Any]]:
     for t in b.catalog.types.values():  # (pg_type's)
         if t.comment is not None:
             out.append({"objoid": t.oid, "classoid": 1247, "objsubid": 0, "description": t.comment})
+    for fs in b.catalog.functions.values():  # (pg_proc's)
+        for f in fs:
+            if f.comment is not None:
+                out.append(
+                    {"objoid": f.oid, "classoid": 1255, "objsubid": 0, "description": f.comment}
+                )
     for r in b.catalog.relations.values():
         if r.comment is not None:
             out.append({"objoid": r.oid, "classoid": 1259, "objsubid": 0, "description": r.comment})

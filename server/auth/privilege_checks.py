@@ -120,10 +120,18 @@ class Checker:
         if t is not None:
             self.must_own(t)
 
-    def must_own(self, obj: Relation | Schema | UserType | Function) -> None:
+    def own_function(self, names: list[str]) -> None:
+        """The functions `names` (as written) names are the role's (PostgreSQL's message
+        names them as written)."""
+        schema = names[0] if len(names) == 2 else None
+        for fn in self.cat.find_functions(schema, names[-1], self.search_path):
+            if not self.owns(fn):
+                raise InsufficientPrivilege(f"must be owner of function {'.'.join(names)}")
+
+    def must_own(self, obj: Relation | Schema | UserType) -> None:
         if self.owns(obj):
             return
-        if isinstance(obj, Relation | UserType | Function):
+        if isinstance(obj, Relation | UserType):
             # The owner of the schema may drop what is in it.
             schema = self.cat.schemas.get(obj.schema)
             if schema is not None and self.owns(schema):
@@ -191,13 +199,15 @@ class Checker:
             self.own_type([n.sval for n in stmt.typeName])
         elif isinstance(stmt, A.RenameStmt) and stmt.renameType == ObjectType.OBJECT_TYPE:
             self.own_type([n.sval for n in stmt.object])
+        elif _names_function(stmt):  # ALTER FUNCTION, COMMENT ON FUNCTION
+            obj = stmt.func if isinstance(stmt, A.AlterFunctionStmt) else stmt.object
+            self.own_function([n.sval for n in obj.objname])
         elif isinstance(stmt, A.CreateFunctionStmt):
             names = [n.sval for n in stmt.funcname]
             schema = names[0] if len(names) == 2 else None
             self.create_in(A.RangeVar(schemaname=schema, relname=names[-1], relpersistence="p"))
             if stmt.replace:
-                for fn in self.cat.find_functions(schema, names[-1], self.search_path):
-                    self.must_own(fn)
+                self.own_function(names)
         elif isinstance(stmt, A.CreateSchemaStmt):
             raise InsufficientPrivilege("permission denied for database headwater")
         elif isinstance(stmt, A.DropStmt):
@@ -223,10 +233,7 @@ class Checker:
             return
         if stmt.removeType == ObjectType.OBJECT_FUNCTION:
             for obj in stmt.objects:
-                names = [n.sval for n in obj.objname]
-                schema = names[0] if len(names) == 2 else None
-                for fn in self.cat.find_functions(schema, names[-1], self.search_path):
-                    self.must_own(fn)
+                self.own_function([n.sval for n in obj.objname])
             return
         for obj in stmt.objects:
             if not isinstance(obj, tuple | list):
@@ -239,6 +246,17 @@ class Checker:
             if rel is not None:
                 self.schema_usage(rel.schema, self.role_oid)
                 self.must_own(rel)
+
+
+def _names_function(stmt: Any) -> bool:
+    if isinstance(stmt, A.AlterFunctionStmt):
+        return True
+    kind = getattr(stmt, "objectType", None) or getattr(stmt, "renameType", None)
+    if isinstance(stmt, A.CommentStmt):
+        kind = stmt.objtype
+    return isinstance(stmt, A.AlterOwnerStmt | A.RenameStmt | A.CommentStmt) and (
+        kind == ObjectType.OBJECT_FUNCTION
+    )
 
 
 def _returning(stmt: Any) -> bool:

@@ -15,14 +15,17 @@ import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, Relation, Role, Table, View
 from headwater.catalog.privileges import (
+    FUNCTION_ALL,
     PRIV_LETTERS,
     SCHEMA_ALL,
     TABLE_ALL,
+    function_acl,
     memberships,
     merge_acl,
     owner,
     owns,
 )
+from headwater.server import user_functions
 from headwater.server.auth.passwords import encrypt_password
 from pglast.enums import GrantTargetType, ObjectType, RoleSpecType, RoleStmtType
 
@@ -347,6 +350,24 @@ def _grant(executor: Any, cat: Catalog, stmt: A.GrantStmt, notices: list[str]) -
             for g in grantees:
                 acl = merge_acl(acl, g, letters, stmt.is_grant)
             cat.replace_schema(replace(schema, acl=acl))
+        return Result(tag)
+
+    if stmt.objtype == ObjectType.OBJECT_FUNCTION:  # EXECUTE (CREATE FUNCTION's)
+        letters = _privileges(stmt, FUNCTION_ALL, "function")
+        if stmt.targtype == GrantTargetType.ACL_TARGET_ALL_IN_SCHEMA:
+            for obj in stmt.objects:
+                if obj.sval not in cat.schemas:
+                    raise InvalidSchemaName(f'schema "{obj.sval}" does not exist')
+            fns = [f for obj in stmt.objects for f in user_functions.in_schema(cat, obj.sval)]
+        else:
+            fns = [user_functions.named(s, cat, obj) for obj in stmt.objects]
+        for fn in fns:
+            if not owns(cat, s.role_oid, fn):
+                raise InsufficientPrivilege(f"permission denied for function {fn.name}")
+            acl = function_acl(fn)
+            for g in grantees:
+                acl = merge_acl(acl, g, letters, stmt.is_grant)
+            cat.put_function(replace(fn, acl=acl))
         return Result(tag)
 
     if stmt.objtype != ObjectType.OBJECT_TABLE:
