@@ -156,6 +156,9 @@ class Relation:
     owner: int = field(default=0, kw_only=True)
     acl: Acl = field(default=(), kw_only=True)
     comment: str | None = field(default=None, kw_only=True)  # COMMENT ON TABLE, VIEW, ...
+    # CREATE FUNCTION's functions inlined into its definition, defaults or CHECKs (by
+    # oid): DROP FUNCTION and CREATE OR REPLACE refuse while it holds their old bodies
+    functions: tuple[int, ...] = field(default=(), kw_only=True)
 
     def column(self, name: str) -> Column | None:
         for c in self.columns:
@@ -426,6 +429,8 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
     if isinstance(obj, Relation):
         d["schema"] = obj.schema
         d["columns"] = [c.to_json() for c in obj.columns]
+        if obj.functions:
+            d["functions"] = list(obj.functions)
     if isinstance(obj, Table):
         d["keys"] = [asdict(k) for k in obj.keys]
         if obj.checks:
@@ -494,6 +499,7 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             **own,
         )
     cols = tuple(Column.from_json(c) for c in d["columns"])
+    own["functions"] = tuple(d.get("functions", ()))
     if kind == "table":
         keys = tuple(Key(k["name"], tuple(k["columns"]), k["primary"]) for k in d["keys"])
         checks = tuple(

@@ -40,10 +40,11 @@ POLYMORPHIC = frozenset(
 MAX_DEPTH = 32  # nested calls: a function that calls itself ends here (54001)
 
 
-def inline(tree: Any, find: Find, columns: Columns) -> Any:
+def inline(tree: Any, find: Find, columns: Columns) -> tuple[Any, frozenset[int]]:
     """`tree` with every call of a function `find` knows inlined (in place; the tree's
-    replacement is returned)."""
-    return _Inliner(find, columns).tree(tree, 0)
+    replacement is returned), and the oids of the functions inlined."""
+    inliner = _Inliner(find, columns)
+    return inliner.tree(tree, 0), frozenset(inliner.used)
 
 
 def has_calls(tree: Any, find: Find) -> bool:
@@ -105,6 +106,7 @@ class _Inliner:
         self.find = find
         self.columns = columns
         self.apart = 0  # bodies whose arguments are computed apart: their aliases' numbers
+        self.used: set[int] = set()
 
     def tree(self, tree: Any, depth: int) -> Any:
         self._qualify_arguments(tree)
@@ -196,6 +198,7 @@ class _Inliner:
         for fn in found:
             args = _bind(fn, positional, named)
             if args is not None:
+                self.used.add(fn.oid)
                 return fn, args
         raise UndefinedFunction(
             f"function {'.'.join(names)}({', '.join(map(_type_guess, given))}) does not exist",

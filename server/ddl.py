@@ -452,7 +452,7 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
     if stmt.removeType == ObjectType.OBJECT_EXTENSION:
         return extensions.drop(w, stmt)
     if stmt.removeType == ObjectType.OBJECT_FUNCTION:
-        return user_functions.drop(s, w, stmt)
+        return user_functions.drop(s, w, stmt, drop_relation)
     if stmt.removeType not in kinds:
         raise FeatureNotSupported(
             f"DROP {stmt.removeType.name.removeprefix('OBJECT_')} is not supported"

@@ -248,10 +248,12 @@ class Executor:
             if notify.calls_functions(stmt):  # pg_notify(), pg_listening_channels()
                 return await notify.select(self, stmt, params)
             return await self.select(stmt, params)
-        if isinstance(stmt, _DDL):
-            return await transactions.in_write(s, partial(ddl.execute, s), stmt)
+        if isinstance(stmt, _DDL):  # (recorded: the SQL functions a view or default holds)
+            run = partial(user_functions.recorded, s, partial(ddl.execute, s))
+            return await transactions.in_write(s, run, stmt)
         if isinstance(stmt, A.AlterTableStmt):
-            return await transactions.in_write(s, partial(alter.execute, s), stmt)
+            run = partial(user_functions.recorded, s, partial(alter.execute, s))
+            return await transactions.in_write(s, run, stmt)
         if type_ddl.handles(stmt):
             return await transactions.in_write(s, partial(type_ddl.execute, s), stmt)
         if isinstance(stmt, renames.STATEMENTS):
@@ -275,7 +277,8 @@ class Executor:
             return set_show.show_var(s.settings, stmt)
         if isinstance(stmt, A.CreateTableAsStmt):
             if stmt.objtype == ObjectType.OBJECT_MATVIEW:
-                return await transactions.in_write(s, partial(ddl.execute, s), stmt)
+                run = partial(user_functions.recorded, s, partial(ddl.execute, s))
+                return await transactions.in_write(s, run, stmt)
             return await transactions.in_write(s, partial(create_as.execute, s), stmt, params)
         if isinstance(stmt, A.RefreshMatViewStmt):
             return Result(

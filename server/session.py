@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import weakref
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,6 +127,10 @@ class Session:
         self.prepared: dict[str, Any] = {}
         self.portals: dict[str, Portal] = {}
         self.cursors: dict[str, Any] = {}  # DECLAREd cursors (SELECT or SUBSCRIBE)
+        # the SQL functions inlined into the running statement (server/user_functions.py),
+        # and the inlined copies of the statements seen lately
+        self.functions_used: frozenset[int] = frozenset()
+        self.inlined_memo: OrderedDict[int, tuple[Any, ...]] = OrderedDict()
         # DuckDB connection -> the TimeZone and the block's start set on it (weakly: a
         # new cursor may take a closed one's id, and with it its entry, unset)
         self._zones: weakref.WeakKeyDictionary[Any, tuple[str, dt.datetime | None]] = (

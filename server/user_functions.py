@@ -10,26 +10,28 @@ it (PostgreSQL's view would call the new body, or refuse the DROP).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
-from headwater.catalog.objects import Function, Param
+from headwater.catalog.objects import Function, MaterializedView, Param, Relation, Table, View
 from headwater.catalog.privileges import function_acl, memberships
 from headwater.catalog.types import ColumnType
 from headwater.planner.ddl import type_of
+from headwater.planner.pg_compat import copy_tree
 from headwater.planner.relations import deparse
 from headwater.planner.sql_functions import POLYMORPHIC, has_calls, inline
 from headwater.server.binders import user_types
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from pglast import parse_sql
-from pglast.enums import FunctionParameterMode, RoleSpecType
+from pglast.enums import DropBehavior, FunctionParameterMode, RoleSpecType
 from pglast.parser import ParseError
 
 from headwater.errors import (
+    DependentObjects,
     FeatureNotSupported,
     InsufficientPrivilege,
     SQLError,
@@ -146,6 +148,17 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
                 _INVALID,
                 hint=f"Use DROP FUNCTION {name}({','.join(p.type for p in old.params)}) first.",
             )
+        users = dependents(cat, old)
+        if users:
+            raise FeatureNotSupported(
+                f"cannot replace function {_signature(old)}: {users[0].kind} {users[0].name}"
+                " holds its body",
+                detail="\n".join(
+                    f"{r.kind} {r.name} depends on function {_signature(old)}" for r in users
+                ),
+                hint="Headwater inlines a SQL function where it is called: drop the dependent"
+                " objects, replace the function, and create them again.",
+            )
         cat.put_function(
             replace(fn, oid=old.oid, owner=old.owner, acl=old.acl, comment=old.comment)
         )
@@ -233,7 +246,9 @@ def named(s: Session, cat: Catalog, obj: A.ObjectWithArgs) -> Function:
     return found[0]
 
 
-def drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
+def drop(s: Session, w: WriteTxn, stmt: A.DropStmt, drop_relation: Callable[..., None]) -> Result:
+    """DROP FUNCTION; views and materialized views holding a body go with CASCADE
+    (`drop_relation`: server/ddl.py's)."""
     cat = w.catalog
     notices: list[str | SQLError] = []
     found: list[Function] = []
@@ -246,8 +261,25 @@ def drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
             continue
         found.extend(overloads)
     for fn in found:
+        users = dependents(cat, fn)
+        lines = [f"{r.kind} {r.name} depends on function {_signature(fn)}" for r in users]
+        if users and stmt.behavior != DropBehavior.DROP_CASCADE:
+            raise DependentObjects(
+                f"cannot drop function {_signature(fn)} because other objects depend on it",
+                detail="\n".join(lines),
+                hint="Use DROP ... CASCADE to drop the dependent objects too.",
+            )
+        for r in users:
+            if isinstance(r, Table):  # (its defaults or CHECKs: not dropped here)
+                raise FeatureNotSupported(
+                    f"DROP FUNCTION ... CASCADE would change table {r.name}: a default or"
+                    f" CHECK of it calls {fn.name}()",
+                    hint="Drop or change that default or CHECK first.",
+                )
+            if cat.by_oid(r.oid) is not None:  # (not gone with an earlier one)
+                drop_relation(s, w, r, cascade=True)
+            notices.append(f"drop cascades to {r.kind} {r.name}")
         cat.drop_function(fn)
-    # nothing depends on a function: views, defaults and CHECKs hold its inlined body
     return Result("DROP FUNCTION", notices=notices)
 
 
@@ -331,18 +363,19 @@ _MEMO_SIZE = 256
 def inlined(s: Session, stmt: Any) -> Any:
     """`stmt` with the calls of the session's visible SQL functions inlined: a new tree
     the first time a statement is seen with the catalog's functions as they are now
-    (then remembered, so that plans cached by tree stay cached), else `stmt` itself."""
+    (then remembered, so that plans cached by tree stay cached), else `stmt` itself.
+    `s.functions_used` is set to the functions inlined."""
     cat = s.catalog
+    s.functions_used = frozenset()
     if not cat.functions:
         return stmt
-    memo: OrderedDict[int, tuple[Any, ...]] | None = getattr(s, "_inlined", None)
-    if memo is None:
-        memo = s._inlined = OrderedDict()  # type: ignore[attr-defined]
+    memo = s.inlined_memo
     key = id(stmt)
     path = s.search_path()
     hit = memo.get(key)
     if hit is not None and hit[:4] == (stmt, cat.functions, path, s.role_oid):
         memo.move_to_end(key)
+        s.functions_used = hit[5]
         return hit[4]
     role = cat.roles.get(s.role_oid)
     everything = role is None or role.superuser
@@ -359,12 +392,14 @@ def inlined(s: Session, stmt: Any) -> Any:
         rel = cat.resolve(names[0] if len(names) == 2 else None, names[-1], path)
         return [c.name for c in rel.columns] if rel is not None else None
 
-    out = stmt
+    out, used = stmt, frozenset[int]()
     if _calls(stmt, find):
-        out = _inline_wrapped(_copy(stmt), find, columns)
-    memo[key] = (stmt, cat.functions, path, s.role_oid, out)
+        out = _copy(stmt)
+        out, used = _inline_wrapped(out, find, columns)
+    memo[key] = (stmt, cat.functions, path, s.role_oid, out, used)
     while len(memo) > _MEMO_SIZE:
         memo.popitem(last=False)
+    s.functions_used = used
     return out
 
 
@@ -382,8 +417,6 @@ def _calls(stmt: Any, find: Any) -> bool:
 
 
 def _copy(stmt: Any) -> Any:
-    from headwater.planner.pg_compat import copy_tree
-
     if is_dataclass(stmt) and not isinstance(stmt, A.Node):
         return replace(
             stmt, **{f.name: _copy(getattr(stmt, f.name)) for f in fields(stmt) if f.init}
@@ -391,13 +424,39 @@ def _copy(stmt: Any) -> Any:
     return copy_tree(stmt)
 
 
-def _inline_wrapped(stmt: Any, find: Any, columns: Any) -> Any:
+def _inline_wrapped(stmt: Any, find: Any, columns: Any) -> tuple[Any, frozenset[int]]:
     if isinstance(stmt, A.Node):
         return inline(stmt, find, columns)
+    used: frozenset[int] = frozenset()
     if is_dataclass(stmt):
         for f in fields(stmt):
             value = getattr(stmt, f.name)
-            new = _inline_wrapped(value, find, columns)
+            new, more = _inline_wrapped(value, find, columns)
+            used |= more
             if new is not value:
                 object.__setattr__(stmt, f.name, new)
-    return stmt
+    return stmt, used
+
+
+# -- what holds an inlined body ----------------------------------------------------------
+def recorded(s: Session, run: Callable[..., Result], w: WriteTxn, *args: Any) -> Result:
+    """`run(w, *args)` (CREATE VIEW / TABLE / MATERIALIZED VIEW, ALTER TABLE), and the
+    functions inlined into the statement recorded on each relation it made or changed."""
+    used = s.functions_used
+    if not used:
+        return run(w, *args)
+    cat = w.catalog
+    before = dict(cat.changes)
+    result = run(w, *args)
+    for oid, obj in list(cat.changes.items()):
+        if isinstance(obj, Table | View | MaterializedView) and before.get(oid) is not obj:
+            cat.replace_relation(replace(obj, functions=tuple(sorted({*obj.functions, *used}))))
+    return result
+
+
+def dependents(cat: Catalog, fn: Function) -> list[Relation]:
+    return sorted((r for r in cat.relations.values() if fn.oid in r.functions), key=lambda r: r.oid)
+
+
+def _signature(fn: Function) -> str:
+    return f"{fn.name}({','.join(p.type for p in fn.params)})"

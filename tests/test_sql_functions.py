@@ -59,15 +59,10 @@ SCRIPT = [
     # an argument computed anew at each call, used twice by the body: computed once
     "CREATE FUNCTION twice(x int) RETURNS int LANGUAGE sql AS 'SELECT x + x'",
     "SELECT twice((random() * 0)::int)",
-    # writes, a default, a CHECK, a view
+    # writes
     "INSERT INTO t VALUES (dbl(2), add(1), tag('w', 1), 3.5) RETURNING *",
     "UPDATE t SET a = dbl(a) WHERE id = add(1, 0) RETURNING id, a",
     "DELETE FROM t WHERE id = dbl(2) RETURNING id",
-    "CREATE TABLE d (k int PRIMARY KEY, v int DEFAULT dbl(21) CHECK (v < add(100)))",
-    "INSERT INTO d (k) VALUES (1) RETURNING *",
-    "INSERT INTO d VALUES (2, 500)",
-    "CREATE VIEW v AS SELECT id, dbl(a) AS d FROM t",
-    "SELECT * FROM v ORDER BY id",
     # CREATE OR REPLACE, overloads, DROP
     "CREATE FUNCTION add(a integer, b integer DEFAULT 2) RETURNS integer LANGUAGE sql"
     " AS $$ SELECT a + b $$",
@@ -76,6 +71,12 @@ SCRIPT = [
     "SELECT add(1)",
     "CREATE OR REPLACE FUNCTION add(a integer, b integer DEFAULT 2) RETURNS bigint"
     " LANGUAGE sql AS $$ SELECT a + b $$",
+    # a default, a CHECK and a view calling functions
+    "CREATE TABLE d (k int PRIMARY KEY, v int DEFAULT dbl(21) CHECK (v < add(100)))",
+    "INSERT INTO d (k) VALUES (1) RETURNING *",
+    "INSERT INTO d VALUES (2, 500)",
+    "CREATE VIEW v AS SELECT id, dbl(a) AS d FROM t",
+    "SELECT * FROM v ORDER BY id",
     "SELECT p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid),"
     " pg_get_function_identity_arguments(p.oid), p.provolatile, p.proisstrict, p.proretset,"
     " p.pronargs, p.pronargdefaults, p.prorettype::regtype::text, p.prosrc"
@@ -83,10 +84,11 @@ SCRIPT = [
     " WHERE n.nspname = current_schema ORDER BY 1, 2",
     "SELECT pg_get_functiondef(p.oid) FROM pg_proc p WHERE proname IN ('tag', 'rows_above')"
     " ORDER BY proname",
-    # (PostgreSQL refuses to drop a function a view, default or CHECK calls: here those
-    # hold its inlined body, and DROP FUNCTION goes ahead)
-    "!DROP VIEW v",
-    "!DROP TABLE d",
+    # what holds a function's body keeps it (CASCADE drops views; tables: see below)
+    "DROP TABLE d",
+    "DROP FUNCTION dbl",
+    "DROP FUNCTION dbl(int) CASCADE",
+    "SELECT * FROM v",
     "DROP FUNCTION add(int)",
     "DROP FUNCTION IF EXISTS add(int)",
     "DROP FUNCTION nosuch",
@@ -112,7 +114,7 @@ SCRIPT = [
     "ALTER FUNCTION nosuch(int) STABLE",
     # errors
     "SELECT joined(1, 2, 3)",
-    "SELECT dbl(3) OVER ()",
+    "SELECT joined('a', 3) OVER ()",
     "CREATE FUNCTION nolang() RETURNS int AS 'SELECT 1'",
     "CREATE FUNCTION nobody() RETURNS int LANGUAGE sql",
     "CREATE FUNCTION two_cols() RETURNS int LANGUAGE sql AS 'SELECT 1, 2'",
@@ -136,6 +138,10 @@ REFUSED = [
     ("CREATE PROCEDURE p() LANGUAGE sql AS 'SELECT 1'", "0A000"),
     ("CREATE FUNCTION f(text) RETURNS int LANGUAGE sql AS 'SELECT 1'", "0A000"),
     ("SELECT rec(3)", "54001"),
+    # a table's default holds f's body: CASCADE would have to drop the default alone
+    ("DROP FUNCTION f", "2BP01"),
+    ("DROP FUNCTION f CASCADE", "0A000"),
+    ("CREATE OR REPLACE FUNCTION f(int) RETURNS int LANGUAGE sql AS 'SELECT $1 + 1'", "0A000"),
 ]
 
 
@@ -191,14 +197,15 @@ def test_execute_privilege(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
 def test_refusals_name_what_to_do(hw_server: HeadwaterServer) -> None:
     setup = [*TABLE, "CREATE FUNCTION f(int) RETURNS int LANGUAGE sql AS 'SELECT $1'"]
     setup.append("CREATE FUNCTION rec(n int) RETURNS int LANGUAGE sql AS 'SELECT rec(n - 1)'")
+    setup.append("CREATE TABLE dep (k int, v int DEFAULT f(7))")
     with in_schema([hw_server.dsn], "sqlfn_refused", setup) as (conn,):
         for sql, state in REFUSED:
             try:
                 conn.execute(sql)
             except psycopg.Error as e:
                 assert e.sqlstate == state, (sql, e.sqlstate, str(e))
-                if state == "0A000":
-                    assert e.diag.message_hint, sql  # says what is supported instead
+                if state in ("0A000", "2BP01"):
+                    assert e.diag.message_hint, sql  # says what to do instead
             else:
                 raise AssertionError(f"{sql} ran")
         assert conn.execute("SELECT f(41) + 1").fetchone() == (42,)  # still usable
@@ -240,8 +247,28 @@ def test_materialized_views_calling_functions(hw_server: HeadwaterServer, pg_ora
                 want = sorted(pg.execute(sql).fetchall())
                 got = sorted(hw.execute(f"SELECT * FROM {name}").fetchall())
                 assert got == want, (write, name, got, want)
-        hw.execute("DROP FUNCTION bucket")  # the views hold the inlined bodies
-        assert hw.execute("SELECT count(*) FROM mv_buckets").fetchone()[0] > 0
+        # the view holds the body: replacing it would leave the view on the old one
+        for sql, error in [
+            ("DROP FUNCTION bucket", psycopg.errors.DependentObjectsStillExist),
+            (
+                "CREATE OR REPLACE FUNCTION bucket(v int, width int DEFAULT 10) RETURNS int"
+                " LANGUAGE sql RETURN v",
+                psycopg.errors.FeatureNotSupported,
+            ),
+        ]:
+            try:
+                hw.execute(sql)
+            except error as e:
+                assert (
+                    "materialized view mv_buckets depends on function bucket(integer,integer)"
+                    in str(e.diag.message_detail)
+                )
+            else:
+                raise AssertionError(f"{sql} ran")
+        hw.execute("DROP FUNCTION bucket CASCADE")
+        assert hw.execute(
+            "SELECT count(*) FROM pg_matviews WHERE matviewname = 'mv_buckets'"
+        ).fetchone() == (0,)
 
 
 def test_prepared_calls_with_parameters(hw_server: HeadwaterServer) -> None:
@@ -291,6 +318,7 @@ def test_functions_kept_across_a_restart() -> None:
                 "CREATE FUNCTION lib.inc(x int, by int DEFAULT 1) RETURNS int"
                 " LANGUAGE sql IMMUTABLE STRICT RETURN x + by"
             )
+            conn.execute("CREATE VIEW lib_v AS SELECT lib.inc(41) AS answer")
         server.kill()
         server.start()
         with psycopg.connect(server.dsn, autocommit=True) as conn:
@@ -299,6 +327,14 @@ def test_functions_kept_across_a_restart() -> None:
                 6,
                 None,
             )
+            assert conn.execute("SELECT * FROM lib_v").fetchone() == (42,)
+            try:  # the view's dependency on the function was kept too
+                conn.execute("DROP FUNCTION lib.inc")
+            except psycopg.errors.DependentObjectsStillExist:
+                pass
+            else:
+                raise AssertionError("DROP FUNCTION dropped a function a view holds")
+            conn.execute("DROP VIEW lib_v")
             try:
                 conn.execute("DROP SCHEMA lib")
             except psycopg.errors.DependentObjectsStillExist as e:
