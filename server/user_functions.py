@@ -108,7 +108,16 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
     ret = stmt.returnType
     if ret is None:
         raise SQLError("function result type must be specified", _INVALID)
-    returns = type_text(ret)
+    rowtype = _rowtype(s, cat, ret)
+    if rowtype is not None:  # RETURNS SETOF a_table: its columns
+        if not ret.setof:
+            raise FeatureNotSupported(
+                f"a function returning one row of {rowtype.name} is not supported",
+                hint=f"Declare it RETURNS SETOF {rowtype.name} and call it in FROM.",
+            )
+        returns = rowtype.name  # (the body's SELECT names the columns)
+    else:
+        returns = type_text(ret)
     if returns in ("void", "trigger"):
         raise FeatureNotSupported(
             f"functions returning {returns} are not supported",
@@ -173,6 +182,17 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
             )
     cat.put_function(replace(fn, oid=cat.allocate_oid()))
     return Result("CREATE FUNCTION")
+
+
+def _rowtype(s: Session, cat: Catalog, tn: A.TypeName) -> Relation | None:
+    """The table or view a result type names (its row type), if it names one."""
+    names = [n.sval for n in tn.names]
+    if len(names) > 2 or tn.arrayBounds or names[0] == "pg_catalog":
+        return None
+    if cat.type_named(names, s.search_path()) is not None:
+        return None
+    rel = cat.resolve(names[0] if len(names) == 2 else None, names[-1], s.search_path())
+    return rel if isinstance(rel, Table | View | MaterializedView) else None
 
 
 def _overlap(a: Function, b: Function) -> bool:

@@ -52,6 +52,11 @@ SCRIPT = [
     "CREATE FUNCTION ids() RETURNS SETOF int LANGUAGE sql AS $$ SELECT id FROM t ORDER BY id $$",
     "SELECT * FROM ids()",
     "SELECT * FROM ids() AS k",
+    "CREATE FUNCTION rows_of(lim int) RETURNS SETOF t LANGUAGE sql"
+    " AS 'SELECT * FROM t WHERE id <= lim ORDER BY id'",
+    "SELECT * FROM rows_of(2)",
+    "SELECT r.b, r.c FROM rows_of(5) AS r WHERE r.a > 10",
+    "SELECT pg_get_function_result(oid) FROM pg_proc WHERE proname = 'rows_of'",
     "SELECT * FROM add(1, 1)",
     "SELECT * FROM add(1, 1) AS z",
     "CREATE FUNCTION echo(anyelement) RETURNS anyelement LANGUAGE sql AS 'SELECT $1'",
@@ -79,7 +84,9 @@ SCRIPT = [
     "SELECT * FROM v ORDER BY id",
     "SELECT p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid),"
     " pg_get_function_identity_arguments(p.oid), p.provolatile, p.proisstrict, p.proretset,"
-    " p.pronargs, p.pronargdefaults, p.prorettype::regtype::text, p.prosrc"
+    " p.pronargs, p.pronargdefaults, p.prosrc,"
+    # (a table's row type has no pg_type row here: pg_class.reltype is 0)
+    " CASE WHEN p.proname <> 'rows_of' THEN p.prorettype::regtype::text END"
     " FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
     " WHERE n.nspname = current_schema ORDER BY 1, 2",
     "SELECT pg_get_functiondef(p.oid) FROM pg_proc p WHERE proname IN ('tag', 'rows_above')"

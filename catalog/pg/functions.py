@@ -49,7 +49,7 @@ def type_oid(b: Builder, text: str) -> int:
 def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
     out = []
     for f in functions(b):
-        table = bool(f.columns)
+        table = bool(f.columns)  # RETURNS TABLE (...)
         all_types = [type_oid(b, p.type) for p in f.params] + [type_oid(b, t) for _, t in f.columns]
         names = [p.name for p in f.params] + [n for n, _ in f.columns]
         out.append(
