@@ -172,19 +172,36 @@ class Relation:
 
 
 @dataclass(frozen=True)
+class Trigger:
+    """CREATE TRIGGER name BEFORE INSERT [OR UPDATE] ON table FOR EACH ROW [WHEN (...)]
+    EXECUTE FUNCTION f(): a PL/pgSQL function that assigns NEW's fields (planner/
+    plpgsql.py), applied to every new row version of those statements (server/
+    triggers.py)."""
+
+    oid: int
+    name: str
+    function: int  # the function's oid
+    events: str  # "i", "u" or "iu"
+    when: str | None = None  # WHEN's condition, as written
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
 class Table(Relation):
     keys: tuple[Key, ...] = ()
     kind: str = field(default="table", init=False)
     checks: tuple[Check, ...] = field(default=(), kw_only=True)  # CHECK constraints
     foreign_keys: tuple[ForeignKey, ...] = field(default=(), kw_only=True)
     index_keys: tuple[IndexKey, ...] = field(default=(), kw_only=True)
+    triggers: tuple[Trigger, ...] = field(default=(), kw_only=True)  # by name
 
     @functools.cached_property
     def general_writes_only(self) -> bool:
         """Do its UPDATEs and DELETEs need the general path (DuckDB computing unique
-        expression or partial index keys, generated columns), not point writes? (The
-        fast INSERT path has DuckDB compute them for its rows: server/writes.py.)"""
-        return bool(self.index_keys) or bool(self.generated_positions)
+        expression or partial index keys, generated columns, triggers), not point
+        writes? (The fast INSERT path has DuckDB compute keys and generated columns for
+        its rows: server/writes.py; a table with triggers takes the general one.)"""
+        return bool(self.index_keys) or bool(self.generated_positions) or bool(self.triggers)
 
     @functools.cached_property
     def generated_positions(self) -> tuple[int, ...]:
@@ -364,6 +381,7 @@ class Function:
     volatility: str = "v"  # pg_proc.provolatile: 'i', 's' or 'v'
     strict: bool = False
     columns: tuple[tuple[str, str], ...] = ()
+    language: str = "sql"  # or "plpgsql": a trigger function (planner/plpgsql.py)
     owner: int = field(default=0, kw_only=True)
     acl: Acl = field(default=(), kw_only=True)
     comment: str | None = field(default=None, kw_only=True)
@@ -380,7 +398,9 @@ class Function:
         return sum(1 for p in self.params if p.default is None)
 
 
-_FUNCTION_FIELDS = ("returns", "returns_set", "body", "source", "volatility", "strict")
+_FUNCTION_FIELDS = (
+    *("returns", "returns_set", "body", "source", "volatility", "strict", "language"),
+)
 
 CatalogObject = (
     Schema
@@ -439,6 +459,8 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
             d["foreign_keys"] = [asdict(f) for f in obj.foreign_keys]
         if obj.index_keys:
             d["index_keys"] = [asdict(k) for k in obj.index_keys]
+        if obj.triggers:
+            d["triggers"] = [asdict(t) for t in obj.triggers]
     if isinstance(obj, View | MaterializedView):
         d["definition"] = obj.definition
     if isinstance(obj, MaterializedView) and obj.freshness is not None:
@@ -494,7 +516,7 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             d["schema"],
             d["name"],
             tuple(Param(*p) for p in d["params"]),
-            **{f: d[f] for f in _FUNCTION_FIELDS},
+            **{f: d.get(f, "sql") if f == "language" else d[f] for f in _FUNCTION_FIELDS},
             columns=tuple((n, t) for n, t in d["columns"]),
             **own,
         )
@@ -523,6 +545,7 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             checks=checks,
             foreign_keys=fks,
             index_keys=index_keys,
+            triggers=tuple(Trigger(**t) for t in d.get("triggers", ())),
             **own,
         )
     if kind == "view":
@@ -572,6 +595,7 @@ __all__ = [
     "Column",
     "ForeignKey",
     "Function",
+    "Trigger",
     "Index",
     "IndexKey",
     "Key",

@@ -94,7 +94,6 @@ _NULL_TEXT_FUNCS = frozenset(
         "pg_get_partkeydef",
         "pg_get_statisticsobjdef_columns",
         "pg_get_ruledef",
-        "pg_get_triggerdef",
         "pg_get_constraintdef_ext",
         "inet_server_addr",
         "inet_client_addr",
@@ -1040,7 +1039,7 @@ def _func(fc: A.FuncCall) -> Any:
     if name == "pg_get_indexdef" and args:
         n = args[1] if len(args) >= 2 else _const(0)
         return _template(_DEF, args[0], n)
-    if name in ("pg_get_constraintdef", "pg_get_viewdef") and args:
+    if name in ("pg_get_constraintdef", "pg_get_viewdef", "pg_get_triggerdef") and args:
         target = args[0]
         n = _const(0)
         if name == "pg_get_viewdef" and _stringish(target):

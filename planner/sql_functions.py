@@ -195,6 +195,8 @@ class _Inliner:
         given = [self.tree(a, depth) for a in call.args or ()]
         positional = [a for a in given if not isinstance(a, A.NamedArgExpr)]
         named = {a.name: a.arg for a in given if isinstance(a, A.NamedArgExpr)}
+        if found[0].language != "sql":
+            raise FeatureNotSupported("trigger functions can only be called as triggers")
         for fn in found:
             args = _bind(fn, positional, named)
             if args is not None:

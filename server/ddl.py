@@ -43,6 +43,7 @@ from headwater.server import (
     sequence_ddl,
     slo,
     temp_tables,
+    triggers,
     type_ddl,
     user_functions,
 )
@@ -133,6 +134,8 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
         return extensions.create(s, w, stmt)
     if isinstance(stmt, A.CreateFunctionStmt):
         return user_functions.create(s, w, stmt)
+    if isinstance(stmt, A.CreateTrigStmt):
+        return triggers.create(s, w, stmt)
     if isinstance(stmt, A.CreateSeqStmt):
         return sequence_ddl.create(s, w, stmt)
     if isinstance(stmt, A.AlterSeqStmt):
@@ -451,6 +454,8 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
         return type_ddl.drop(s, w, stmt)
     if stmt.removeType == ObjectType.OBJECT_EXTENSION:
         return extensions.drop(w, stmt)
+    if stmt.removeType == ObjectType.OBJECT_TRIGGER:
+        return triggers.drop(s, w, stmt)
     if stmt.removeType == ObjectType.OBJECT_FUNCTION:
         return user_functions.drop(s, w, stmt, drop_relation)
     if stmt.removeType not in kinds:

@@ -76,6 +76,7 @@ _DDL = A.CreateStmt | A.ViewStmt | A.CreateSchemaStmt | A.DropStmt | A.IndexStmt
 _DDL = _DDL | A.CreateSeqStmt | A.AlterSeqStmt  # server/sequence_ddl.py
 _DDL = _DDL | A.CreateExtensionStmt  # server/extensions.py
 _DDL = _DDL | A.CreateFunctionStmt  # server/user_functions.py
+_DDL = _DDL | A.CreateTrigStmt  # server/triggers.py
 # statements that leave a block's staged writes staged (writes.fast_insert, fast_point):
 # INSERT, UPDATE and DELETE stage theirs too or apply them first (_write); the others
 # read no table (psycopg sends DEALLOCATE ALL after ROLLBACK TO SAVEPOINT); so does a

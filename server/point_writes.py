@@ -347,6 +347,8 @@ def point_writes(
     shape: _Shape | None = per_statement(stmt, table, params, _shape)
     if shape is None:
         return None
+    if table.triggers:
+        return None  # (server/triggers.py runs on the general path)
     if table.general_writes_only and any(
         item.column.name in computed_inputs(table) for item in shape.sets
     ):

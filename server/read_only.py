@@ -49,6 +49,7 @@ _NAMES: dict[type, str] = {
     A.CopyStmt: "COPY FROM",
     A.CreateExtensionStmt: "CREATE EXTENSION",
     A.CreateFunctionStmt: "CREATE FUNCTION",
+    A.CreateTrigStmt: "CREATE TRIGGER",
     A.AlterFunctionStmt: "ALTER FUNCTION",
     A.AlterOwnerStmt: "ALTER FUNCTION",
 }
@@ -64,6 +65,7 @@ _OBJECTS = {  # DROP / RENAME / ALTER ... SET SCHEMA of these, named as PostgreS
     ObjectType.OBJECT_TABCONSTRAINT: "TABLE",
     ObjectType.OBJECT_EXTENSION: "EXTENSION",
     ObjectType.OBJECT_FUNCTION: "FUNCTION",
+    ObjectType.OBJECT_TRIGGER: "TRIGGER",
 }
 _LOCKS = {
     LockClauseStrength.LCS_FORKEYSHARE: "SELECT FOR KEY SHARE",

@@ -21,8 +21,10 @@ from headwater.catalog.privileges import function_acl, memberships
 from headwater.catalog.types import ColumnType
 from headwater.planner.ddl import type_of
 from headwater.planner.pg_compat import copy_tree
+from headwater.planner.plpgsql import compile_trigger
 from headwater.planner.relations import deparse
 from headwater.planner.sql_functions import POLYMORPHIC, has_calls, inline
+from headwater.server import triggers
 from headwater.server.binders import user_types
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
@@ -59,11 +61,11 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
     language = options["language"].sval.lower() if "language" in options else None
     if language is None and stmt.sql_body is None:
         raise SQLError("no language specified", _INVALID)
-    if language not in (None, "sql"):
+    if language not in (None, "sql", "plpgsql"):
         raise FeatureNotSupported(
             f'language "{language}" is not supported',
             hint="Headwater runs LANGUAGE sql functions whose body is one SELECT or RETURN"
-            " expression, inlined where they are called.",
+            " expression, inlined where they are called, and plpgsql trigger functions.",
         )
     for option in options:
         if option not in ("language", "as", "volatility", "strict", "security", *_IGNORED):
@@ -118,9 +120,16 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
         returns = rowtype.name  # (the body's SELECT names the columns)
     else:
         returns = type_text(ret)
-    if returns in ("void", "trigger"):
+    volatility = _VOLATILITY[options["volatility"].sval] if "volatility" in options else "v"
+    strict = bool("strict" in options and options["strict"].boolval)
+    if language == "plpgsql":
+        fn = _trigger_function(schema, name, returns, params, options, volatility, strict)
+        return _put(s, cat, stmt, fn)
+    if returns == "trigger":
+        raise SQLError("SQL functions cannot return type trigger", _INVALID)
+    if returns == "void":
         raise FeatureNotSupported(
-            f"functions returning {returns} are not supported",
+            "functions returning void are not supported",
             hint="A SQL function here returns the value of one SELECT.",
         )
     returns_set = bool(ret.setof)
@@ -131,8 +140,6 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
             _INVALID,
             detail="Final statement must return exactly one column.",
         )
-    volatility = _VOLATILITY[options["volatility"].sval] if "volatility" in options else "v"
-    strict = bool("strict" in options and options["strict"].boolval)
     fn = Function(
         0,
         schema,
@@ -146,6 +153,53 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
         strict,
         tuple(columns),
     )
+    return _put(s, cat, stmt, fn)
+
+
+def _trigger_function(
+    schema: str,
+    name: str,
+    returns: str,
+    params: list[Param],
+    options: dict[str, Any],
+    volatility: str,
+    strict: bool,
+) -> Function:
+    """LANGUAGE plpgsql: a trigger function of the form planner/plpgsql.py runs."""
+    if returns != "trigger":
+        raise FeatureNotSupported(
+            'language "plpgsql" is supported for trigger functions only',
+            hint="Write the function in LANGUAGE sql (one SELECT or RETURN expression).",
+        )
+    if params:
+        raise SQLError(
+            "trigger functions cannot have declared arguments",
+            _INVALID,
+            hint="The arguments of the trigger can be accessed through TG_NARGS and TG_ARGV"
+            " instead.",
+        )
+    if "as" not in options:
+        raise SQLError("no function body specified", _INVALID)
+    source = options["as"][0].sval
+    compile_trigger(name, source)  # 0A000 now for what it could not run
+    return Function(
+        0,
+        schema,
+        name,
+        (),
+        "trigger",
+        False,
+        source,
+        source,
+        volatility,
+        strict,
+        language="plpgsql",
+    )
+
+
+def _put(s: Session, cat: Catalog, stmt: A.CreateFunctionStmt, fn: Function) -> Result:
+    """CREATE [OR REPLACE]: `fn` added, or put in place of the one it replaces."""
+    schema, name, returns, returns_set = fn.schema, fn.name, fn.returns, fn.returns_set
     same = [f for f in cat.find_functions(schema, name, ()) if f.identity == fn.identity]
     if same:
         old = same[0]
@@ -282,8 +336,13 @@ def drop(s: Session, w: WriteTxn, stmt: A.DropStmt, drop_relation: Callable[...,
         found.extend(overloads)
     for fn in found:
         users = dependents(cat, fn)
+        fired = triggers.users(cat, fn)
         lines = [f"{r.kind} {r.name} depends on function {_signature(fn)}" for r in users]
-        if users and stmt.behavior != DropBehavior.DROP_CASCADE:
+        lines += [
+            f"trigger {trg.name} on table {t.name} depends on function {_signature(fn)}"
+            for t, trg in fired
+        ]
+        if lines and stmt.behavior != DropBehavior.DROP_CASCADE:
             raise DependentObjects(
                 f"cannot drop function {_signature(fn)} because other objects depend on it",
                 detail="\n".join(lines),
@@ -299,6 +358,11 @@ def drop(s: Session, w: WriteTxn, stmt: A.DropStmt, drop_relation: Callable[...,
             if cat.by_oid(r.oid) is not None:  # (not gone with an earlier one)
                 drop_relation(s, w, r, cascade=True)
             notices.append(f"drop cascades to {r.kind} {r.name}")
+        for t, trg in fired:
+            current = cat.by_oid(t.oid)
+            if isinstance(current, Table):
+                triggers.without(cat, current, trg)
+            notices.append(f"drop cascades to trigger {trg.name} on table {t.name}")
         cat.drop_function(fn)
     return Result("DROP FUNCTION", notices=notices)
 

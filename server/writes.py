@@ -39,6 +39,7 @@ from headwater.server import (
     generated,
     point_writes,
     reads,
+    triggers,
     value_exprs,
     values_select,
 )
@@ -119,7 +120,7 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
     if s.write is not None or s.status == "E" or not isinstance(stmt, A.InsertStmt):
         return None
     rel = s.catalog.resolve(stmt.relation.schemaname, stmt.relation.relname, s.search_path())
-    if not isinstance(rel, Table):
+    if not isinstance(rel, Table) or rel.triggers:  # (triggers: the general path)
         return None
     if rel.foreign_keys and ref_checks(rel, s.catalog.by_oid) is None:
         return None  # FOREIGN KEYs not checked as lookups (server/fast_refs.py)
@@ -638,7 +639,7 @@ def _insert(s: Session, w: WriteTxn, stmt: A.InsertStmt, params: list[Any]) -> R
     new = new.add_column(0, RID, row_ids(first, new.num_rows))
     if new_upd is not None and new_upd.num_rows:
         new = pa.concat_tables([new, new_upd.select(new.column_names)])
-    apply(w, table, old, new)
+    new = apply(w, table, old, new) or new
     n = new.num_rows
     sel = dml.Selection("", alias)
     return _returning(s, w, stmt, new, sel, f"INSERT 0 {n}", params)
@@ -805,7 +806,7 @@ def _update(s: Session, w: WriteTxn, stmt: A.UpdateStmt, params: list[Any]) -> R
     n = len(table.columns)
     old = _slice_cols(both, 0, n, table)
     new = _slice_cols(both, n, n, table)
-    apply(w, table, old, new)
+    new = apply(w, table, old, new) or new
     rows = _with_extras(new, both, 1 + 2 * n, sel.extras)
     tag = f"UPDATE {new.num_rows}"
     return _returning(s, w, stmt, rows, sel, tag, params)
@@ -978,17 +979,20 @@ def apply(
     new: pa.Table | None,
     actions: bool = True,
     encode: Callable[[pa.Table], None] | None = None,
-) -> None:
+) -> pa.Table | None:
     """Retire `old` versions, check and add `new` ones, record the change rows; then the
     foreign keys (server/foreign_keys.py; `actions` False: TRUNCATE, which checks its
     referencing tables itself). `encode` is handed the change rows of `new` once they
-    pass the checks (COPY: the change log encodes them meanwhile)."""
+    pass the checks (COPY: the change log encodes them meanwhile). Returns `new` as
+    stored: triggers and generated columns applied (what RETURNING shows)."""
     cur = w.cur
     if old is not None and old.num_rows:
         born = not w.explicit or table.oid in w.inserted
         Replica.retire_versions(cur, table, old.column(RID), w.stamp, born)
     added = None
     if new is not None and new.num_rows:
+        if table.triggers:  # BEFORE INSERT / UPDATE row triggers (server/triggers.py)
+            new = triggers.fire(w.catalog, table, new, old, cur)
         if table.general_writes_only and generated.has_generated(table):
             new = generated.fill(table, new, cur)
         new = constraints.check(table, new, cur, old)
@@ -1007,6 +1011,7 @@ def apply(
         )
     if added is not None:
         w.changes[table.oid].append(added)
+    return new
 
 
 def _slice_cols(both: pa.Table, start: int, n: int, table: Table) -> pa.Table:

@@ -15,7 +15,7 @@ from headwater.catalog.pg.roles import acl
 from headwater.catalog.pg.snapshot import Builder
 from headwater.catalog.types import type_named
 
-SQL_LANGUAGE_OID = 14
+LANGUAGE_OIDS = {"sql": 14, "plpgsql": 13563}
 # _hw_defs' hw_n of each text (0 is the whole definition, as for the other objects)
 RESULT, ARGUMENTS, IDENTITY = -2, -3, -4
 
@@ -58,7 +58,7 @@ def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
                 "proname": f.name,
                 "pronamespace": b.nsp_oid(f.schema),
                 "proowner": f.owner or BOOTSTRAP_ROLE_OID,
-                "prolang": SQL_LANGUAGE_OID,
+                "prolang": LANGUAGE_OIDS[f.language],
                 "procost": 100.0,
                 "prorows": 1000.0 if f.returns_set else 0.0,
                 "provariadic": 0,
@@ -112,14 +112,67 @@ def definition(f: Function) -> str:
     name = f"{quote_ident(f.schema)}.{quote_ident(f.name)}"
     attributes = _VOLATILITY[f.volatility] + (" STRICT" if f.strict else "")
     text = f"CREATE OR REPLACE FUNCTION {name}({arguments(f)})\n RETURNS {result(f)}\n"
-    text += " LANGUAGE sql\n" + (f"{attributes}\n" if attributes else "")
+    text += f" LANGUAGE {f.language}\n" + (f"{attributes}\n" if attributes else "")
     if f.source:
         return text + f"AS $function${f.source}$function$\n"
     return text + f"BEGIN ATOMIC\n {f.body};\nEND\n"  # a RETURN or BEGIN ATOMIC body
 
 
+def trigger_rows(b: Builder) -> list[dict[str, Any]]:
+    """pg_trigger: CREATE TRIGGER's (BEFORE, FOR EACH ROW)."""
+    return [
+        {
+            "oid": trg.oid,
+            "tgrelid": t.oid,
+            "tgparentid": 0,
+            "tgname": trg.name,
+            "tgfoid": trg.function,
+            "tgtype": 1 | 2 | (4 if "i" in trg.events else 0) | (16 if "u" in trg.events else 0),
+            "tgenabled": "O" if trg.enabled else "D",
+            "tgisinternal": False,
+            "tgconstrrelid": 0,
+            "tgconstrindid": 0,
+            "tgconstraint": 0,
+            "tgdeferrable": False,
+            "tginitdeferred": False,
+            "tgnargs": 0,
+            "tgattr": "",
+            "tgargs": b"",
+            "tgqual": None,
+            "tgoldtable": None,
+            "tgnewtable": None,
+        }
+        for t in sorted(b.catalog.tables(), key=lambda t: t.oid)
+        for trg in t.triggers
+    ]
+
+
+def trigger_definition(b: Builder, table: Any, trg: Any, pretty: bool) -> str:
+    """pg_get_triggerdef(oid[, pretty])."""
+    events = " OR ".join(e for e, k in (("INSERT", "i"), ("UPDATE", "u")) if k in trg.events)
+    visible = table.schema in b.session.search_path
+    name = quote_ident(table.name)
+    if not (pretty and visible):
+        name = f"{quote_ident(table.schema)}.{name}"
+    fn = next((f for fs in b.catalog.functions.values() for f in fs if f.oid == trg.function), None)
+    called = quote_ident(fn.name) if fn is not None else str(trg.function)
+    if fn is not None and fn.schema not in b.session.search_path:
+        called = f"{quote_ident(fn.schema)}.{called}"
+    when = ""
+    if trg.when is not None:
+        when = f" WHEN ({trg.when})" if pretty else f" WHEN (({trg.when}))"
+    return (
+        f"CREATE TRIGGER {quote_ident(trg.name)} BEFORE {events} ON {name} FOR EACH ROW{when}"
+        f" EXECUTE FUNCTION {called}()"
+    )
+
+
 def def_rows(b: Builder) -> list[dict[str, Any]]:
     out = []
+    for t in b.catalog.tables():
+        for trg in t.triggers:
+            out.append({"oid": trg.oid, "n": 0, "def": trigger_definition(b, t, trg, False)})
+            out.append({"oid": trg.oid, "n": -1, "def": trigger_definition(b, t, trg, True)})
     for f in functions(b):
         out.append({"oid": f.oid, "n": 0, "def": definition(f)})
         out.append({"oid": f.oid, "n": RESULT, "def": result(f)})

@@ -10,6 +10,7 @@ from headwater.catalog.extensions import AVAILABLE, BUILT_IN, PLPGSQL_OID
 from headwater.catalog.objects import Index
 from headwater.catalog.pg import specs
 from headwater.catalog.pg.foreign_keys import fk_rows
+from headwater.catalog.pg.functions import trigger_rows
 from headwater.catalog.pg.oids import (
     BTREE_AM,
     DATABASE_OID,
@@ -115,7 +116,7 @@ def _pg_class(b: Builder) -> list[dict[str, Any]]:
                 "relnatts": len(r.columns),
                 "relchecks": len(getattr(r.obj, "checks", ())),
                 "relhasrules": kind == "v",
-                "relhastriggers": r.oid in fk_tables,  # foreign keys' RI triggers
+                "relhastriggers": r.oid in fk_tables or bool(getattr(r.obj, "triggers", ())),
                 "relhassubclass": False,
                 "relrowsecurity": False,
                 "relforcerowsecurity": False,
@@ -531,21 +532,31 @@ def _pg_tablespace(b: Builder) -> list[dict[str, Any]]:
     ]
 
 
+@_builder("pg_catalog", "pg_trigger")
+def _pg_trigger(b: Builder) -> list[dict[str, Any]]:
+    return trigger_rows(b)
+
+
 @_builder("pg_catalog", "pg_language")
 def _pg_language(b: Builder) -> list[dict[str, Any]]:
-    rows = [(12, "internal", False), (13, "c", False), (14, "sql", True)]
+    rows = [
+        (12, "internal", False, False, 0, 0, 2246),
+        (13, "c", False, False, 0, 0, 2247),
+        (14, "sql", False, True, 0, 0, 2248),
+        (13563, "plpgsql", True, True, 13560, 13561, 13562),  # (trigger functions)
+    ]
     return [
         {
             "oid": o,
             "lanname": n,
             "lanowner": SUPERUSER_OID,
-            "lanispl": False,
+            "lanispl": pl,
             "lanpltrusted": t,
-            "lanplcallfoid": 0,
-            "laninline": 0,
-            "lanvalidator": 0,
+            "lanplcallfoid": call,
+            "laninline": inline,
+            "lanvalidator": validator,
         }
-        for o, n, t in rows
+        for o, n, pl, t, call, inline, validator in rows
     ]
 
 

@@ -202,6 +202,8 @@ class Checker:
         elif _names_function(stmt):  # ALTER FUNCTION, COMMENT ON FUNCTION
             obj = stmt.func if isinstance(stmt, A.AlterFunctionStmt) else stmt.object
             self.own_function([n.sval for n in obj.objname])
+        elif isinstance(stmt, A.CreateTrigStmt):
+            self.target(stmt.relation, "t")  # TRIGGER on the table
         elif isinstance(stmt, A.CreateFunctionStmt):
             names = [n.sval for n in stmt.funcname]
             schema = names[0] if len(names) == 2 else None
@@ -230,6 +232,15 @@ class Checker:
         if stmt.removeType == ObjectType.OBJECT_TYPE:
             for tn in stmt.objects:
                 self.own_type([n.sval for n in tn.names])
+            return
+        if stmt.removeType == ObjectType.OBJECT_TRIGGER:
+            for obj in stmt.objects:
+                names = [n.sval for n in obj][:-1]
+                rel = self.cat.resolve(
+                    names[0] if len(names) == 2 else None, names[-1], self.search_path
+                )
+                if rel is not None:
+                    self.must_own(rel)
             return
         if stmt.removeType == ObjectType.OBJECT_FUNCTION:
             for obj in stmt.objects:
