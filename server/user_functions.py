@@ -405,7 +405,14 @@ def alter(s: Session, w: WriteTxn, stmt: A.AlterFunctionStmt | A.AlterOwnerStmt)
         if action.defname == "volatility":
             fn = replace(fn, volatility=_VOLATILITY[action.arg.sval])
         elif action.defname == "strict":
-            fn = replace(fn, strict=bool(action.arg.boolval))
+            strict = bool(action.arg.boolval)
+            if strict != fn.strict and (users := dependents(cat, fn)):
+                raise FeatureNotSupported(
+                    f"cannot change whether function {_signature(fn)} is strict:"
+                    f" {users[0].kind} {users[0].name} holds its body",
+                    hint="Drop the dependent objects, alter the function, and create them again.",
+                )
+            fn = replace(fn, strict=strict)
         elif action.defname not in _IGNORED:
             raise FeatureNotSupported(
                 f"ALTER FUNCTION ... {action.defname.upper()} is not supported"
