@@ -1,6 +1,6 @@
 """Invariant 3 with materialized views: SIGKILL at random points, and Spark faults.
 
-test_sigkill_with_views: HW_KILL_CYCLES cycles (10 by default; long mode:
+test_sigkill_with_views: HW_KILL_CYCLES cycles (7 by default; long mode:
 HW_KILL_CYCLES=100, seed HW_SEED) on one data directory, with views defined
 (aggregate with MIN/MAX, join + aggregate, view over a view, join of a big table)
 and concurrent writers (single-row INSERTs, 5-row transactions that UPDATE a
@@ -58,7 +58,7 @@ from headwater.engine.engine import CATCH_UP_MAX_S
 
 from tests.hwserver import HeadwaterServer, free_port
 
-KILLS = int(os.environ.get("HW_KILL_CYCLES", "10"))
+KILLS = int(os.environ.get("HW_KILL_CYCLES", "7"))
 SEED = int(os.environ.get("HW_SEED", "11"))
 FAULTS_ENV = "HEADWATER_FAULT_INJECTION"  # server/matviews.py: files in {data_dir}/faults/
 BACKOFF_ENV = "HEADWATER_STAGE_BACKOFF"  # server/matviews.py: the restarts' backoff
@@ -647,7 +647,7 @@ async def compare_with_postgres(
 
 
 # -- SIGKILL during a batch the Spark executor runs ----------------------------------------------
-SPARK_KILLS = int(os.environ.get("HW_SPARK_KILL_CYCLES", "2"))
+SPARK_KILLS = int(os.environ.get("HW_SPARK_KILL_CYCLES", "1"))
 SPARK_VIEWS = ("v_agg", "v_join", "v_top")
 
 
@@ -665,7 +665,7 @@ def spark_batch_running(data_dir: Path) -> bool:
 def test_sigkill_during_spark_executed_batch(tmp_path: Path, pg_oracle: Any) -> None:
     """`--executor spark`: every batch's rules run as Spark jobs over the Parquet state,
     whose new generations are loaded and listed in the transaction that moves the
-    views' frontiers. HW_SPARK_KILL_CYCLES cycles (2 by default) SIGKILL the server
+    views' frontiers. HW_SPARK_KILL_CYCLES cycles (1 by default) SIGKILL the server
     while such a batch runs (its inputs written, jobs running, or its Parquet written
     and not committed), under the writers of test_sigkill_with_views. After each
     restart: no acknowledged write lost, every view equal to its query at its recovered

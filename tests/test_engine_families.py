@@ -92,7 +92,7 @@ def test_families_equal_postgres_at_every_epoch(pg: psycopg.Connection, tmp_path
 
     snapshot_pg(work.epoch_no)
     late = 50000 + 10 * 1 + 5
-    for step in range(90):
+    for step in range(70):
         e = work.epoch()
         snapshot_pg(e)
         if rng.random() < 0.15 or step % 20 == 19:

@@ -99,7 +99,7 @@ def test_lateral_views_equal_postgres_at_every_epoch(
         plan = plan_of(sql, cat)
         engine.create_view(70000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
     expected = {work.epoch_no: query_rows(pg, QUERIES)}
-    expected |= advance_at_random(engine, work, rng, 35, lambda _: query_rows(pg, QUERIES))
+    expected |= advance_at_random(engine, work, rng, 25, lambda _: query_rows(pg, QUERIES))
     assert_views_equal(engine, expected, 70000, QUERIES, seed)
 
 

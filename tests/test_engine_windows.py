@@ -147,7 +147,7 @@ def test_window_views_equal_postgres_at_every_epoch(
     expected = {work.epoch_no: _expect(pg, sqls)}
     engine.start()
     try:
-        epochs = int(os.environ.get("HW_WINDOW_EPOCHS", "200"))
+        epochs = int(os.environ.get("HW_WINDOW_EPOCHS", "120"))
         for _ in range(epochs):
             e = work.epoch()
             expected[e] = _expect(pg, sqls)
