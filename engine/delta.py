@@ -120,13 +120,22 @@ class ViewProgram:
             by_name = {r[0]: r[1] for r in rows}
             self.types[i] = [_storable(by_name.get(c, "INTEGER")) for c in node.columns]
         for i, node in enumerate(self.nodes):  # a NULL padding a union's side: its type
-            if isinstance(node, SetOp):  # (DuckDB types a bare NULL INTEGER; Spark then
-                for side in (node.left, node.right):  # cannot union it with a boolean)
-                    if isinstance(side, Project):
-                        j = self.index[id(side)]
-                        for k, (_, expr) in enumerate(side.exprs):
-                            if expr.strip().upper() == "NULL":
-                                self.types[j][k] = self.types[i][k]
+            if isinstance(node, SetOp):
+                for side in (node.left, node.right):
+                    for k, column in enumerate(side.columns):
+                        self._type_null(side, column, self.types[i][k])
+
+    def _type_null(self, node: Node, column: str, type_: str) -> bool:
+        """Give `column` of `node` the union's `type_` where it is a bare NULL, directly
+        or passed through Projects (a family's tags sit on top): DuckDB types a bare
+        NULL INTEGER, and Spark cannot union that with a boolean or a string."""
+        if not isinstance(node, Project):
+            return False
+        expr = dict(node.exprs).get(column, "").strip()
+        if expr.upper() == "NULL" or self._type_null(node.input, expr, type_):
+            self.types[self.index[id(node)]][node.columns.index(column)] = type_
+            return True
+        return False
 
     def create_tables(self, db: duckdb.DuckDBPyConnection) -> None:
         """Create the state and output tables (idempotent)."""
