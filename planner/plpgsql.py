@@ -48,17 +48,17 @@ class Program:
     assigns: dict[str, tuple[tuple[str, str], ...]]
 
 
-def source_text(name: str, body: str) -> str:
+def source_text(body: str) -> str:
     """A CREATE FUNCTION around a plpgsql body, for pglast's PL/pgSQL parser."""
     tag = "$hw_body$"
-    return f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS {tag}{body}{tag}"
+    return f"CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS {tag}{body}{tag}"
 
 
 @functools.lru_cache(maxsize=128)
 def compile_trigger(name: str, body: str) -> Program:
     """The function's body as a Program; 0A000 naming what is not supported."""
     try:
-        parsed = parse_plpgsql(source_text(name, body))[0]["PLpgSQL_function"]
+        parsed = parse_plpgsql(source_text(body))[0]["PLpgSQL_function"]
     except ParseError as e:
         raise SyntaxErr(f"{e.args[0]} in the body of function {name}") from None
     datums = parsed["datums"]

@@ -72,6 +72,8 @@ SCRIPT = [
     "SELECT tgname FROM pg_trigger WHERE tgrelid = 'tt'::regclass ORDER BY 1",
     "UPDATE tt SET name = 'q' WHERE id = 9 RETURNING id, name, n, touched",
     "CREATE FUNCTION takes(int) RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+    'CREATE FUNCTION "Quoted Name"() RETURNS trigger LANGUAGE plpgsql'
+    " AS $$ BEGIN NEW.n := 1; RETURN NEW; END $$",
     "DROP TABLE tt",
     "SELECT count(*) FROM pg_trigger WHERE tgname IN ('a_stamp', 't_when')",
 ]
