@@ -40,7 +40,7 @@ TABLES = {**tpch.TABLES, "partsupp": PARTSUPP}
 ORDER = (*tpch.LOAD_ORDER[:4], "partsupp", *tpch.LOAD_ORDER[4:])
 SCALE = float(os.environ.get("HW_TPCH_SCALE", "0.005"))
 # ~14 s an epoch on CI's 2 cores (44 views); HW_TPCH_EPOCHS=20 for a longer run
-EPOCHS = int(os.environ.get("HW_TPCH_EPOCHS", "4"))
+EPOCHS = int(os.environ.get("HW_TPCH_EPOCHS", "3"))
 
 
 def _ddl(name: str) -> str:

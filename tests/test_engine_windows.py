@@ -177,7 +177,7 @@ def test_window_views_backfill_and_batches(pg: psycopg.Connection, tmp_path: Pat
         plan = plan_of(sql, cat)
         engine.create_view(60000 + i, plan, {o: sc[o] for o in plan.tables}, at_epoch=work.epoch_no)
     expected = {work.epoch_no: _expect(pg, sqls)}
-    expected |= advance_at_random(engine, work, rng, 60, lambda _: _expect(pg, sqls))
+    expected |= advance_at_random(engine, work, rng, 40, lambda _: _expect(pg, sqls))
     assert_views_equal(engine, expected, 60000, sqls, seed)
 
 

@@ -1,8 +1,9 @@
 """`headwater start --executor spark` end to end (issue 13): views maintained by Spark
 SQL jobs over the Parquet state, equal to PostgreSQL 15 after every transaction;
 headwater_catalog.views and EXPLAIN say Spark ran them and how many tasks; views
-calling SQL functions (CREATE FUNCTION, inlined) run on Spark too. One server (one JVM)
-for the module. (SIGKILL while Spark runs a batch: tests/test_crash_views.py.)
+calling SQL functions (CREATE FUNCTION, inlined when the view is created) run on Spark
+too. One server (one JVM) for the module. (SIGKILL while Spark runs a batch:
+tests/test_crash_views.py.)
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ SCHEMA = [
     "CREATE TABLE sx_t (id int PRIMARY KEY, a int, b int, s text)",
     "CREATE TABLE sx_u (id int PRIMARY KEY, a int, x int)",
 ]
+# SQL functions (CREATE FUNCTION, inlined where the views call them; PostgreSQL calls them)
+FUNCTIONS = [
+    "CREATE OR REPLACE FUNCTION sx_bucket(v int, width int DEFAULT 2) RETURNS int IMMUTABLE"
+    " LANGUAGE sql RETURN (v / width) * width",
+    "CREATE OR REPLACE FUNCTION sx_above(lim int) RETURNS bigint LANGUAGE sql STABLE"
+    " AS 'SELECT count(*) FROM sx_u WHERE x > lim'",
+    "CREATE OR REPLACE FUNCTION sx_near(k int) RETURNS TABLE(id int, x int) LANGUAGE sql"
+    " AS 'SELECT id, x FROM sx_u WHERE a = k'",
+]
 VIEWS = {
     "sx_agg": "SELECT a, count(*) AS n, sum(b) AS sb, max(s) AS hi FROM sx_t GROUP BY a",
     "sx_join": "SELECT sx_t.id, sx_t.b, sx_u.x FROM sx_t JOIN sx_u ON sx_t.a = sx_u.a",
@@ -41,6 +51,11 @@ VIEWS = {
     " 'x=' || (b * 1e15::float8) || ',' || (b + 'Infinity'::float8) AS cat,"
     " concat(b::float8 / 8, '|', b > 2, '|', b) AS con,"
     " concat_ws(',', b::real / 3, b < 2, b::float8 * 1e20) AS ws FROM sx_t",
+    # calls of SQL functions: an expression, a correlated aggregate over another table
+    # (the caller's column as its argument), a set-returning function in FROM
+    "sx_fn_bucket": "SELECT sx_bucket(b) AS k, count(*) AS n FROM sx_t GROUP BY sx_bucket(b)",
+    "sx_fn_above": "SELECT id, sx_above(b) AS n FROM sx_t",
+    "sx_fn_near": "SELECT sx_t.id, n.x FROM sx_t, sx_near(sx_t.a) AS n",
 }
 
 
@@ -110,6 +125,9 @@ def test_spark_executor_equals_postgres(server: HeadwaterServer, pg: psycopg.Con
         for sql in SCHEMA:
             pg.execute(sql.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
             hw.execute(sql)
+        for sql in FUNCTIONS:
+            pg.execute(sql)
+            hw.execute(sql)
         pg.execute("TRUNCATE sx_t, sx_u")
         random_writes(rng, hw, pg, 40)
         for name, sql in VIEWS.items():
@@ -167,44 +185,3 @@ def test_spark_views_over_array_columns(server: HeadwaterServer, pg: psycopg.Con
         ).fetchall()
         assert [r[:2] for r in rows] == [("sx_arr_g", "duckdb"), ("sx_arr_v", "spark")], rows
         assert "hw_cardinality has no Spark form" in rows[0][3] and rows[1][2] > 0, rows
-
-
-FUNCTIONS = [
-    "CREATE FUNCTION sx_bucket(v int, width int DEFAULT 2) RETURNS int IMMUTABLE"
-    " LANGUAGE sql RETURN (v / width) * width",
-    "CREATE FUNCTION sx_above(lim int) RETURNS bigint LANGUAGE sql STABLE"
-    " AS 'SELECT count(*) FROM sx_u WHERE x > lim'",
-    "CREATE FUNCTION sx_near(k int) RETURNS TABLE(id int, x int) LANGUAGE sql"
-    " AS 'SELECT id, x FROM sx_u WHERE a = k'",
-]
-FUNCTION_VIEWS = {
-    "sx_fn_bucket": "SELECT sx_bucket(b) AS k, count(*) AS n FROM sx_t GROUP BY sx_bucket(b)",
-    "sx_fn_above": "SELECT id, sx_above(b) AS n FROM sx_t",  # a column: the caller's b
-    "sx_fn_near": "SELECT sx_t.id, n.x FROM sx_t, sx_near(sx_t.a) AS n",
-}
-
-
-def test_spark_views_calling_sql_functions(server: HeadwaterServer, pg: psycopg.Connection) -> None:
-    """Views over calls of LANGUAGE sql functions (an expression, a correlated aggregate
-    over another table, a set-returning function taking the caller's column): the
-    bodies are inlined when the view is created, and Spark maintains them, equal to
-    PostgreSQL (which calls the functions) after each write."""
-    rng = random.Random(17)
-    with _connect(server) as hw:
-        for c in (hw, pg):
-            for sql in SCHEMA:  # (made by the first test, unless this one runs alone)
-                c.execute(sql.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
-            for sql in FUNCTIONS:
-                c.execute(sql.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
-        for name, sql in FUNCTION_VIEWS.items():
-            hw.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-        for _ in range(3):
-            for name, sql in FUNCTION_VIEWS.items():
-                got = _norm(hw.execute(f"SELECT * FROM {name}").fetchall())
-                assert got == _norm(pg.execute(sql).fetchall()), f"{name} differs"
-            random_writes(rng, hw, pg, rng.choice([1, 10]))
-        rows = hw.execute(
-            "SELECT name, executor, spark_tasks FROM headwater_catalog.views"
-            " WHERE name LIKE 'sx_fn_%' ORDER BY name"
-        ).fetchall()
-        assert [r[1] for r in rows] == ["spark"] * 3 and all(r[2] > 0 for r in rows), rows
