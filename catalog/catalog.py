@@ -262,6 +262,10 @@ class Catalog:
         path that has one."""
         return _on_path(self.functions, schema, name, search_path) or ()
 
+    def function(self, oid: int) -> Function | None:
+        """The function with `oid` (a trigger names its function so)."""
+        return next((f for fs in self.functions.values() for f in fs if f.oid == oid), None)
+
     def put_function(self, fn: Function) -> None:
         """Add `fn`, or replace the overload with its oid (CREATE OR REPLACE)."""
         if not fn.owner and self.creator:

@@ -186,17 +186,13 @@ def _fire(
     for trigger in table.triggers:
         if letter not in trigger.events or not trigger.enabled or not new.num_rows:
             continue
-        fn = _by_oid(cat, trigger.function)
+        fn = cat.function(trigger.function)
         if fn is None:
             continue
         assigns = compile_trigger(fn.name, fn.body).assigns[event]
         if assigns:
             new = _apply(table, trigger, assigns, new, old, cur)
     return new
-
-
-def _by_oid(cat: Catalog, oid: int) -> Function | None:
-    return next((f for fs in cat.functions.values() for f in fs if f.oid == oid), None)
 
 
 def _apply(

@@ -154,7 +154,7 @@ def trigger_definition(b: Builder, table: Any, trg: Any, pretty: bool) -> str:
     name = quote_ident(table.name)
     if not (pretty and visible):
         name = f"{quote_ident(table.schema)}.{name}"
-    fn = next((f for fs in b.catalog.functions.values() for f in fs if f.oid == trg.function), None)
+    fn = b.catalog.function(trg.function)
     called = quote_ident(fn.name) if fn is not None else str(trg.function)
     if fn is not None and fn.schema not in b.session.search_path:
         called = f"{quote_ident(fn.schema)}.{called}"
