@@ -32,6 +32,9 @@ class SQLError(Exception):
         self.detail = detail
         self.hint = hint
         self.position = position  # 1-based character offset into the statement
+        self.context: str | None = None  # CONTEXT lines (PL/pgSQL: where it was raised)
+        self.internal_query: str | None = None  # the statement `position` points into
+        self.internal_position: int | None = None  # (one a DO block ran)
 
     def __str__(self) -> str:
         return self.message

@@ -25,7 +25,7 @@ from pglast import parse_plpgsql, parse_sql
 from pglast.enums import BoolExprType, CoercionForm
 from pglast.parser import ParseError
 
-from headwater.errors import FeatureNotSupported, SyntaxErr
+from headwater.errors import FeatureNotSupported, SQLError, SyntaxErr
 
 OLD_PREFIX = "_hw_old_"  # an UPDATE's old version's columns, beside the new one's
 _STANDARD = frozenset(
@@ -48,19 +48,27 @@ class Program:
     assigns: dict[str, tuple[tuple[str, str], ...]]
 
 
-def source_text(body: str) -> str:
+def source_text(body: str, returns: str = "trigger") -> str:
     """A CREATE FUNCTION around a plpgsql body, for pglast's PL/pgSQL parser."""
     tag = "$hw_body$"
-    return f"CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS {tag}{body}{tag}"
+    return f"CREATE FUNCTION f() RETURNS {returns} LANGUAGE plpgsql AS {tag}{body}{tag}"
+
+
+def parse_function(body: str, name: str | None, returns: str) -> dict[str, Any]:
+    """pglast's PL/pgSQL tree of a body (`PLpgSQL_function`); PostgreSQL's error (42601
+    but for an assignment to a CONSTANT), naming `name` if given."""
+    try:
+        return parse_plpgsql(source_text(body, returns))[0]["PLpgSQL_function"]
+    except ParseError as e:
+        message = e.args[0] if name is None else f"{e.args[0]} in the body of {name}"
+        code = "22005" if e.args[0].endswith("is declared CONSTANT") else "42601"
+        raise SQLError(message, code) from None
 
 
 @functools.lru_cache(maxsize=128)
 def compile_trigger(name: str, body: str) -> Program:
     """The function's body as a Program; 0A000 naming what is not supported."""
-    try:
-        parsed = parse_plpgsql(source_text(body))[0]["PLpgSQL_function"]
-    except ParseError as e:
-        raise SyntaxErr(f"{e.args[0]} in the body of function {name}") from None
+    parsed = parse_function(body, f"function {name}", "trigger")
     datums = parsed["datums"]
     for d in datums:
         var = d.get("PLpgSQL_var") or d.get("PLpgSQL_rec")

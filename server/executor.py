@@ -44,6 +44,7 @@ from headwater.server import (
     create_as,
     cursors,
     ddl,
+    do_blocks,
     explain,
     maintenance,
     notify,
@@ -300,6 +301,8 @@ class Executor:
             return notify.unlisten(s, stmt)
         if isinstance(stmt, A.NotifyStmt):
             return notify.notify(s, stmt)
+        if isinstance(stmt, A.DoStmt):  # PL/pgSQL, a statement at a time
+            return await do_blocks.run(self, stmt)
         if isinstance(stmt, A.VacuumStmt):
             return await maintenance.vacuum(s, stmt)
         if isinstance(stmt, A.PrepareStmt):

@@ -200,6 +200,11 @@ def _fields(err: SQLError) -> bytes:
         parts.append(b"H" + cstr(err.hint))
     if err.position:
         parts.append(b"P" + cstr(str(err.position)))
+    if getattr(err, "internal_position", None):
+        parts.append(b"p" + cstr(str(err.internal_position)))
+        parts.append(b"q" + cstr(err.internal_query or ""))
+    if getattr(err, "context", None):
+        parts.append(b"W" + cstr(err.context))
     return b"".join(parts) + b"\x00"
 
 
