@@ -1,6 +1,6 @@
 """The extensions CREATE EXTENSION accepts: those whose functions Headwater provides
 (planner/functions/extension_funcs.py). plpgsql is there from the start, as in
-PostgreSQL (its language handler is not: DO blocks and functions are refused)."""
+PostgreSQL (DO blocks: server/do_blocks.py; trigger functions: planner/plpgsql.py)."""
 
 from __future__ import annotations
 

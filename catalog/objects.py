@@ -10,6 +10,7 @@ import functools
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from headwater.catalog.extensions import AVAILABLE
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.types import STORED_TYPES, ColumnType, PgType, enum_type
 
@@ -349,7 +350,8 @@ class Extension:
     schema: str  # where PostgreSQL would have put its objects
     version: str
     owner: int = field(default=0, kw_only=True)
-    kind: str = field(default="extension", init=False)
+    comment: str | None = field(default=None, kw_only=True)  # the extension's own, or
+    kind: str = field(default="extension", init=False)  # COMMENT ON EXTENSION's
 
 
 @dataclass(frozen=True)
@@ -430,7 +432,7 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d.update(key=list(obj.key), options=[list(o) for o in obj.options], owner=obj.owner)
         return d
     if isinstance(obj, Extension):
-        d.update(schema=obj.schema, version=obj.version, owner=obj.owner)
+        d.update(schema=obj.schema, version=obj.version, owner=obj.owner, comment=obj.comment)
         return d
     if obj.owner:
         d["owner"] = obj.owner
@@ -499,7 +501,15 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             owner=d.get("owner", 0),
         )
     if kind == "extension":
-        return Extension(d["oid"], d["name"], d["schema"], d["version"], owner=d["owner"])
+        default = AVAILABLE[d["name"]].comment if d["name"] in AVAILABLE else None
+        return Extension(
+            d["oid"],
+            d["name"],
+            d["schema"],
+            d["version"],
+            owner=d["owner"],
+            comment=d.get("comment", default),  # written before COMMENT ON EXTENSION
+        )
     own = {
         "owner": d.get("owner", 0),
         "acl": tuple((g, p) for g, p in d.get("acl", ())),

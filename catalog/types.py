@@ -234,6 +234,14 @@ def enum_type(schema: str, name: str, oid: int, array_oid: int, labels: tuple[st
     return t
 
 
+def type_display(t: PgType, search_path: tuple[str, ...] | list[str]) -> str:
+    """format_type()'s name of `t`: a CREATE TYPE's is schema-qualified unless the
+    search path reaches its schema."""
+    if t.schema == "pg_catalog" or t.schema in search_path:
+        return t.sql_name
+    return f"{quote_ident(t.schema)}.{t.sql_name}"
+
+
 def enum_duckdb(labels: tuple[str, ...]) -> str:
     """DuckDB's type of an enum's values, written as DuckDB prints it (`ENUM('a', 'b')`)."""
     return "ENUM(" + ", ".join("'" + lb.replace("'", "''") + "'" for lb in labels) + ")"

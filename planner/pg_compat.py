@@ -255,6 +255,14 @@ _FORMAT_TYPE = """CASE WHEN __hwarg0 IS NULL THEN NULL WHEN __hwarg0 = 0 THEN '-
 _HAS_PRIV = """(SELECT CASE WHEN count(*) = 0 THEN true ELSE coalesce(bool_or(
     _hw_p.hw_priv <> '-' AND position(_hw_p.hw_priv IN upper(__hwarg1)) > 0), false) END
   FROM pg_catalog._hw_privs _hw_p WHERE _hw_p.hw_oid = __hwarg0)"""
+# the same for a role named by the first argument (42704 for a role that does not exist)
+_ROLE_HAS_PRIV = """(SELECT CASE
+    WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles _hw_r WHERE _hw_r.rolname = __hwarg2)
+      THEN error('[SQLSTATE 42704] role "' || __hwarg2 || '" does not exist')
+    WHEN count(*) = 0 THEN true ELSE coalesce(bool_or(
+    _hw_p.hw_priv <> '-' AND position(_hw_p.hw_priv IN upper(__hwarg1)) > 0), false) END
+  FROM pg_catalog._hw_role_privs _hw_p
+  WHERE _hw_p.hw_oid = __hwarg0 AND _hw_p.hw_role = __hwarg2)"""
 _SIZE_PRETTY = """CASE
   WHEN abs(__hwarg0) < 10240 THEN CAST(__hwarg0 AS text) || ' bytes'
   WHEN abs(__hwarg0) < 10485760 THEN CAST(round(__hwarg0 / 1024.0) AS bigint) || ' kB'
@@ -1060,14 +1068,18 @@ def _func(fc: A.FuncCall) -> Any:
     if name in _NULL_TEXT_FUNCS:
         return cast_to(_const(None), "text")
     if name in _PRIV_FUNCS and len(args) >= 2:
-        # (object, privilege) or (role, object, privilege): the session's role is asked
+        # (object, privilege): the session's role; (role, object, privilege): that role's
         obj, priv = (args[-2], args[-1]) if name != "has_column_privilege" else (args[-3], args[-1])
         if len(args) == 4 or (name == "has_column_privilege" and len(args) < 3):
             return _const(True)
         kind = "regnamespace" if name == "has_schema_privilege" else "regclass"
         _check_privileges(name, priv)
         oid = _existing(kind, obj)  # evaluated outside the subquery, which may find no rows
-        has = _template(_HAS_PRIV, _copy(oid), priv)
+        role = args[0] if len(args) == (4 if name == "has_column_privilege" else 3) else None
+        if role is not None and _stringish(role):  # (a role's oid: asked of the session's)
+            has = _template(_ROLE_HAS_PRIV, _copy(oid), priv, cast_to(role, "text"))
+        else:
+            has = _template(_HAS_PRIV, _copy(oid), priv)
         if name == "has_column_privilege" and _stringish(args[-2]) and _stringish(obj):
             # a column the relation does not have: 42703
             has = _template(

@@ -55,11 +55,12 @@ from headwater.planner.dml import default_sql, to_column_sql
 from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
-from headwater.planner.sequences import column_default
+from headwater.planner.sequences import column_default, sequence_calls_by_oid
 from headwater.server import ddl, foreign_keys, sequence_ddl, slo, view_deps
 from headwater.server.binders import user_types, write_binder
 from headwater.server.checks import check_violation, condition_sql, failing_sql
 from headwater.server.duckdb_calls import fetch
+from headwater.server.owners import new_owner
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.changelog import RID
@@ -67,7 +68,7 @@ from headwater.storage.duckdb_errors import translate
 from headwater.storage.replica import CURRENT, FROM, HIDDEN, LIVE, TO, physical, quote
 from pglast import parse_sql
 from pglast.enums import AlterTableType as AT
-from pglast.enums import ConstrType, ObjectType, RoleSpecType
+from pglast.enums import ConstrType, ObjectType
 
 from headwater.errors import (
     DatatypeMismatch,
@@ -94,6 +95,7 @@ _PASS = {
     AT.AT_AlterColumnType: 1,
     AT.AT_AddColumn: 4,
     AT.AT_ColumnDefault: 5,
+    AT.AT_AddIdentity: 5,
     AT.AT_DropNotNull: 5,
     AT.AT_SetNotNull: 5,
     AT.AT_AddConstraint: 7,
@@ -116,6 +118,7 @@ _ACTION_WORDS = {
     AT.AT_DropColumn: "DROP COLUMN",
     AT.AT_AlterColumnType: "ALTER COLUMN TYPE",
     AT.AT_ColumnDefault: "ALTER COLUMN ... SET DEFAULT",
+    AT.AT_AddIdentity: "ALTER COLUMN ... ADD IDENTITY",
     AT.AT_SetNotNull: "ALTER COLUMN ... SET NOT NULL",
     AT.AT_DropNotNull: "ALTER COLUMN ... DROP NOT NULL",
     AT.AT_AddConstraint: "ADD CONSTRAINT",
@@ -240,15 +243,7 @@ def _alter_table(s: Session, w: WriteTxn, stmt: A.AlterTableStmt) -> Result:
 def _change_owner(s: Session, w: WriteTxn, rel: Relation, spec: Any, tag: str) -> Result:
     """OWNER TO: the relation (and a table's indexes) belong to the role."""
     cat = w.catalog
-    if spec.roletype == RoleSpecType.ROLESPEC_CSTRING:
-        role = cat.role(spec.rolename)
-        if role is None:
-            raise UndefinedObject(f'role "{spec.rolename}" does not exist')
-        owner = role.oid
-    elif spec.roletype == RoleSpecType.ROLESPEC_PUBLIC:
-        raise UndefinedObject('role "public" does not exist')
-    else:
-        owner = s.role_oid
+    owner = new_owner(s, cat, spec)
     cat.replace_relation(replace(rel, owner=owner))
     for ix in [r for r in cat.relations.values() if isinstance(r, Index)]:
         if ix.table_oid == rel.oid:
@@ -470,7 +465,33 @@ def _column_default(work: TableChange, cmd: A.AlterTableCmd) -> None:
         sql = default_sql(replace(col, default=default), write_binder(work.s, work.w))
         if not _calls_functions(cmd.def_):  # (a function might have effects: nextval)
             fetch(work.w.cur, f"SELECT {sql}")
+        cat, sp = work.w.catalog, work.s.search_path()  # nextval('s') names s by oid
+        default = (
+            sequence_calls_by_oid(default, lambda schema, name: cat.get_relation(schema, name, sp))
+            or default
+        )
     work.set_column(cmd.name, replace(col, default=default))
+
+
+def _add_identity(work: TableChange, cmd: A.AlterTableCmd) -> None:
+    """ALTER COLUMN c ADD GENERATED { ALWAYS | BY DEFAULT } AS IDENTITY [(options)]
+    (pg_dump's form of an identity column): its sequence, owned by the table."""
+    col, table = work.column(cmd.name), work.table
+    where = f'column "{cmd.name}" of relation "{table.name}"'
+    if not col.not_null:
+        raise SQLError(f"{where} must be declared NOT NULL before identity can be added", "55000")
+    if col.identity:
+        raise SQLError(f"{where} is already an identity column", "42P17")
+    if col.default is not None:
+        raise SQLError(f"{where} already has a default value", "42P17")
+    type_name = A.TypeName(names=(A.String(sval=col.type.pg.name),), typemod=-1)
+    cd = A.ColumnDef(colname=cmd.name, typeName=type_name, constraints=(cmd.def_,))
+    holder = A.AlterTableStmt(relation=A.RangeVar(relname=table.name))
+    made = sequence_ddl.column_sequences(
+        work.s, work.w, holder, table.schema, elts=[cd], table_oid=table.oid
+    )
+    seq, identity = made[cmd.name]
+    work.set_column(cmd.name, replace(col, default=column_default(seq), identity=identity))
 
 
 def _calls_functions(node: Any) -> bool:
@@ -692,6 +713,7 @@ _ACTIONS = {
     AT.AT_DropColumn: _drop_column,
     AT.AT_AlterColumnType: _alter_type,
     AT.AT_ColumnDefault: _column_default,
+    AT.AT_AddIdentity: _add_identity,
     AT.AT_SetNotNull: _set_not_null,
     AT.AT_DropNotNull: _drop_not_null,
     AT.AT_AddConstraint: _add_constraint,

@@ -1,4 +1,5 @@
-"""COMMENT ON TABLE | VIEW | MATERIALIZED VIEW | INDEX | COLUMN | SCHEMA | TYPE ... IS '...' | NULL.
+"""COMMENT ON TABLE | VIEW | MATERIALIZED VIEW | INDEX | COLUMN | SCHEMA | TYPE | FUNCTION |
+EXTENSION ... IS '...' | NULL.
 
 A comment is part of the object it describes (catalog/objects.py), so it is renamed,
 moved and dropped with it, and is durable with the transaction's catalog changes.
@@ -52,6 +53,12 @@ def execute(s: Session, w: WriteTxn, stmt: A.CommentStmt) -> Result:
         if t is None:
             raise UndefinedObject(f'type "{".".join(names)}" does not exist')
         cat.put_type(replace(t, comment=text))
+        return Result("COMMENT")
+    if kind == ObjectType.OBJECT_EXTENSION:
+        ext = cat.extensions.get(stmt.object.sval)
+        if ext is None:
+            raise UndefinedObject(f'extension "{stmt.object.sval}" does not exist')
+        cat.put_extension(replace(ext, comment=text))
         return Result("COMMENT")
     if kind == ObjectType.OBJECT_FUNCTION:  # CREATE FUNCTION's
         fn = user_functions.named(s, cat, stmt.object)

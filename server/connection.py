@@ -64,7 +64,7 @@ from headwater.server.results import (
     data_rows,
 )
 from headwater.server.session import Portal, Session
-from headwater.server.settings import REPORTED, setting_ms
+from headwater.server.settings import REPORTED, setting_ms, shows
 from headwater.server.statements import locate_column, parse_statements
 from headwater.server.subscribe import Subscription
 from headwater.storage.duckdb_errors import name_statement
@@ -175,9 +175,15 @@ class Connection:
             self._out_size = 0
         await self.writer.drain()
 
+    def send_notice(self, message: str | SQLError) -> None:
+        """A NoticeResponse, unless client_min_messages is above its level."""
+        severity = message.severity if isinstance(message, SQLError) else "NOTICE"
+        if self.session is None or shows(self.session.settings, severity):
+            self.send(messages.notice_response(message))
+
     def notice_now(self, message: str | SQLError) -> None:
         """A NOTICE sent while the statement runs (what it is about to wait for)."""
-        self.send(messages.notice_response(message))
+        self.send_notice(message)
         self.writer.write(b"".join(self._out))
         self._out.clear()
         self._out_size = 0
@@ -401,7 +407,7 @@ class Connection:
     def send_ready(self) -> None:
         assert self.session is not None
         for n in self.session.settings.take_notices():  # SET work_mem's answer
-            self.send(messages.notice_response(n))
+            self.send_notice(n)
         self._report_settings()
         self.deliver_notifications()
         self.send(messages.ready(self.session.status))
@@ -502,7 +508,7 @@ class Connection:
 
     def send_result(self, result: Result, formats: list[int], *, describe: bool) -> None:
         for n in result.notices:
-            self.send(messages.notice_response(n))
+            self.send_notice(n)
         if result.fields is not None:
             if describe:
                 self.send(messages.row_description(result.fields, formats))
@@ -815,7 +821,7 @@ class Connection:
             if timer is not None:
                 timer.cancel()
         for n in result.notices:
-            self.send(messages.notice_response(n))
+            self.send_notice(n)
         portal.fields = result.fields
         portal.rows = result.rows
         portal.tag = result.tag

@@ -199,14 +199,11 @@ def _view_columns(
 
 def _create_matview(s: Session, w: WriteTxn, stmt: A.CreateTableAsStmt) -> Result:
     """CREATE MATERIALIZED VIEW: planned now (0A000 outside the engine's scope),
-    backfilled once this transaction's epoch is durable (transactions.commit_write)."""
+    backfilled once this transaction's epoch is durable (transactions.commit_write).
+    WITH NO DATA (pg_dump's, REFRESH coming later) is populated all the same."""
     cat = w.catalog
     into = stmt.into
     rv = into.rel
-    if into.skipData:
-        raise FeatureNotSupported(
-            "WITH NO DATA is not supported: materialized views are always populated"
-        )
     if into.accessMethod or into.tableSpaceName:
         raise FeatureNotSupported("storage options on a materialized view are not supported")
     freshness = slo.view_options(into.options)  # WITH (freshness = '1s'): server/slo.py
@@ -251,7 +248,12 @@ def _create_matview(s: Session, w: WriteTxn, stmt: A.CreateTableAsStmt) -> Resul
     s.instance.view_deps[view.oid] = depends
     mv.open_engine()  # spooling starts before this epoch closes
     w.created_matviews.append(view.oid)
-    return Result("CREATE MATERIALIZED VIEW")
+    notices = []
+    if into.skipData:
+        notices.append(
+            "materialized views are always populated in Headwater; WITH NO DATA is ignored"
+        )
+    return Result("CREATE MATERIALIZED VIEW", notices=notices)
 
 
 def _evaluate(s: Session, w: WriteTxn, definition: str) -> None:

@@ -34,10 +34,9 @@ from headwater.sqlstates import CONDITIONS
 if TYPE_CHECKING:
     from headwater.server.executor import Executor
 
-# elog levels of RAISE (PostgreSQL's elog.h) and the client_min_messages they pass
+# elog levels of RAISE (PostgreSQL's elog.h); client_min_messages filters them
+# (server/connection.py send_notice)
 _LEVELS = {14: "DEBUG", 15: "LOG", 17: "INFO", 18: "NOTICE", 19: "WARNING", 21: "ERROR"}
-_MIN_MESSAGES = ["debug5", "debug4", "debug3", "debug2", "debug1", "log", "notice", "warning"]
-_RANK = {"DEBUG": 4, "LOG": 5, "NOTICE": 6, "WARNING": 7}
 # RAISE ... USING option numbers (plpgsql.h PLpgSQL_raise_option_type)
 _OPTIONS = ["errcode", "message", "detail", "hint", "column", "constraint", "datatype", "table"]
 _ROWS_TAG = re.compile(r"^(?:INSERT \d+|UPDATE|DELETE|SELECT|MERGE|COPY|FETCH|MOVE) (\d+)$")
@@ -629,8 +628,6 @@ class _Interpreter:
             raise SQLError(
                 message, code or "P0001", detail=options.get("detail"), hint=options.get("hint")
             )
-        if not self._shown(level):
-            return
         notice = SQLError(
             message,
             code or ("01000" if level == "WARNING" else "00000"),
@@ -640,13 +637,6 @@ class _Interpreter:
         )
         notice.context = f"{_WHERE} line {body['lineno']} at RAISE"
         self.notices.append(notice)
-
-    def _shown(self, level: str) -> bool:
-        if level == "INFO":
-            return True
-        minimum = str(self.s.settings.values.get("client_min_messages", "notice")).lower()
-        floor = _MIN_MESSAGES.index(minimum) if minimum in _MIN_MESSAGES else 6
-        return _RANK[level] >= floor
 
     async def _format(self, message: str, params: list[dict[str, Any]]) -> str:
         out, it = [], iter(params)

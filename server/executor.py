@@ -48,6 +48,7 @@ from headwater.server import (
     explain,
     maintenance,
     notify,
+    owners,
     point_reads,
     prepared,
     queries,
@@ -266,6 +267,8 @@ class Executor:
             return await transactions.in_write(s, partial(user_functions.alter, s), stmt)
         if isinstance(stmt, A.CommentStmt):
             return await transactions.in_write(s, partial(comments.execute, s), stmt)
+        if owners.handles(stmt):  # ALTER TYPE | DOMAIN | SCHEMA ... OWNER TO
+            return await transactions.in_write(s, partial(owners.execute, s), stmt)
         if isinstance(stmt, roles.ROLE_STMTS):
             return await transactions.in_write(s, partial(roles.execute, self), stmt)
         if isinstance(stmt, A.VariableSetStmt):

@@ -57,7 +57,8 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateExtensionStmt) -> Result:
             raise SQLError(f'schema "{schema}" does not exist', "3F000")
     else:
         schema = cat.creation_schema(None, s.search_path())
-    cat.put_extension(Extension(cat.allocate_oid(), name, schema, available.version))
+    ext = Extension(cat.allocate_oid(), name, schema, available.version, comment=available.comment)
+    cat.put_extension(ext)
     return Result("CREATE EXTENSION")
 
 

@@ -67,6 +67,11 @@ DEFAULTS: dict[str, str] = {
     "max_connections": "100",
     "transaction_read_only": "off",
     "xmloption": "content",
+    # set by pg_dump's scripts; accepted and shown (no tablespaces or access methods)
+    "check_function_bodies": "on",
+    "default_tablespace": "",
+    "default_table_access_method": "heap",
+    "default_with_oids": "off",
     # reads see every acknowledged write (PostgreSQL's read committed); session / none
     # are the opt-in cheaper modes (docs/time.md)
     "headwater.freshness": "latest",
@@ -96,6 +101,23 @@ SERVER_OPTIONS = {
     "headwater.executor": "--executor spark",
     "fsync": "--fsync off",
 }
+
+
+# client_min_messages: the levels below it are not sent (INFO always is)
+_MESSAGE_LEVELS = "debug5 debug4 debug3 debug2 debug1 log notice warning error".split()
+
+
+def shows(settings: Settings, severity: str) -> bool:
+    """Whether a notice of `severity` ('NOTICE', 'WARNING', 'DEBUG', ...) reaches the
+    client under its client_min_messages."""
+    level = severity.lower()
+    if level == "info":
+        return True
+    level = "debug1" if level == "debug" else level
+    floor = str(settings.values.get("client_min_messages", "notice")).lower()
+    if level not in _MESSAGE_LEVELS or floor not in _MESSAGE_LEVELS:
+        return True
+    return _MESSAGE_LEVELS.index(level) >= _MESSAGE_LEVELS.index(floor)
 
 
 def canonical(name: str) -> str:

@@ -26,10 +26,11 @@ from headwater.planner.relations import deparse
 from headwater.planner.sql_functions import POLYMORPHIC, has_calls, inline
 from headwater.server import triggers
 from headwater.server.binders import user_types
+from headwater.server.owners import new_owner
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from pglast import parse_sql
-from pglast.enums import DropBehavior, FunctionParameterMode, RoleSpecType
+from pglast.enums import DropBehavior, FunctionParameterMode
 from pglast.parser import ParseError
 
 from headwater.errors import (
@@ -393,12 +394,7 @@ def alter(s: Session, w: WriteTxn, stmt: A.AlterFunctionStmt | A.AlterOwnerStmt)
     cat = w.catalog
     if isinstance(stmt, A.AlterOwnerStmt):
         fn = named(s, cat, stmt.object)
-        spec = stmt.newowner
-        by_name = spec.roletype == RoleSpecType.ROLESPEC_CSTRING
-        role = cat.role(spec.rolename) if by_name else cat.roles.get(s.role_oid)
-        if role is None:
-            raise SQLError(f'role "{spec.rolename}" does not exist', "42704")
-        cat.put_function(replace(fn, owner=role.oid))
+        cat.put_function(replace(fn, owner=new_owner(s, cat, stmt.newowner)))
         return Result("ALTER FUNCTION")
     fn = named(s, cat, stmt.func)
     for action in stmt.actions:

@@ -11,7 +11,7 @@ import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, Relation
 from headwater.catalog.pg.expressions import expression_text
-from headwater.catalog.types import BPCHAR
+from headwater.catalog.types import BPCHAR, type_display
 from pglast import parse_sql
 
 _NEXTVAL = re.compile(r"nextval\('(\d+)'::regclass\)")
@@ -34,7 +34,7 @@ def expr_display(
     except Exception:  # noqa: BLE001 - keep what was stored
         return col.default
     ct = col.type
-    base = ct.pg.sql_name if ct.pg is not BPCHAR else "bpchar"
+    base = type_display(ct.pg, search_path) if ct.pg is not BPCHAR else "bpchar"
     if isinstance(node, A.A_Const) and not node.isnull:
         v = node.val
         if isinstance(v, A.String):
@@ -66,7 +66,7 @@ def expr_display(
         return None
     if isinstance(node, A.TypeCast) and isinstance(node.arg, A.A_Const):
         inner = Column(col.name, ct, col.not_null, _deparse(node.arg))
-        return expr_display(inner)
+        return expr_display(inner, search_path)
     if isinstance(node, A.A_Expr | A.FuncCall | A.BoolExpr):
         return expression_text(node, Relation(0, "", "", (col,)), False, None)
     return col.default

@@ -10,6 +10,7 @@ from typing import Any
 
 from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, UserType
 from headwater.catalog.pg.snapshot import Builder, Builders, registrar
+from headwater.catalog.types import type_display
 
 BUILDERS: Builders = {}
 _builder = registrar(BUILDERS)
@@ -116,7 +117,7 @@ def _type_names(b: Builder) -> list[dict[str, Any]]:
 def _type_formats(b: Builder) -> list[dict[str, Any]]:
     out = []
     for t in _types(b):
-        base = t.pg.sql_name
+        base = type_display(t.pg, b.session.search_path)
         out.append({"oid": t.oid, "base": base, "kind": "plain", "suffix": ""})
         out.append({"oid": t.array_oid, "base": base, "kind": "plain", "suffix": "[]"})
     return out

@@ -98,19 +98,28 @@ def _simple(node: Any, parent: Any, first: bool) -> bool:
     return isinstance(parent, A.BoolExpr | A.FuncCall)
 
 
-def _constant_cast(node: Any) -> str | None:
-    """`interval '1 day'`, `'1 day'::interval` as PostgreSQL prints a typed constant:
-    `'1 day'::interval` (pglast prints the first as CAST(... AS interval))."""
+def _constant_cast(node: Any, pretty: bool) -> str | None:
+    """`interval '1 day'`, `'1 day'::interval`, `0::numeric` as PostgreSQL prints a typed
+    constant: `'1 day'::interval`, `(0)::numeric` (pretty: `0::numeric`); pglast prints
+    CAST(... AS interval)."""
     if not (isinstance(node, A.TypeCast) and isinstance(node.arg, A.A_Const)):
         return None
     tn = node.typeName
     names = [n.sval for n in tn.names]
     v = node.arg.val
-    if tn.typmods or tn.arrayBounds or not (node.arg.isnull or isinstance(v, A.String)):
+    if tn.typmods or tn.arrayBounds:
         return None
     t = BY_NAME.get(names[-1])
+    type_name = t.sql_name if t else ".".join(quote_ident(n) for n in names)
+    if isinstance(v, A.Integer | A.Float) and not node.arg.isnull:
+        number = str(v.ival) if isinstance(v, A.Integer) else v.fval
+        if number.startswith("-"):
+            return None
+        return f"{number}::{type_name}" if pretty else f"({number})::{type_name}"
+    if not (node.arg.isnull or isinstance(v, A.String)):
+        return None
     value = "NULL" if node.arg.isnull else "'" + v.sval.replace("'", "''") + "'"
-    return f"{value}::{t.sql_name if t else names[-1]}"
+    return f"{value}::{type_name}"
 
 
 def expression_text(
@@ -146,7 +155,7 @@ def expression_text(
     elif isinstance(node, A.FuncCall) and not node.agg_star and not node.agg_distinct:
         args = ", ".join(expression_text(a, table, pretty, node) for a in node.args or ())
         return f"{'.'.join(n.sval for n in node.funcname if n.sval != 'pg_catalog')}({args})"
-    elif (cast := _constant_cast(node)) is not None:
+    elif (cast := _constant_cast(node, pretty)) is not None:
         return cast
     elif isinstance(node, A.A_Const) and isinstance(node.val, A.Boolean):
         return "true" if node.val.boolval else "false"

@@ -61,6 +61,8 @@ INTERNAL: dict[str, tuple[tuple[str, str], ...]] = {
     # privileges the session's role holds on each user table, view and schema; a row
     # with hw_priv '-' marks every object (objects without rows: system ones, all allowed)
     "_hw_privs": (("hw_oid", "oid"), ("hw_priv", "text")),
+    # the same for every role that is not a superuser: has_table_privilege('role', ...)
+    "_hw_role_privs": (("hw_role", "text"), ("hw_oid", "oid"), ("hw_priv", "text")),
     # current_setting(): lower-case name -> value
     "_hw_settings": (("hw_name", "text"), ("hw_setting", "text")),
 }
@@ -177,8 +179,20 @@ _SCHEMA_PRIVS = ("USAGE", "CREATE")
 def _hw_privs(b: Builder) -> list[dict[str, Any]]:
     find = getattr(b.catalog, "role", None)
     role = find(b.session.user) if find is not None else None
+    return _privileges(b, role)
+
+
+@_builder("pg_catalog", "_hw_role_privs")
+def _hw_role_privs(b: Builder) -> list[dict[str, Any]]:
+    roles = getattr(b.catalog, "roles", {}).values()
+    return [{"role": r.name, **row} for r in roles for row in _privileges(b, r)]
+
+
+def _privileges(b: Builder, role: Any) -> list[dict[str, Any]]:
+    """The privileges `role` holds on each user table, view and schema; none listed
+    for a superuser, who holds every privilege."""
     if role is None or role.superuser:
-        return []  # a superuser holds every privilege
+        return []
     out = []
     objects: list[tuple[Any, tuple[str, ...]]] = [
         (r, _TABLE_PRIVS) for r in b.catalog.relations.values() if not isinstance(r, Index)

@@ -354,9 +354,10 @@ def _pg_description(b: Builder) -> list[dict[str, Any]]:
     """COMMENT ON: relations and their columns (pg_class), schemas (pg_namespace), enums
     (pg_type); and the extensions' own comments (pg_extension: psql's \\dx shows them)."""
     out = [
-        {"objoid": oid, "classoid": 3079, "objsubid": 0, "description": AVAILABLE[name].comment}
-        for oid, name in [(PLPGSQL_OID, BUILT_IN)]
-        + [(e.oid, e.name) for e in b.catalog.extensions.values()]
+        {"objoid": oid, "classoid": 3079, "objsubid": 0, "description": comment}
+        for oid, comment in [(PLPGSQL_OID, AVAILABLE[BUILT_IN].comment)]
+        + [(e.oid, e.comment) for e in b.catalog.extensions.values()]
+        if comment is not None
     ]
     for s in b.catalog.schemas.values():
         if s.comment is not None:

@@ -107,11 +107,13 @@ _SESSION_DEPENDENT = {
         "pg_shadow",
         "pg_auth_members",
         "_hw_privs",
+        "_hw_role_privs",
         "pg_user",
         "pg_views",
         "pg_tables",
         "pg_matviews",
         "pg_namespace",
+        "pg_attrdef",  # a default names what the search path does not reach with its schema
     )
 } | {("information_schema", n) for n in ("schemata", "tables", "columns", "views")}
 

@@ -199,6 +199,12 @@ class Checker:
             self.own_type([n.sval for n in stmt.typeName])
         elif isinstance(stmt, A.RenameStmt) and stmt.renameType == ObjectType.OBJECT_TYPE:
             self.own_type([n.sval for n in stmt.object])
+        elif isinstance(stmt, A.AlterOwnerStmt) and stmt.objectType in _TYPES:
+            self.own_type([n.sval for n in stmt.object])
+        elif isinstance(stmt, A.AlterOwnerStmt) and stmt.objectType == ObjectType.OBJECT_SCHEMA:
+            schema = self.cat.schemas.get(stmt.object.sval)
+            if schema is not None:
+                self.must_own(schema)
         elif _names_function(stmt):  # ALTER FUNCTION, COMMENT ON FUNCTION
             obj = stmt.func if isinstance(stmt, A.AlterFunctionStmt) else stmt.object
             self.own_function([n.sval for n in obj.objname])
@@ -257,6 +263,9 @@ class Checker:
             if rel is not None:
                 self.schema_usage(rel.schema, self.role_oid)
                 self.must_own(rel)
+
+
+_TYPES = (ObjectType.OBJECT_TYPE, ObjectType.OBJECT_DOMAIN)
 
 
 def _names_function(stmt: Any) -> bool:
