@@ -15,6 +15,7 @@ from typing import TypeVar
 from headwater.catalog.objects import (
     BOOTSTRAP_ROLE_OID,
     CatalogObject,
+    Domain,
     Extension,
     Function,
     MaterializedView,
@@ -26,7 +27,7 @@ from headwater.catalog.objects import (
     UserType,
     View,
 )
-from headwater.catalog.types import PgType
+from headwater.catalog.types import ColumnType, PgType
 
 from headwater.errors import (
     DuplicateSchema,
@@ -78,6 +79,7 @@ class Catalog:
         self.roles: dict[int, Role] = {BOOTSTRAP_ROLE_OID: bootstrap_role()}
         self.sinks: dict[tuple[str, str], Sink] = {}  # CREATE SINK (not relations)
         self.types: dict[tuple[str, str], UserType] = {}  # CREATE TYPE ... AS ENUM
+        self.domains: dict[tuple[str, str], Domain] = {}  # CREATE DOMAIN
         self.extensions: dict[str, Extension] = {}  # CREATE EXTENSION, by name
         # CREATE FUNCTION: the overloads of each (schema, name). Replaced, never changed in
         # place: the dict's identity tells a statement's inlined calls are current.
@@ -96,6 +98,7 @@ class Catalog:
         c.roles = dict(self.roles)
         c.sinks = dict(self.sinks)
         c.types = dict(self.types)
+        c.domains = dict(self.domains)
         c.extensions = dict(self.extensions)
         c.functions = self.functions
         c.creator = 0
@@ -228,12 +231,40 @@ class Catalog:
     ) -> UserType | None:
         return _on_path(self.types, schema, name, search_path)
 
+    def resolve_domain(
+        self, schema: str | None, name: str, search_path: tuple[str, ...]
+    ) -> Domain | None:
+        return _on_path(self.domains, schema, name, search_path)
+
     def type_named(self, names: list[str], search_path: tuple[str, ...]) -> PgType | None:
-        """The user type a (qualified) type name stands for, if any."""
+        """The user type a (qualified) type name stands for, if any: an enum, or a
+        domain's base type (what a cast to the domain computes)."""
         if len(names) > 2:
             return None
-        t = self.resolve_type(names[0] if len(names) == 2 else None, names[-1], search_path)
+        schema = names[0] if len(names) == 2 else None
+        t = self.resolve_type(schema, names[-1], search_path)
+        if t is None and (d := self.resolve_domain(schema, names[-1], search_path)):
+            return d.base.pg
         return t.pg if t is not None else None
+
+    def domain_column_type(
+        self, names: list[str], search_path: tuple[str, ...]
+    ) -> ColumnType | None:
+        """The type of a column declared of the domain `names` names, if it is one."""
+        if len(names) > 2:
+            return None
+        d = self.resolve_domain(names[0] if len(names) == 2 else None, names[-1], search_path)
+        return replace(d.base, domain=d.pg) if d is not None else None
+
+    def put_domain(self, d: Domain) -> None:
+        if not d.owner and self.creator:
+            d = replace(d, owner=self.creator)
+        self.domains[(d.schema, d.name)] = d
+        self.changes[d.oid] = d
+
+    def drop_domain(self, d: Domain) -> None:
+        del self.domains[(d.schema, d.name)]
+        self.changes[d.oid] = None
 
     def put_type(self, t: UserType) -> None:
         if not t.owner and self.creator:
@@ -299,6 +330,8 @@ class Catalog:
                 self.sinks[(obj.schema, obj.name)] = obj
             elif isinstance(obj, UserType):
                 self.types[(obj.schema, obj.name)] = obj
+            elif isinstance(obj, Domain):
+                self.domains[(obj.schema, obj.name)] = obj
             elif isinstance(obj, Extension):
                 self.extensions[obj.name] = obj
             elif isinstance(obj, Function):

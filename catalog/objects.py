@@ -12,7 +12,7 @@ from typing import Any
 
 from headwater.catalog.extensions import AVAILABLE
 from headwater.catalog.identifiers import quote_ident
-from headwater.catalog.types import STORED_TYPES, ColumnType, PgType, enum_type
+from headwater.catalog.types import STORED_TYPES, ColumnType, PgType, domain_type, enum_type
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class Column:
         if self.type.pg.category == "E":  # the enum as it is now (ALTER TYPE replaces it)
             t = self.type.pg
             d["enum"] = [t.schema, t.oid, t.array_oid, list(t.labels)]
+        if self.type.domain is not None:
+            t = self.type.domain
+            d["domain"] = [t.schema, t.name, t.oid, t.array_oid]
         if self.identity:
             d["identity"] = self.identity
         if self.comment is not None:
@@ -54,9 +57,10 @@ class Column:
             pg = enum_type(enum[0], d["type"], enum[1], enum[2], tuple(enum[3]))
         else:
             pg = STORED_TYPES[d["type"]]
+        domain = d.get("domain")
         return Column(
             d["name"],
-            ColumnType(pg, d["typmod"]),
+            ColumnType(pg, d["typmod"], domain_type(*domain, pg) if domain else None),
             d["not_null"],
             d["default"],
             d.get("identity", ""),
@@ -95,6 +99,9 @@ class Check:
     name: str
     expr: str
     valid: bool = True  # False: added NOT VALID, existing rows not checked yet
+    # a domain's constraint on a column of the domain (name '': its NOT NULL): the
+    # domain's name for the error; not one of the table's constraints in the catalog
+    domain: str = ""
 
 
 @dataclass(frozen=True)
@@ -325,6 +332,36 @@ class UserType:
         return f"{self.schema}.{self.name}"
 
 
+@dataclass(frozen=True)
+class Domain:
+    """CREATE DOMAIN name AS base [DEFAULT] [NOT NULL] [CHECK (VALUE ...)]: pg_type's row
+    (typtype 'd'; its array type's). A column of the domain stores the base type (its
+    ColumnType's `domain` names the domain); the table gets the domain's NOT NULL and
+    CHECKs as Checks marked with the domain's name (server/domains.py), its DEFAULT
+    when the column has none. `checks` hold expressions over VALUE."""
+
+    oid: int
+    schema: str
+    name: str
+    base: ColumnType
+    array_oid: int
+    not_null: bool = False
+    default: str | None = None
+    checks: tuple[Check, ...] = ()
+    owner: int = field(default=0, kw_only=True)
+    acl: Acl = field(default=(), kw_only=True)
+    comment: str | None = field(default=None, kw_only=True)
+    kind: str = field(default="domain", init=False)
+
+    @property
+    def pg(self) -> PgType:
+        return domain_type(self.schema, self.name, self.oid, self.array_oid, self.base.pg)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
 _SINK_FIELDS = ("schema", "source", "target_kind", "target", "table", "mode", "created_epoch")
 
 _SEQUENCE_FIELDS = (
@@ -414,6 +451,7 @@ CatalogObject = (
     | Sequence
     | Sink
     | UserType
+    | Domain
     | Extension
     | Function
 )
@@ -442,6 +480,11 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         d["comment"] = obj.comment
     if isinstance(obj, UserType):
         d.update(schema=obj.schema, labels=list(obj.labels), array_oid=obj.array_oid)
+        return d
+    if isinstance(obj, Domain):
+        d.update(schema=obj.schema, array_oid=obj.array_oid, not_null=obj.not_null)
+        d.update(base=obj.base.pg.name, typmod=obj.base.typmod, default=obj.default)
+        d["checks"] = [[c.name, c.expr] for c in obj.checks]
         return d
     if isinstance(obj, Function):
         d.update({f: getattr(obj, f) for f in _FUNCTION_FIELDS}, schema=obj.schema)
@@ -520,6 +563,18 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
     if kind == "type":
         labels = tuple(d["labels"])
         return UserType(d["oid"], d["schema"], d["name"], labels, d["array_oid"], **own)
+    if kind == "domain":
+        return Domain(
+            d["oid"],
+            d["schema"],
+            d["name"],
+            ColumnType(STORED_TYPES[d["base"]], d["typmod"]),
+            d["array_oid"],
+            d["not_null"],
+            d["default"],
+            tuple(Check(name, expr) for name, expr in d["checks"]),
+            **own,
+        )
     if kind == "function":
         return Function(
             d["oid"],
@@ -535,7 +590,8 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
     if kind == "table":
         keys = tuple(Key(k["name"], tuple(k["columns"]), k["primary"]) for k in d["keys"])
         checks = tuple(
-            Check(c["name"], c["expr"], c.get("valid", True)) for c in d.get("checks", ())
+            Check(c["name"], c["expr"], c.get("valid", True), c.get("domain", ""))
+            for c in d.get("checks", ())
         )
         fks = tuple(
             ForeignKey(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from headwater.catalog.identifiers import quote_ident
@@ -152,6 +152,9 @@ class ColumnType:
 
     pg: PgType
     typmod: int = -1
+    # a column of a domain (CREATE DOMAIN): the domain, shown by the catalog; values,
+    # the wire and comparisons are the base type's (`pg`, `typmod`)
+    domain: PgType | None = field(default=None, compare=False)
 
     @property
     def length(self) -> int | None:
@@ -234,6 +237,11 @@ def enum_type(schema: str, name: str, oid: int, array_oid: int, labels: tuple[st
     return t
 
 
+def domain_type(schema: str, name: str, oid: int, array_oid: int, base: PgType) -> PgType:
+    """The PgType the catalog shows for a domain (its values are `base`'s)."""
+    return PgType(name, oid, base.typlen, array_oid, quote_ident(name), base.category, (), schema)
+
+
 def type_display(t: PgType, search_path: tuple[str, ...] | list[str]) -> str:
     """format_type()'s name of `t`: a CREATE TYPE's is schema-qualified unless the
     search path reaches its schema."""
@@ -313,7 +321,8 @@ def type_named(name: str) -> PgType | None:
 
 
 # A user type's PgType by its name as written (schema-qualified or not), or None
-UserTypes = Callable[[list[str]], "PgType | None"]
+# the database's own types by name: an enum's PgType, a domain's ColumnType (DDL only)
+UserTypes = Callable[[list[str]], "PgType | ColumnType | None"]
 
 
 def resolve_type_name(
@@ -340,8 +349,9 @@ def resolve_type_name(
     own = user(names) if user is not None else None
     if own is not None and (len(names) > 1 or name not in _ALIASES):
         if mods:
-            raise SyntaxErr(f'type modifier is not allowed for type "{own.name}"')
-        return ColumnType(own)
+            shown = own.domain.name if isinstance(own, ColumnType) and own.domain else own
+            raise SyntaxErr(f'type modifier is not allowed for type "{shown}"')
+        return own if isinstance(own, ColumnType) else ColumnType(own)  # a domain's
     if len(names) > 1 and names[0] not in ("pg_catalog",):
         raise UndefinedObject(f'type "{".".join(names)}" does not exist')
     pg = _ALIASES.get(name)

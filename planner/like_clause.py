@@ -55,7 +55,8 @@ def _elements(source: Any, options: int) -> list[Any]:
     parts = [_column_sql(c, has) for c in source.columns]
     if isinstance(source, Table):
         if has(O.CREATE_TABLE_LIKE_CONSTRAINTS):
-            parts += [f"CONSTRAINT {quote_ident(k.name)} CHECK ({k.expr})" for k in source.checks]
+            own = [k for k in source.checks if not k.domain]  # (a domain's: not copied)
+            parts += [f"CONSTRAINT {quote_ident(k.name)} CHECK ({k.expr})" for k in own]
         if has(O.CREATE_TABLE_LIKE_INDEXES):
             for key in source.keys:
                 cols = ", ".join(quote_ident(c) for c in key.columns)

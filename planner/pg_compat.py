@@ -1486,8 +1486,10 @@ def _typecast(tc: A.TypeCast) -> Any:
     # (a built-in type's name is the built-in type's, as pg_catalog comes first)
     builtin = names[0] in SYSTEM_QUALIFIERS or (len(names) == 1 and type_named(names[0]))
     own = None if builtin else user_type(names)
-    if own is not None:  # 'happy'::mood: DuckDB's ENUM of its labels
+    if own is not None and own.category == "E":  # 'happy'::mood: DuckDB's ENUM of its labels
         return _cast_sql_type(tc.arg, enum_duckdb(own.labels) + ("[]" if tn.arrayBounds else ""))
+    if own is not None:  # 5::posint, a domain: its base type (its CHECKs are not applied)
+        tn.names, names = (A.String(sval=own.name),), [own.name]
     if len(names) == 2 and names[0] in SYSTEM_QUALIFIERS:
         tn.names = (A.String(sval=names[1]),)
         names = names[1:]

@@ -56,7 +56,7 @@ from headwater.planner.foreign_keys import make_object_name
 from headwater.planner.relations import deparse
 from headwater.planner.scope import column_types
 from headwater.planner.sequences import column_default, sequence_calls_by_oid
-from headwater.server import ddl, foreign_keys, sequence_ddl, slo, view_deps
+from headwater.server import ddl, domains, foreign_keys, sequence_ddl, slo, view_deps
 from headwater.server.binders import user_types, write_binder
 from headwater.server.checks import check_violation, condition_sql, failing_sql
 from headwater.server.duckdb_calls import fetch
@@ -307,6 +307,10 @@ def _add_column(work: TableChange, cmd: A.AlterTableCmd) -> None:
             "42601",
         )
     work.table = replace(table, columns=(*table.columns, col))
+    if col.type.domain is not None:  # the domain's DEFAULT fills the rows there are
+        work.table = domains.constrained(work.table, work.w.catalog)
+        work.new_checks += [c for c in work.table.checks if c not in table.checks]
+        col = work.table.columns[-1]
     check_generated(work.table.columns)
     if col.generated is not None:  # computed for the rows there are (the rewrite's)
         value = condition_sql(col.generated, work.table.columns)
@@ -520,7 +524,8 @@ def _drop_not_null(work: TableChange, cmd: A.AlterTableCmd) -> None:
 
 def _constraint_names(work: TableChange) -> set[str]:
     t = work.table
-    return {k.name for k in t.keys} | {c.name for c in t.checks} | {f.name for f in t.foreign_keys}
+    checks = {c.name for c in t.checks if not c.domain}
+    return {k.name for k in t.keys} | checks | {f.name for f in t.foreign_keys}
 
 
 def _add_constraint(work: TableChange, cmd: A.AlterTableCmd) -> None:
@@ -613,7 +618,7 @@ def _add_check(work: TableChange, con: A.Constraint) -> None:
 
 def _validate_constraint(work: TableChange, cmd: A.AlterTableCmd) -> None:
     table = work.table
-    check = next((c for c in table.checks if c.name == cmd.name), None)
+    check = next((c for c in table.checks if c.name == cmd.name and not c.domain), None)
     fk = next((f for f in table.foreign_keys if f.name == cmd.name), None)
     if fk is not None:
         if not fk.valid:
@@ -644,7 +649,7 @@ def _drop_constraint(work: TableChange, cmd: A.AlterTableCmd) -> None:
         for r in work.w.catalog.relations.values()
     )
     key = next((k for k in table.keys if k.name == name), None)
-    check = next((c for c in table.checks if c.name == name), None)
+    check = next((c for c in table.checks if c.name == name and not c.domain), None)
     fk = next((f for f in table.foreign_keys if f.name == name), None)
     if (key is None or index_only) and check is None and fk is None:
         msg = f'constraint "{name}" of relation "{table.name}" does not exist'
@@ -745,7 +750,9 @@ def finish(work: TableChange) -> None:
     """Rewrite the replica table if its shape changed, check the new constraints over
     its live rows, and make the new table the transaction's."""
     w, cat = work.w, work.w.catalog
-    table = work.table
+    had = set(work.table.checks)  # a column of a domain: the domain's constraints
+    table = work.table = domains.constrained(work.table, cat)
+    work.new_checks += [c for c in table.checks if c not in had]
     if work.reshaped:
         freeze_stars(work)
         _rewrite_replica(w, work.old, table, work.exprs, frozenset(work.sequenced))

@@ -47,8 +47,10 @@ def write_binder(s: Session, w: WriteTxn) -> Binder:
 
 
 def user_types(s: Session, w: WriteTxn) -> UserTypes:
-    """The enums a DDL statement's type names may name: the transaction's own included."""
-    return lambda names: w.catalog.type_named(names, s.search_path())
+    """The enums and domains a DDL statement's type names may name: the transaction's
+    own included."""
+    cat, path = w.catalog, s.search_path()
+    return lambda names: cat.domain_column_type(names, path) or cat.type_named(names, path)
 
 
 def current_binder(s: Session) -> Binder:

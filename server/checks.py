@@ -58,6 +58,13 @@ def _shown(table: Table, row: list[object]) -> str:
 
 
 def check_violation(table: Table, check: Check, row: list[object] | None) -> SQLError:
+    if check.domain and not check.name:  # a domain's NOT NULL
+        return SQLError(f"domain {check.domain} does not allow null values", "23502")
+    if check.domain:
+        return SQLError(
+            f'value for domain {check.domain} violates check constraint "{check.name}"',
+            "23514",
+        )
     if row is None:  # ALTER TABLE ADD CONSTRAINT over existing rows
         return SQLError(
             f'check constraint "{check.name}" of relation "{table.name}" is violated by some row',

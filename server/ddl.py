@@ -17,6 +17,7 @@ import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import (
     Column,
+    Domain,
     Index,
     IndexKey,
     Key,
@@ -37,6 +38,7 @@ from headwater.planner.scope import column_types
 from headwater.planner.sequences import with_sequence_defaults
 from headwater.server import (
     constraints,
+    domains,
     extensions,
     foreign_keys,
     generated,
@@ -93,6 +95,7 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
             made,
             lambda schema, name: cat.get_relation(schema, name, sp),
         )
+        table = domains.constrained(table, cat)  # columns of a domain: its constraints
         table = fk_plan.from_create(
             stmt,
             table,
@@ -413,6 +416,7 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
                 for _, t, f in fks
             ]
             types = [t for t in cat.types.values() if t.schema == name]  # CREATE TYPE
+            types += [d for d in cat.domains.values() if d.schema == name]  # CREATE DOMAIN
             exts = [e for e in cat.extensions.values() if e.schema == name]
             funcs = user_functions.in_schema(cat, name)
             if (inside or types or exts or funcs) and not stmt.behavior:
@@ -445,7 +449,7 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
             for k in [k for k in cat.sinks.values() if k.schema == name]:
                 cat.drop_sink(k)
             for t in types:
-                cat.drop_type(t)
+                cat.drop_domain(t) if isinstance(t, Domain) else cat.drop_type(t)
             for e in exts:
                 cat.drop_extension(e)
             for f in funcs:
@@ -454,6 +458,8 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
         return Result("DROP SCHEMA", notices=notices)
     if stmt.removeType == ObjectType.OBJECT_TYPE:
         return type_ddl.drop(s, w, stmt)
+    if stmt.removeType == ObjectType.OBJECT_DOMAIN:
+        return domains.drop(s, w, stmt)
     if stmt.removeType == ObjectType.OBJECT_EXTENSION:
         return extensions.drop(w, stmt)
     if stmt.removeType == ObjectType.OBJECT_TRIGGER:

@@ -41,8 +41,12 @@ def execute(s: Session, w: WriteTxn, stmt: A.AlterOwnerStmt) -> Result:
         cat.replace_schema(replace(schema, owner=owner))
         return Result("ALTER SCHEMA")
     names = [n.sval for n in stmt.object]
-    t = cat.resolve_type(names[0] if len(names) == 2 else None, names[-1], s.search_path())
-    if t is None:
+    schema, path = names[0] if len(names) == 2 else None, s.search_path()
+    tag = "ALTER DOMAIN" if stmt.objectType == ObjectType.OBJECT_DOMAIN else "ALTER TYPE"
+    if (t := cat.resolve_type(schema, names[-1], path)) is not None:
+        cat.put_type(replace(t, owner=owner))
+    elif (d := cat.resolve_domain(schema, names[-1], path)) is not None:
+        cat.put_domain(replace(d, owner=owner))
+    else:
         raise UndefinedObject(f'type "{".".join(names)}" does not exist')
-    cat.put_type(replace(t, owner=owner))
-    return Result("ALTER DOMAIN" if stmt.objectType == ObjectType.OBJECT_DOMAIN else "ALTER TYPE")
+    return Result(tag)

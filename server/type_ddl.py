@@ -20,7 +20,7 @@ import pglast.ast as A
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, MaterializedView, Relation, Table, UserType
 from headwater.catalog.types import BY_NAME, PgType
-from headwater.server import view_deps
+from headwater.server import domains, view_deps
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from headwater.storage.duckdb_errors import translate
@@ -54,6 +54,8 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
         return _alter(s, w, stmt)
     if isinstance(stmt, A.RenameStmt):
         return _rename(s, w, stmt)
+    if isinstance(stmt, A.CreateDomainStmt):
+        return domains.create(s, w, stmt)
     what = "composite types" if isinstance(stmt, A.CompositeTypeStmt) else "domains"
     raise FeatureNotSupported(f"{what} are not supported", hint="CREATE TYPE ... AS ENUM (...) is.")
 
@@ -234,19 +236,6 @@ def _sql(text: str) -> str:
     return text.replace("'", "''")
 
 
-def _dependents(used: list[tuple[Relation, Column]], t: UserType) -> list[str]:
-    """DROP's detail lines, in PostgreSQL's order (dependents by oid, a table's columns
-    last first): a table's columns one by one, a view as a whole."""
-    lines: dict[tuple[int, int], str] = {}
-    for r, c in used:
-        if isinstance(r, Table):
-            attnum = r.columns.index(c) + 1
-            lines[(r.oid, -attnum)] = f"column {c.name} of table {r.name} depends on type {t.name}"
-        else:
-            lines[(r.oid, 0)] = f"{r.kind} {r.name} depends on type {t.name}"
-    return [lines[k] for k in sorted(lines)]
-
-
 def drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
     """DROP TYPE [IF EXISTS] name [, ...] [CASCADE]: refused while a column has the type
     (CASCADE would drop those columns: not done)."""
@@ -259,7 +248,7 @@ def drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
             continue
         used = users(w, t.oid)
         if used:
-            detail = "\n".join(_dependents(used, t))
+            detail = "\n".join(domains.dependents(used, t.name))
             if stmt.behavior:
                 raise FeatureNotSupported(
                     f"DROP TYPE {t.name} CASCADE would drop columns: not supported",

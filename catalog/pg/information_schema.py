@@ -8,6 +8,7 @@ from headwater.catalog.catalog import is_temp_schema
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Check, Table
 from headwater.catalog.pg.foreign_keys import action_word, fk_rows
+from headwater.catalog.pg.oids import table_checks
 from headwater.catalog.pg.roles import owner_name
 from headwater.catalog.pg.ruleutils import check_columns, check_def, view_definition
 from headwater.catalog.pg.sequences import identity_fields
@@ -243,12 +244,7 @@ def _is_table_constraints(b: Builder) -> list[dict[str, Any]]:
 def _checks(b: Builder) -> list[tuple[Table, Check]]:
     """CHECK constraints of the tables the session may see."""
     visible = {r.oid for r in user_rels(b, "r")}
-    return [
-        (t, c)
-        for t in b.catalog.tables()
-        if t.oid in visible
-        for c in sorted(t.checks, key=lambda c: c.name)
-    ]
+    return [(t, c) for t in b.catalog.tables() if t.oid in visible for c in table_checks(t)]
 
 
 @_builder("information_schema", "check_constraints")

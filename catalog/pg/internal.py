@@ -9,10 +9,10 @@ from typing import Any
 from headwater.catalog.catalog import is_temp_schema
 from headwater.catalog.identifiers import quote, quote_ident
 from headwater.catalog.objects import Index
-from headwater.catalog.pg import functions
+from headwater.catalog.pg import domains, functions
 from headwater.catalog.pg.foreign_keys import constraint_def as fk_def
 from headwater.catalog.pg.foreign_keys import fk_rows
-from headwater.catalog.pg.oids import check_oid
+from headwater.catalog.pg.oids import check_oid, table_checks
 from headwater.catalog.pg.pg_catalog import pg_proc, pg_settings
 from headwater.catalog.pg.roles import role_rows
 from headwater.catalog.pg.ruleutils import check_def, constraint_def, index_def, view_definition
@@ -146,7 +146,7 @@ def _hw_defs(b: Builder) -> list[dict[str, Any]]:
             out.append({"oid": r.constraint_oid, "n": 0, "def": constraint_def(r)})
             out.append({"oid": r.constraint_oid, "n": -1, "def": constraint_def(r)})
     for table in b.catalog.tables():
-        for n, check in enumerate(sorted(table.checks, key=lambda c: c.name)):
+        for n, check in enumerate(table_checks(table)):
             oid = check_oid(table.oid, n)
             tail = "" if check.valid else " NOT VALID"
             out.append({"oid": oid, "n": 0, "def": check_def(table, check.expr) + tail})
@@ -158,7 +158,7 @@ def _hw_defs(b: Builder) -> list[dict[str, Any]]:
     for r in user_rels(b, "v", "m"):
         out.append({"oid": r.oid, "n": 0, "def": view_definition(r, b)})
         out.append({"oid": r.oid, "n": -1, "def": view_definition(r, b, pretty=True)})
-    return out + functions.def_rows(b)
+    return out + functions.def_rows(b) + domains.def_rows(b)
 
 
 @_builder("pg_catalog", "_hw_objnames")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 PG_CATALOG_OID = 11
 INFORMATION_SCHEMA_OID = 13207
 SUPERUSER_OID = 10  # the bootstrap superuser
@@ -28,6 +30,12 @@ def derived_oid(table_oid: int, kind: int, n: int) -> int:
     kind 0 the index behind key n, 1 the constraint of key n, 2 the default of column n."""
     slot = kind * 64 + n if kind < 2 else 128 + (n % 128)
     return 2_000_000_000 + (table_oid - 16384) * 256 + slot
+
+
+def table_checks(table: Any) -> list[Any]:
+    """A table's own CHECK constraints in name order (a domain's, on its columns, are
+    the domain's: pg_constraint lists them under the domain)."""
+    return sorted((c for c in table.checks if not c.domain), key=lambda c: c.name)
 
 
 def check_oid(table_oid: int, n: int) -> int:

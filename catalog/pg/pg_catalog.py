@@ -8,7 +8,7 @@ from typing import Any
 from headwater.catalog.catalog import is_temp_schema
 from headwater.catalog.extensions import AVAILABLE, BUILT_IN, PLPGSQL_OID
 from headwater.catalog.objects import Index
-from headwater.catalog.pg import specs
+from headwater.catalog.pg import domains, specs
 from headwater.catalog.pg.foreign_keys import fk_rows
 from headwater.catalog.pg.functions import trigger_rows
 from headwater.catalog.pg.oids import (
@@ -20,6 +20,7 @@ from headwater.catalog.pg.oids import (
     UTF8_ENCODING,
     check_oid,
     derived_oid,
+    table_checks,
 )
 from headwater.catalog.pg.roles import acl, owner_name
 from headwater.catalog.pg.ruleutils import check_columns, index_def, view_definition
@@ -311,7 +312,7 @@ def _pg_constraint(b: Builder) -> list[dict[str, Any]]:
         )
     nsp = {s.name: s.oid for s in b.catalog.schemas.values()}
     for table in b.catalog.tables():
-        for n, check in enumerate(sorted(table.checks, key=lambda c: c.name)):
+        for n, check in enumerate(table_checks(table)):
             out.append(
                 {
                     **_CONSTRAINT,
@@ -326,6 +327,7 @@ def _pg_constraint(b: Builder) -> list[dict[str, Any]]:
                     "conkey": _attnums(b, table.oid, sorted(check_columns(check.expr))),
                 }
             )
+    out += domains.constraint_rows(b, _CONSTRAINT)
     for f in fk_rows(b):
         out.append(
             {

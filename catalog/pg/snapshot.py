@@ -90,6 +90,8 @@ class Builder:
         for ix in indexes:
             by_table.setdefault(ix.table_oid, []).append(ix)
         path = self.session.search_path
+        # a column of a domain takes the domain's DEFAULT: not the column's own
+        domains = {d.oid: d.default for d in getattr(self.catalog, "domains", {}).values()}
 
         def relation(oid: int) -> tuple[str, str] | None:
             rel = self.catalog.by_oid(oid)
@@ -109,7 +111,7 @@ class Builder:
             if kind is None:
                 continue
             cols = [
-                (c.name, c.type.pg.oid, c.type.typmod, c.not_null, _default(c, obj, path, relation))
+                (c.name, *_type_of(c), c.not_null, _default(c, obj, path, relation, domains))
                 for c in obj.columns
             ]
             rels.append(RelRow(obj.oid, obj.name, nsp, obj.schema, kind, cols, obj))
@@ -213,13 +215,23 @@ def registrar(builders: Builders) -> Callable[[str, str], Callable[[RowsFn], Row
     return builder
 
 
+def _type_of(c: Column) -> tuple[int, int]:
+    """pg_attribute's atttypid and atttypmod: a domain column's are the domain's."""
+    if c.type.domain is not None:
+        return c.type.domain.oid, -1
+    return c.type.pg.oid, c.type.typmod
+
+
 def _default(
     c: Column,
     table: Relation,
     path: tuple[str, ...],
     relation: Callable[[int], tuple[str, str] | None],
+    domain_defaults: dict[int, str | None],
 ) -> str | None:
     """pg_attrdef's text of a column: its default, or a generated column's expression."""
     if c.generated is not None:
         return printed(c.generated, table)
+    if c.type.domain is not None and domain_defaults.get(c.type.domain.oid, 0) == c.default:
+        return None
     return expr_display(c, path, relation)

@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.pg import (
+    domains,
     enums,
     functions,
     information_schema,
@@ -119,6 +120,12 @@ _SESSION_DEPENDENT = {
 
 _STATIC = {("pg_catalog", n) for n in ("pg_type", "pg_proc", "_hw_typnames", "_hw_typfmt")}
 
+_DOMAIN_ROWS = {
+    ("pg_catalog", "pg_type"): domains.pg_type_rows,
+    ("pg_catalog", "_hw_typnames"): domains.type_names,
+    ("pg_catalog", "_hw_typfmt"): domains.type_formats,
+}
+
 _static_cache: dict[tuple[str, str], pa.Table] = {}
 
 _snapshot_cache: weakref.WeakKeyDictionary[Catalog, tuple[tuple[Any, ...], dict[Any, pa.Table]]]
@@ -134,6 +141,7 @@ def _fingerprint(catalog: Catalog) -> tuple[Any, ...]:
         + tuple(catalog.schemas.values())
         + tuple(roles.values())
         + tuple(catalog.types.values())
+        + tuple(getattr(catalog, "domains", {}).values())
         + (getattr(catalog, "functions", None),)
     )
 
@@ -149,6 +157,9 @@ def build(catalog: Catalog, session: SessionContext, schema: str, name: str) -> 
                 _static_cache[key] = t
         if catalog.types and key in enums.APPENDED:  # CREATE TYPE's rows
             rows = enums.APPENDED[key](Builder(catalog, session))
+            t = pa.concat_tables([t, arrow_table(schema, name, rows)])
+        if getattr(catalog, "domains", None) and key in _DOMAIN_ROWS:  # CREATE DOMAIN's
+            rows = _DOMAIN_ROWS[key](Builder(catalog, session))
             t = pa.concat_tables([t, arrow_table(schema, name, rows)])
         if getattr(catalog, "functions", None) and key == (
             "pg_catalog",
