@@ -420,7 +420,10 @@ class Function:
     volatility: str = "v"  # pg_proc.provolatile: 'i', 's' or 'v'
     strict: bool = False
     columns: tuple[tuple[str, str], ...] = ()
-    language: str = "sql"  # or "plpgsql": a trigger function (planner/plpgsql.py)
+    # or "plpgsql": a trigger function (planner/plpgsql.py), or a function or procedure
+    # run by server/plpgsql_exec.py
+    language: str = "sql"
+    prokind: str = "f"  # pg_proc.prokind: 'f' function, 'p' procedure (CALL)
     owner: int = field(default=0, kw_only=True)
     acl: Acl = field(default=(), kw_only=True)
     comment: str | None = field(default=None, kw_only=True)
@@ -439,7 +442,9 @@ class Function:
 
 _FUNCTION_FIELDS = (
     *("returns", "returns_set", "body", "source", "volatility", "strict", "language"),
+    "prokind",
 )
+_FUNCTION_DEFAULTS = {"language": "sql", "prokind": "f"}  # fields added since the first
 
 CatalogObject = (
     Schema
@@ -581,7 +586,7 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             d["schema"],
             d["name"],
             tuple(Param(*p) for p in d["params"]),
-            **{f: d.get(f, "sql") if f == "language" else d[f] for f in _FUNCTION_FIELDS},
+            **{f: d[f] if f in d else _FUNCTION_DEFAULTS[f] for f in _FUNCTION_FIELDS},
             columns=tuple((n, t) for n, t in d["columns"]),
             **own,
         )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pglast.ast as A
+from headwater.catalog.identifiers import quote_ident
 from headwater.planner.pg_compat import copy_tree
 from headwater.planner.relations import deparse
 from headwater.planner.syntax import replaced
@@ -48,21 +49,65 @@ class Program:
     assigns: dict[str, tuple[tuple[str, str], ...]]
 
 
-def source_text(body: str, returns: str = "trigger") -> str:
-    """A CREATE FUNCTION around a plpgsql body, for pglast's PL/pgSQL parser."""
+def source_text(
+    body: str,
+    returns: str = "trigger",
+    params: tuple[tuple[str, str], ...] = (),
+    procedure: bool = False,
+) -> str:
+    """A CREATE FUNCTION (or PROCEDURE) around a plpgsql body, for pglast's PL/pgSQL
+    parser; `params` (name, type as format_type() prints it) declare its parameters."""
     tag = "$hw_body$"
-    return f"CREATE FUNCTION f() RETURNS {returns} LANGUAGE plpgsql AS {tag}{body}{tag}"
+    args = ", ".join(f"{quote_ident(n)} {t}" if n else t for n, t in params)
+    head = f"PROCEDURE f({args})" if procedure else f"FUNCTION f({args}) RETURNS {returns}"
+    return f"CREATE {head} LANGUAGE plpgsql AS {tag}{body}{tag}"
 
 
-def parse_function(body: str, name: str | None, returns: str) -> dict[str, Any]:
+def parse_function(
+    body: str,
+    name: str | None,
+    returns: str,
+    params: tuple[tuple[str, str], ...] = (),
+    procedure: bool = False,
+) -> dict[str, Any]:
     """pglast's PL/pgSQL tree of a body (`PLpgSQL_function`); PostgreSQL's error (42601
     but for an assignment to a CONSTANT), naming `name` if given."""
     try:
-        return parse_plpgsql(source_text(body, returns))[0]["PLpgSQL_function"]
+        text = source_text(body, returns, params, procedure)
+        tree = parse_plpgsql(text)[0]["PLpgSQL_function"]
     except ParseError as e:
         message = e.args[0] if name is None else f"{e.args[0]} in the body of {name}"
         code = "22005" if e.args[0].endswith("is declared CONSTANT") else "42601"
         raise SQLError(message, code) from None
+    if returns != "trigger":  # (a trigger's RETURN NEW / OLD: compile_trigger reads them)
+        _fill_returns(tree["action"], iter(_return_texts(body)))
+    return tree
+
+
+def _return_texts(body: str) -> list[str]:
+    """The expression of each RETURN in `body`, in order ('' for none)."""
+    blank = re.sub(
+        r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", lambda m: " " * len(m.group()), body, flags=re.S
+    )
+    return [
+        body[m.start(1) : m.end(1)].strip()
+        for m in re.finditer(r"\breturn\b(?!\s+(?:next|query)\b)([^;]*)", blank, re.I)
+    ]
+
+
+def _fill_returns(node: Any, texts: Any) -> None:
+    """pglast's tree leaves out what a RETURN of a variable returns (PostgreSQL's
+    retvarno): its text, from the source, in the tree's order (the source's)."""
+    if isinstance(node, list):
+        for n in node:
+            _fill_returns(n, texts)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key == "PLpgSQL_stmt_return":
+                text = next(texts, "")
+                if "expr" not in value and text:
+                    value["expr"] = {"PLpgSQL_expr": {"query": text}}
+            _fill_returns(value, texts)
 
 
 @functools.lru_cache(maxsize=128)

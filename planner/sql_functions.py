@@ -195,15 +195,28 @@ class _Inliner:
         given = [self.tree(a, depth) for a in call.args or ()]
         positional = [a for a in given if not isinstance(a, A.NamedArgExpr)]
         named = {a.name: a.arg for a in given if isinstance(a, A.NamedArgExpr)}
-        if found[0].language != "sql":
+        if found[0].returns == "trigger":
             raise FeatureNotSupported("trigger functions can only be called as triggers")
+        if found[0].prokind == "p":
+            raise WrongObjectType(
+                f"{'.'.join(names)}({', '.join(map(type_guess, given))}) is a procedure",
+                hint="To call a procedure, use CALL.",
+                position=at,
+            )
+        if found[0].language != "sql":
+            raise FeatureNotSupported(
+                f"PL/pgSQL function {name} can only be called on its own:"
+                f" SELECT {name}(...), PERFORM or an assignment in PL/pgSQL",
+                hint="Headwater runs PL/pgSQL a statement at a time, not per row of a query;"
+                " a LANGUAGE sql function is inlined where it is called.",
+            )
         for fn in found:
             args = _bind(fn, positional, named)
             if args is not None:
                 self.used.add(fn.oid)
                 return fn, args
         raise UndefinedFunction(
-            f"function {'.'.join(names)}({', '.join(map(_type_guess, given))}) does not exist",
+            f"function {'.'.join(names)}({', '.join(map(type_guess, given))}) does not exist",
             hint="No function matches the given name and argument types. "
             "You might need to add explicit type casts.",
             position=at,
@@ -417,10 +430,10 @@ def _any_null(args: list[Any]) -> Any:
     )
 
 
-def _type_guess(arg: Any) -> str:
+def type_guess(arg: Any) -> str:
     """An argument's type as PostgreSQL's error message names it, where it shows."""
     if isinstance(arg, A.NamedArgExpr):
-        return f"{arg.name} => {_type_guess(arg.arg)}"
+        return f"{arg.name} => {type_guess(arg.arg)}"
     if isinstance(arg, A.TypeCast):
         return ".".join(n.sval for n in arg.typeName.names if isinstance(n, A.String))
     if isinstance(arg, A.A_Const) and not arg.isnull:

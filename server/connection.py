@@ -686,7 +686,7 @@ class Connection:
         nparams = max(count_params(core), len(declared)) if core is not None else 0
         inferred = (
             infer_param_types(
-                user_functions.inlined(self.session, core),  # a function's parameter types
+                user_functions.typed_call(self.session, core),  # a function's parameter types
                 self.session.catalog,
                 self.session.search_path(),
                 declared,

@@ -464,7 +464,7 @@ def _drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
         return extensions.drop(w, stmt)
     if stmt.removeType == ObjectType.OBJECT_TRIGGER:
         return triggers.drop(s, w, stmt)
-    if stmt.removeType == ObjectType.OBJECT_FUNCTION:
+    if stmt.removeType in (ObjectType.OBJECT_FUNCTION, ObjectType.OBJECT_PROCEDURE):
         return user_functions.drop(s, w, stmt, drop_relation)
     if stmt.removeType not in kinds:
         raise FeatureNotSupported(

@@ -44,16 +44,17 @@ from headwater.server import (
     create_as,
     cursors,
     ddl,
-    do_blocks,
     explain,
     maintenance,
     notify,
     owners,
+    plpgsql_exec,
     point_reads,
     prepared,
     queries,
     read_only,
     renames,
+    routine_calls,
     row_locks,
     scanned_writes,
     sequence_ddl,
@@ -177,6 +178,12 @@ class Executor:
                 raise
             notify.transaction_ended(s, result.tag)  # LISTEN/NOTIFY take effect at COMMIT
             return result
+        if user_functions.calls_plpgsql(s, stmt):  # SELECT f(1): PL/pgSQL's, run first
+            try:
+                stmt, params = await routine_calls.evaluated(self, stmt, params)
+            except BaseException:
+                await self.fail()
+                raise
         stmt = user_functions.inlined(s, stmt)  # CREATE FUNCTION ... LANGUAGE sql
         if s.status == "E":
             raise InFailedTransaction(
@@ -304,8 +311,10 @@ class Executor:
             return notify.unlisten(s, stmt)
         if isinstance(stmt, A.NotifyStmt):
             return notify.notify(s, stmt)
+        if isinstance(stmt, A.CallStmt):  # a procedure
+            return await routine_calls.call(self, stmt, params)
         if isinstance(stmt, A.DoStmt):  # PL/pgSQL, a statement at a time
-            return await do_blocks.run(self, stmt)
+            return await plpgsql_exec.run(self, stmt)
         if isinstance(stmt, A.VacuumStmt):
             return await maintenance.vacuum(s, stmt)
         if isinstance(stmt, A.PrepareStmt):

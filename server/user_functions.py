@@ -21,16 +21,17 @@ from headwater.catalog.privileges import function_acl, memberships
 from headwater.catalog.types import ColumnType
 from headwater.planner.ddl import type_of
 from headwater.planner.pg_compat import copy_tree
-from headwater.planner.plpgsql import compile_trigger
+from headwater.planner.plpgsql import compile_trigger, parse_function
 from headwater.planner.relations import deparse
 from headwater.planner.sql_functions import POLYMORPHIC, has_calls, inline
-from headwater.server import triggers
+from headwater.planner.syntax import nodes, replaced
+from headwater.server import plpgsql_exec, triggers
 from headwater.server.binders import user_types
 from headwater.server.owners import new_owner
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from pglast import parse_sql
-from pglast.enums import DropBehavior, FunctionParameterMode
+from pglast.enums import DropBehavior, FunctionParameterMode, ObjectType, SubLinkType
 from pglast.parser import ParseError
 
 from headwater.errors import (
@@ -53,11 +54,6 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
     cat = w.catalog
     names = [n.sval for n in stmt.funcname]
     name = names[-1]
-    if stmt.is_procedure:
-        raise FeatureNotSupported(
-            "CREATE PROCEDURE is not supported",
-            hint="A LANGUAGE sql function whose body is one SELECT is.",
-        )
     options = {o.defname: o.arg for o in stmt.options or ()}
     language = options["language"].sval.lower() if "language" in options else None
     if language is None and stmt.sql_body is None:
@@ -65,8 +61,8 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
     if language not in (None, "sql", "plpgsql"):
         raise FeatureNotSupported(
             f'language "{language}" is not supported',
-            hint="Headwater runs LANGUAGE sql functions whose body is one SELECT or RETURN"
-            " expression, inlined where they are called, and plpgsql trigger functions.",
+            hint="Headwater runs LANGUAGE sql functions (inlined where they are called) and"
+            " procedures, and plpgsql functions and procedures.",
         )
     for option in options:
         if option not in ("language", "as", "volatility", "strict", "security", *_IGNORED):
@@ -109,6 +105,8 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
             )
         params.append(Param(p.name or "", type_text(p.argType), default))
     ret = stmt.returnType
+    if stmt.is_procedure:
+        ret = A.TypeName(names=(A.String(sval="void"),), typemod=-1)
     if ret is None:
         raise SQLError("function result type must be specified", _INVALID)
     rowtype = _rowtype(s, cat, ret)
@@ -123,9 +121,12 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
         returns = type_text(ret)
     volatility = _VOLATILITY[options["volatility"].sval] if "volatility" in options else "v"
     strict = bool("strict" in options and options["strict"].boolval)
-    if language == "plpgsql":
+    if language == "plpgsql" and returns == "trigger":
         fn = _trigger_function(schema, name, returns, params, options, volatility, strict)
         return _put(s, cat, stmt, fn)
+    if language == "plpgsql" or stmt.is_procedure:  # run statement by statement
+        fn = _routine(stmt, schema, name, returns, params, options, language or "sql")
+        return _put(s, cat, stmt, replace(fn, volatility=volatility, strict=strict))
     if returns == "trigger":
         raise SQLError("SQL functions cannot return type trigger", _INVALID)
     if returns == "void":
@@ -155,6 +156,56 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
         tuple(columns),
     )
     return _put(s, cat, stmt, fn)
+
+
+def _routine(
+    stmt: A.CreateFunctionStmt,
+    schema: str,
+    name: str,
+    returns: str,
+    params: list[Param],
+    options: dict[str, Any],
+    language: str,
+) -> Function:
+    """A plpgsql function or procedure, or a SQL procedure: its body is checked now and
+    run a statement at a time when called (server/routine_calls.py)."""
+    if stmt.returnType is not None and stmt.returnType.setof:
+        raise FeatureNotSupported(
+            f"a {language} function returning SETOF is not supported",
+            hint="Write it in LANGUAGE sql (one SELECT), called in FROM.",
+        )
+    if any(p.type in POLYMORPHIC for p in params):
+        raise FeatureNotSupported(
+            f"polymorphic parameters of a {language} routine are not supported"
+        )
+    if language == "sql":  # a procedure: its statements, parsed now
+        source = options["as"][0].sval if "as" in options else ""
+        if stmt.sql_body is not None:  # BEGIN ATOMIC ... END
+            source = ";\n".join(deparse(b) for b in _statements(stmt.sql_body))
+        try:
+            parse_sql(source)
+        except ParseError as e:
+            raise SyntaxErr(f"{e.args[0]} in the body of procedure {name}") from None
+    else:
+        if "as" not in options:
+            raise SQLError("no function body specified", _INVALID)
+        source = options["as"][0].sval
+        kind = "procedure" if stmt.is_procedure else "function"
+        typed = tuple((p.name, p.type) for p in params)
+        tree = parse_function(source, f"{kind} {name}", returns, typed, stmt.is_procedure)
+        plpgsql_exec.check(tree["action"])  # 0A000 now for what it could not run
+    return Function(
+        0,
+        schema,
+        name,
+        tuple(params),
+        returns,
+        False,
+        source,
+        source,
+        language=language,
+        prokind="p" if stmt.is_procedure else "f",
+    )
 
 
 def _trigger_function(
@@ -226,7 +277,7 @@ def _put(s: Session, cat: Catalog, stmt: A.CreateFunctionStmt, fn: Function) -> 
         cat.put_function(
             replace(fn, oid=old.oid, owner=old.owner, acl=old.acl, comment=old.comment)
         )
-        return Result("CREATE FUNCTION")
+        return Result(_tag("CREATE", fn))
     for other in cat.find_functions(schema, name, ()):
         if _overlap(other, fn):
             raise FeatureNotSupported(
@@ -236,7 +287,11 @@ def _put(s: Session, cat: Catalog, stmt: A.CreateFunctionStmt, fn: Function) -> 
                 " arguments; give this one another name.",
             )
     cat.put_function(replace(fn, oid=cat.allocate_oid()))
-    return Result("CREATE FUNCTION")
+    return Result(_tag("CREATE", fn))
+
+
+def _tag(verb: str, fn: Function) -> str:
+    return f"{verb} {'PROCEDURE' if fn.prokind == 'p' else 'FUNCTION'}"
 
 
 def _rowtype(s: Session, cat: Catalog, tn: A.TypeName) -> Relation | None:
@@ -261,10 +316,7 @@ def _body(stmt: A.CreateFunctionStmt, options: dict[str, Any], name: str) -> tup
         body = stmt.sql_body
         if isinstance(body, A.ReturnStmt):
             return A.SelectStmt(targetList=(A.ResTarget(val=body.returnval),)), ""
-        statements = [
-            st for group in body for st in (group if isinstance(group, tuple) else (group,))
-        ]
-        return _one_select(statements, name), ""
+        return _one_select(_statements(body), name), ""
     if "as" not in options:
         raise SQLError("no function body specified", _INVALID)
     source = options["as"][0].sval
@@ -273,6 +325,11 @@ def _body(stmt: A.CreateFunctionStmt, options: dict[str, Any], name: str) -> tup
     except ParseError as e:
         raise SyntaxErr(f"{e.args[0]} in the body of function {name}") from None
     return _one_select(statements, name), source
+
+
+def _statements(body: Any) -> list[Any]:
+    """BEGIN ATOMIC's statements."""
+    return [st for group in body for st in (group if isinstance(group, tuple) else (group,))]
 
 
 def _one_select(statements: list[Any], name: str) -> A.SelectStmt:
@@ -365,7 +422,8 @@ def drop(s: Session, w: WriteTxn, stmt: A.DropStmt, drop_relation: Callable[...,
                 triggers.without(cat, current, trg)
             notices.append(f"drop cascades to trigger {trg.name} on table {t.name}")
         cat.drop_function(fn)
-    return Result("DROP FUNCTION", notices=notices)
+    tag = "DROP PROCEDURE" if stmt.removeType == ObjectType.OBJECT_PROCEDURE else "DROP FUNCTION"
+    return Result(tag, notices=notices)
 
 
 def rename(s: Session, w: WriteTxn, stmt: A.RenameStmt) -> Result:
@@ -454,8 +512,8 @@ def inlined(s: Session, stmt: Any) -> Any:
     `s.functions_used` is set to the functions inlined."""
     cat = s.catalog
     s.functions_used = frozenset()
-    if not cat.functions:
-        return stmt
+    if not cat.functions or isinstance(stmt, A.CallStmt | A.DoStmt):
+        return stmt  # (CALL's arguments: inlined when server/routine_calls.py runs them)
     memo = s.inlined_memo
     key = id(stmt)
     path = s.search_path()
@@ -480,14 +538,105 @@ def inlined(s: Session, stmt: Any) -> Any:
         return [c.name for c in rel.columns] if rel is not None else None
 
     out, used = stmt, frozenset[int]()
-    if _calls(stmt, find):
-        out = _copy(stmt)
-        out, used = _inline_wrapped(out, find, columns)
+    if calls_plpgsql(s, stmt):  # (run before the statement: stand-ins for their results)
+        out = _stubbed(s, _copy(stmt))
+    if _calls(out, find):
+        out, used = _inline_wrapped(out if out is not stmt else _copy(stmt), find, columns)
     memo[key] = (stmt, cat.functions, path, s.role_oid, out, used)
     while len(memo) > _MEMO_SIZE:
         memo.popitem(last=False)
     s.functions_used = used
     return out
+
+
+def plpgsql_function(s: Session, call: Any) -> Function | None:
+    """The PL/pgSQL function (not a trigger's) a call names, by name and number of
+    arguments; None if it names none."""
+    if not isinstance(call, A.FuncCall) or call.over is not None or call.agg_star:
+        return None
+    names = [n.sval for n in call.funcname]
+    args = call.args or ()
+    if len(names) > 2 or any(isinstance(a, A.NamedArgExpr) for a in args):
+        return None
+    schema = names[0] if len(names) == 2 else None
+    for fn in s.catalog.find_functions(schema, names[-1], s.search_path()):
+        if fn.language == "plpgsql" and fn.prokind == "f" and fn.returns != "trigger":
+            if fn.required <= len(args) <= len(fn.params):
+                return fn
+    return None
+
+
+def calls_plpgsql(s: Session, stmt: Any) -> bool:
+    """Whether `stmt` is a SELECT without FROM (an expression's, `SELECT f(1)`) that
+    calls PL/pgSQL functions: server/routine_calls.py runs them before it."""
+    if not s.catalog.functions or not isinstance(stmt, A.SelectStmt):
+        return False
+    if any(getattr(stmt, a) for a in _CLAUSES):
+        return False
+    return any(plpgsql_function(s, n) is not None for n in nodes(stmt.targetList))
+
+
+_CLAUSES = ("fromClause", "whereClause", "groupClause", "havingClause", "sortClause")
+_CLAUSES += ("limitCount", "limitOffset", "valuesLists", "withClause", "intoClause", "op")
+
+
+def _stubbed(s: Session, stmt: A.SelectStmt) -> A.SelectStmt:
+    """`stmt` (a copy) with each PL/pgSQL call standing for its result, for Describe and
+    for typing its parameters: `(SELECT CAST(NULL AS result) FROM (SELECT CAST(arg AS
+    parameter type), ...) _hw_args)`."""
+
+    def swap(node: A.Node) -> Any:
+        fn = plpgsql_function(s, node)
+        if fn is None:
+            return None
+        args = [replaced(a, swap) for a in node.args or ()]
+        inner = A.SelectStmt(
+            targetList=tuple(
+                A.ResTarget(val=_typed(a, p.type), name=f"a{i}")
+                for i, (a, p) in enumerate(zip(args, fn.params[: len(args)], strict=True))
+            )
+            or (A.ResTarget(val=A.A_Const(isnull=True), name="a"),)
+        )
+        result = "text" if fn.returns == "void" else fn.returns
+        return A.SubLink(
+            subLinkType=SubLinkType.EXPR_SUBLINK,
+            subselect=A.SelectStmt(
+                targetList=(A.ResTarget(val=_typed(A.A_Const(isnull=True), result)),),
+                fromClause=(A.RangeSubselect(subquery=inner, alias=A.Alias(aliasname="_hw_args")),),
+            ),
+        )
+
+    for target in stmt.targetList:
+        if target.name is None and (fn := plpgsql_function(s, target.val)) is not None:
+            target.name = fn.name  # the column is named after the function
+    stmt.targetList = replaced(stmt.targetList, swap)
+    return stmt
+
+
+def typed_call(s: Session, stmt: Any) -> Any:
+    """What a Parse message's `$n` are typed from: `stmt` inlined; for CALL, a SELECT of
+    the arguments cast to the procedure's parameter types."""
+    if not isinstance(stmt, A.CallStmt):
+        return inlined(s, stmt)
+    fc = stmt.funccall
+    names = [n.sval for n in fc.funcname]
+    found = s.catalog.find_functions(
+        names[0] if len(names) == 2 else None, names[-1], s.search_path()
+    )
+    args = fc.args or ()
+    fn = next((f for f in found if f.required <= len(args) <= len(f.params)), None)
+    if fn is None or not args:
+        return stmt
+    targets = tuple(
+        A.ResTarget(val=_typed(a, p.type)) for a, p in zip(args, fn.params, strict=False)
+    )
+    return A.SelectStmt(targetList=targets)
+
+
+def _typed(arg: Any, type_text: str) -> Any:
+    """An argument cast to its parameter's type (as PostgreSQL coerces it)."""
+    tn = parse_sql(f"SELECT CAST(NULL AS {type_text})")[0].stmt.targetList[0].val.typeName
+    return A.TypeCast(arg=arg, typeName=tn)
 
 
 def may_execute(cat: Catalog, role_oid: int, fn: Function) -> bool:

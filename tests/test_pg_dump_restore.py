@@ -127,7 +127,12 @@ def test_pg_dump_output_restores(hw_server: HeadwaterServer, pg_oracle: Any) -> 
 
 
 @pytest.fixture(autouse=True)
-def _cleanup(hw_server: HeadwaterServer) -> Any:
+def _cleanup(hw_server: HeadwaterServer, pg_oracle: Any) -> Any:
+    """Both servers as they were (later modules list databases and roles)."""
     yield
     with psycopg.connect(hw_server.dsn, autocommit=True) as hw:
         hw.execute("DROP SCHEMA IF EXISTS dumped CASCADE")
+        hw.execute("DROP ROLE IF EXISTS dump_reader")
+    with psycopg.connect(pg_oracle.dsn, autocommit=True) as pg:
+        pg.execute("DROP DATABASE IF EXISTS dumpsrc")
+        pg.execute("DROP ROLE IF EXISTS dump_reader")

@@ -136,13 +136,16 @@ def test_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
 
 REFUSED = [
     # (statement, SQLSTATE): what PostgreSQL runs and Headwater refuses, naming why
-    ("CREATE FUNCTION pl() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$", "0A000"),
+    (  # (PL/pgSQL functions and procedures run: tests/test_procedures.py)
+        "CREATE FUNCTION pl() RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN RETURN NEXT 1; END $$",
+        "0A000",
+    ),
     ("CREATE FUNCTION w() RETURNS void LANGUAGE sql AS 'SELECT 1'", "0A000"),
     (
         "CREATE FUNCTION ins() RETURNS int LANGUAGE sql AS 'INSERT INTO t VALUES (9); SELECT 1'",
         "0A000",
     ),
-    ("CREATE PROCEDURE p() LANGUAGE sql AS 'SELECT 1'", "0A000"),
+    ("CREATE PROCEDURE p(INOUT x int) LANGUAGE sql AS 'SELECT 1'", "0A000"),
     ("CREATE FUNCTION f(text) RETURNS int LANGUAGE sql AS 'SELECT 1'", "0A000"),
     ("SELECT rec(3)", "54001"),
     # a table's default holds f's body: CASCADE would have to drop the default alone
@@ -316,7 +319,7 @@ def test_psql_lists_functions(hw_server: HeadwaterServer, pg_oracle: Any) -> Non
 
 
 def test_functions_kept_across_a_restart() -> None:
-    """Functions are catalog objects: a SIGKILL and restart keeps them; DROP SCHEMA
+    """Functions and procedures are catalog objects: a SIGKILL and restart keeps them; DROP SCHEMA
     names them (2BP01) and CASCADE drops them."""
     server = start_temp_server()
     try:
@@ -327,6 +330,10 @@ def test_functions_kept_across_a_restart() -> None:
                 " LANGUAGE sql IMMUTABLE STRICT RETURN x + by"
             )
             conn.execute("CREATE VIEW lib_v AS SELECT lib.inc(41) AS answer")
+            conn.execute(
+                "CREATE PROCEDURE stamp(v int) LANGUAGE plpgsql AS $$ BEGIN"
+                " CREATE TABLE IF NOT EXISTS stamps (v int); INSERT INTO stamps VALUES (v); END $$"
+            )
         server.kill()
         server.start()
         with psycopg.connect(server.dsn, autocommit=True) as conn:
@@ -336,6 +343,8 @@ def test_functions_kept_across_a_restart() -> None:
                 None,
             )
             assert conn.execute("SELECT * FROM lib_v").fetchone() == (42,)
+            conn.execute("CALL stamp(3)")  # a procedure, PL/pgSQL (server/routine_calls.py)
+            assert conn.execute("SELECT v FROM stamps").fetchall() == [(3,)]
             try:  # the view's dependency on the function was kept too
                 conn.execute("DROP FUNCTION lib.inc")
             except psycopg.errors.DependentObjectsStillExist:

@@ -63,7 +63,7 @@ def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
                 "prorows": 1000.0 if f.returns_set else 0.0,
                 "provariadic": 0,
                 "prosupport": "-",
-                "prokind": "f",
+                "prokind": f.prokind,
                 "prosecdef": False,
                 "proleakproof": False,
                 "proisstrict": f.strict,
@@ -94,14 +94,19 @@ def arguments(f: Function, defaults: bool = True) -> str:
     out = []
     for p in f.params:
         text = f"{quote_ident(p.name)} {p.type}" if p.name else p.type
+        if f.prokind == "p":  # a procedure's modes are shown
+            text = f"IN {text}"
         if defaults and p.default is not None:
             text += f" DEFAULT {p.default}"
         out.append(text)
     return ", ".join(out)
 
 
-def result(f: Function) -> str:
-    """pg_get_function_result: `integer`, `SETOF integer`, `TABLE(x integer, y text)`."""
+def result(f: Function) -> str | None:
+    """pg_get_function_result: `integer`, `SETOF integer`, `TABLE(x integer, y text)`;
+    NULL for a procedure."""
+    if f.prokind == "p":
+        return None
     if f.columns:
         return "TABLE(" + ", ".join(f"{quote_ident(n)} {t}" for n, t in f.columns) + ")"
     return f"SETOF {f.returns}" if f.returns_set else f.returns
@@ -111,7 +116,10 @@ def definition(f: Function) -> str:
     """pg_get_functiondef: the CREATE OR REPLACE FUNCTION that makes `f` again."""
     name = f"{quote_ident(f.schema)}.{quote_ident(f.name)}"
     attributes = _VOLATILITY[f.volatility] + (" STRICT" if f.strict else "")
-    text = f"CREATE OR REPLACE FUNCTION {name}({arguments(f)})\n RETURNS {result(f)}\n"
+    if f.prokind == "p":
+        text = f"CREATE OR REPLACE PROCEDURE {name}({arguments(f)})\n"
+    else:
+        text = f"CREATE OR REPLACE FUNCTION {name}({arguments(f)})\n RETURNS {result(f)}\n"
     text += f" LANGUAGE {f.language}\n" + (f"{attributes}\n" if attributes else "")
     if f.source:
         return text + f"AS $function${f.source}$function$\n"

@@ -248,7 +248,7 @@ class Checker:
                 if rel is not None:
                     self.must_own(rel)
             return
-        if stmt.removeType == ObjectType.OBJECT_FUNCTION:
+        if stmt.removeType in (ObjectType.OBJECT_FUNCTION, ObjectType.OBJECT_PROCEDURE):
             for obj in stmt.objects:
                 self.own_function([n.sval for n in obj.objname])
             return

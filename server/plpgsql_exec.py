@@ -1,6 +1,7 @@
-"""DO blocks: PL/pgSQL run a statement at a time in the session that sent them.
+"""PL/pgSQL run a statement at a time in the session that sent it: DO blocks, CALL of
+a procedure, `SELECT f(...)` of a function (server/routine_calls.py).
 
-`DO $$ ... $$` is parsed by pglast's PL/pgSQL parser (PostgreSQL's own grammar) and
+A body is parsed by pglast's PL/pgSQL parser (PostgreSQL's own grammar) and
 interpreted here. Each SQL statement, and each expression (PL/pgSQL evaluates `n + 1`
 as `SELECT n + 1`), goes through the session's Executor as a client's statement
 would, the block's variables bound as parameters ($n) of SELECT, INSERT, UPDATE and
@@ -86,34 +87,50 @@ async def run(ex: Executor, stmt: A.DoStmt) -> Result:
             )
         raise SQLError(f'language "{language}" does not exist', "42704")
     fn = parse_function(opts["as"], None, "void")
-    _check(fn["action"])
-    interp = _Interpreter(ex, fn)
+    _, notices = await execute(ex, fn, [], "inline_code_block", controls=True)
+    return Result("DO", notices=notices)
+
+
+async def execute(
+    ex: Executor,
+    fn: dict[str, Any],
+    args: list[Any],
+    name: str,
+    *,
+    controls: bool,
+    returns: A.TypeName | None = None,
+) -> tuple[Any, list[SQLError]]:
+    """Run the parsed body `fn` (pglast's PLpgSQL_function) with its parameters set to
+    `args`: its RETURN's value (cast to `returns`) and its notices. `controls`: COMMIT
+    and ROLLBACK are allowed (a DO block, a CALL outside a transaction block); `name`
+    is how errors' CONTEXT names the function."""
+    check(fn["action"])
+    interp = _Interpreter(ex, fn, args, name, returns)
     implicit = ex.s.status == "I"
     if implicit:
         await interp.control(TransactionStmtKind.TRANS_STMT_BEGIN)
-    interp.implicit = implicit
+    interp.implicit = implicit and controls
     try:
         try:
             await interp.st_block(fn["action"]["PLpgSQL_stmt_block"])
         except _Leave as leave:
             if leave.kind != "return":  # the parser allows EXIT only inside a loop or block
                 raise SQLError("EXIT cannot be used outside a loop", "42601") from None
-        if interp.implicit:
-            notices = await interp.control(TransactionStmtKind.TRANS_STMT_COMMIT)
-            interp.notices.extend(notices)
+        if implicit:
+            interp.notices.extend(await interp.control(TransactionStmtKind.TRANS_STMT_COMMIT))
     except BaseException:
-        if interp.implicit and ex.s.status != "I":
+        if implicit and ex.s.status != "I":
             await interp.control(TransactionStmtKind.TRANS_STMT_ROLLBACK)
         ex.s.settings.notices.extend(interp.notices)  # sent before ReadyForQuery
         raise
-    return Result("DO", notices=list(interp.notices))
+    return interp.returned, list(interp.notices)
 
 
-def _check(node: Any) -> None:
+def check(node: Any) -> None:
     """0A000 before anything runs for a statement kind this interpreter lacks."""
     if isinstance(node, list):
         for n in node:
-            _check(n)
+            check(n)
     elif isinstance(node, dict):
         for key, value in node.items():
             if key.startswith("PLpgSQL_stmt_") and key not in _SUPPORTED:
@@ -121,18 +138,30 @@ def _check(node: Any) -> None:
                 raise FeatureNotSupported(
                     f"PL/pgSQL statement {what} is not supported in DO blocks", hint=_HINT
                 )
-            _check(value)
+            check(value)
 
 
 class _Interpreter:
-    def __init__(self, ex: Executor, fn: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        ex: Executor,
+        fn: dict[str, Any],
+        args: list[Any],
+        name: str,
+        returns: A.TypeName | None,
+    ) -> None:
         self.ex, self.s = ex, ex.s
         self.datums: list[dict[str, Any]] = [next(iter(d.values())) for d in fn["datums"]]
         self.kinds = [next(iter(d)) for d in fn["datums"]]
-        self.values: dict[int, Any] = {}
+        # the parameters come first, then FOUND: set now, in the outermost scope
+        self.args = args
+        self.values: dict[int, Any] = dict(enumerate(args))
         base = {d["refname"]: i for i, d in enumerate(self.datums) if _special(d)}
+        base.update({self.datums[i]["refname"]: i for i in range(len(args))})
         self.scopes: list[tuple[str | None, dict[str, int]]] = [(None, base)]
-        self.decls = _declarations(fn["action"], self.datums, self.kinds)
+        self.decls = _declarations(fn["action"], self.datums, self.kinds, len(args))
+        self.where = f"PL/pgSQL function {name}"
+        self.returns, self.returned = returns, None
         self.notices: list[SQLError] = []
         self.row_count = 0
         self.handling: list[SQLError] = []  # errors whose handlers are running
@@ -219,8 +248,10 @@ class _Interpreter:
             try:
                 await getattr(self, "st_" + kind.removeprefix("PLpgSQL_stmt_"))(body)
             except SQLError as e:
-                if e.context is None or _WHERE not in e.context:
-                    line = f"{_WHERE} line {body.get('lineno', 0)} at {_statement_name(kind, body)}"
+                if id(self) not in _levels(e):  # this body's line, once (innermost)
+                    _levels(e).add(id(self))
+                    at = _statement_name(kind, body)
+                    line = f"{self.where} line {body.get('lineno', 0)} at {at}"
                     e.context = f"{e.context}\n{line}" if e.context else line
                 raise
 
@@ -403,6 +434,8 @@ class _Interpreter:
             raise _Leave("exit" if body.get("is_exit") else "continue", body.get("label"))
 
     async def st_return(self, body: dict[str, Any]) -> None:
+        if body.get("expr") is not None:
+            self.returned = await self._value(body["expr"], self.returns)
         raise _Leave("return")
 
     async def st_commit(self, body: dict[str, Any]) -> None:
@@ -576,15 +609,18 @@ class _Interpreter:
         params: list[Any] = []
 
         def swap(node: A.Node) -> Any:
-            if not isinstance(node, A.ColumnRef):
+            if isinstance(node, A.ParamRef) and 0 < node.number <= len(self.args):
+                found = self.values.get(node.number - 1), self._type(node.number - 1)
+            elif isinstance(node, A.ColumnRef):
+                found = self._lookup(node)
+            else:
                 return None
-            found = self._lookup(node)
             if found is None:
                 return None
             value, typ = found
             if isinstance(value, _Record):
                 raise FeatureNotSupported(
-                    "a whole record variable in an expression is not supported in DO blocks",
+                    "a whole record variable in an expression is not supported in PL/pgSQL",
                     hint="Name its fields (r.col).",
                 )
             params.append(value)
@@ -635,7 +671,7 @@ class _Interpreter:
             hint=options.get("hint"),
             severity=level,
         )
-        notice.context = f"{_WHERE} line {body['lineno']} at RAISE"
+        notice.context = f"{self.where} line {body['lineno']} at RAISE"
         self.notices.append(notice)
 
     async def _format(self, message: str, params: list[dict[str, Any]]) -> str:
@@ -720,7 +756,6 @@ class _Interpreter:
 
 
 _UNKNOWN = object()
-_WHERE = "PL/pgSQL function inline_code_block"
 # how PostgreSQL's CONTEXT names a statement (pl_funcs.c plpgsql_stmt_typename)
 _NAMES = {
     "block": "statement block",
@@ -752,9 +787,16 @@ async def _in_context(call: Any, context: str, query: str) -> Result:
     except SQLError as e:
         if e.context is None and e.position:  # PostgreSQL's QUERY and its cursor
             e.internal_query, e.internal_position, e.position = query, e.position, None
-        elif e.context is None:
-            e.context = context
+        else:  # (a function it called has said where in it: this statement comes next)
+            e.context = f"{e.context}\n{context}" if e.context else context
         raise
+
+
+def _levels(e: SQLError) -> set[int]:
+    """The interpreters that have added their line to `e`'s CONTEXT."""
+    if not hasattr(e, "_hw_levels"):
+        e._hw_levels = set()  # type: ignore[attr-defined]
+    return e._hw_levels  # type: ignore[attr-defined]
 
 
 _BINDS = A.SelectStmt | A.InsertStmt | A.UpdateStmt | A.DeleteStmt
@@ -766,7 +808,7 @@ def _special(d: dict[str, Any]) -> bool:
 
 
 def _declarations(
-    action: dict[str, Any], datums: list[dict[str, Any]], kinds: list[str]
+    action: dict[str, Any], datums: list[dict[str, Any]], kinds: list[str], params: int
 ) -> dict[int, list[int]]:
     """Which block declares each variable. pglast's tree does not say, so a block
     takes, outermost first, the next variables in declaration order that are declared
@@ -791,7 +833,10 @@ def _declarations(
     free = [
         i
         for i, d in enumerate(datums)
-        if kinds[i] in ("PLpgSQL_var", "PLpgSQL_rec") and not _special(d) and i not in loop_vars
+        if kinds[i] in ("PLpgSQL_var", "PLpgSQL_rec")
+        and not _special(d)
+        and i not in loop_vars
+        and i >= params
     ]
     out: dict[int, list[int]] = {}
     for b in blocks:
