@@ -135,9 +135,7 @@ def check(node: Any) -> None:
         for key, value in node.items():
             if key.startswith("PLpgSQL_stmt_") and key not in _SUPPORTED:
                 what = key.removeprefix("PLpgSQL_stmt_").upper().replace("_", " ")
-                raise FeatureNotSupported(
-                    f"PL/pgSQL statement {what} is not supported in DO blocks", hint=_HINT
-                )
+                raise FeatureNotSupported(f"PL/pgSQL statement {what} is not supported", hint=_HINT)
             check(value)
 
 
@@ -275,9 +273,7 @@ class _Interpreter:
             rec.values = tuple(values)
             return
         if kind not in ("PLpgSQL_var", "PLpgSQL_rec"):
-            raise FeatureNotSupported(
-                f"assignment {text!r} is not supported in DO blocks", hint=_HINT
-            )
+            raise FeatureNotSupported(f"assignment {text!r} is not supported", hint=_HINT)
         if self.datums[dno].get("isconst"):
             raise SQLError(
                 f'variable "{self.datums[dno]["refname"]}" is declared CONSTANT', "22005"
@@ -420,7 +416,7 @@ class _Interpreter:
 
     async def st_foreach_a(self, body: dict[str, Any]) -> None:
         if body.get("slice"):
-            raise FeatureNotSupported("FOREACH ... SLICE is not supported in DO blocks", hint=_HINT)
+            raise FeatureNotSupported("FOREACH ... SLICE is not supported", hint=_HINT)
         items = await self._value(body["expr"])
         if items is None:
             raise SQLError("FOREACH expression must not be null", "22004")
@@ -502,7 +498,7 @@ class _Interpreter:
         if isinstance(stmt, A.TransactionStmt):
             raise FeatureNotSupported(
                 "transaction statements other than COMMIT and ROLLBACK are not supported in"
-                " DO blocks",
+                " PL/pgSQL",
                 hint="PL/pgSQL uses BEGIN ... EXCEPTION blocks for savepoints.",
             )
         return await self._execute(stmt, params, text)
@@ -886,7 +882,7 @@ def _assigned_expression(text: str) -> str:
     """`x := expr` (how pglast gives an assignment): the `expr`."""
     m = re.match(r'^\s*(?:"(?:[^"]|"")+"|[\w$]+)(?:\s*\.\s*(?:"(?:[^"]|"")+"|[\w$]+))*\s*:?=', text)
     if m is None:
-        raise FeatureNotSupported(f"assignment {text!r} is not supported in DO blocks", hint=_HINT)
+        raise FeatureNotSupported(f"assignment {text!r} is not supported", hint=_HINT)
     return text[m.end() :]
 
 

@@ -1,4 +1,4 @@
-"""DO blocks (server/do_blocks.py): PL/pgSQL run a statement at a time, against
+"""DO blocks (server/plpgsql_exec.py): PL/pgSQL run a statement at a time, against
 PostgreSQL 15. The idempotent-migration idioms (Drizzle's `EXCEPTION WHEN
 duplicate_object`, `IF NOT EXISTS (SELECT ... FROM pg_type)`), variables, loops,
 INTO, EXECUTE ... USING, RAISE at every level, GET DIAGNOSTICS, nested handlers; the
@@ -221,7 +221,7 @@ def test_refused_statements_run_nothing(hw_server: HeadwaterServer) -> None:
             try:
                 conn.execute(f"DO $$ {decl} BEGIN {body} END $$")
             except psycopg.errors.FeatureNotSupported as e:
-                assert "not supported in DO blocks" in str(e)
+                assert "is not supported" in str(e)
                 assert e.diag.message_hint and "EXCEPTION" in e.diag.message_hint
             else:
                 raise AssertionError(f"{body} ran")
