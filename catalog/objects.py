@@ -489,7 +489,7 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
     if isinstance(obj, Domain):
         d.update(schema=obj.schema, array_oid=obj.array_oid, not_null=obj.not_null)
         d.update(base=obj.base.pg.name, typmod=obj.base.typmod, default=obj.default)
-        d["checks"] = [[c.name, c.expr] for c in obj.checks]
+        d["checks"] = [[c.name, c.expr, c.valid] for c in obj.checks]
         return d
     if isinstance(obj, Function):
         d.update({f: getattr(obj, f) for f in _FUNCTION_FIELDS}, schema=obj.schema)
@@ -577,7 +577,7 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             d["array_oid"],
             d["not_null"],
             d["default"],
-            tuple(Check(name, expr) for name, expr in d["checks"]),
+            tuple(Check(*c) for c in d["checks"]),
             **own,
         )
     if kind == "function":

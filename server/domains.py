@@ -27,8 +27,11 @@ from headwater.planner.ddl import type_of
 from headwater.planner.relations import deparse
 from headwater.planner.syntax import nodes, replaced
 from headwater.server.binders import user_types
+from headwater.server.checks import failing_sql
+from headwater.server.duckdb_calls import fetch
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
+from headwater.storage.replica import CURRENT, physical, quote
 from pglast import parse_sql
 from pglast.enums import ConstrType
 
@@ -218,3 +221,83 @@ def drop(s: Session, w: WriteTxn, stmt: A.DropStmt) -> Result:
     for d in dropping:
         w.catalog.drop_domain(d)
     return Result("DROP DOMAIN", notices=notices)
+
+
+def alter(s: Session, w: WriteTxn, stmt: A.AlterDomainStmt) -> Result:
+    """ALTER DOMAIN: ADD CONSTRAINT c CHECK (...) [NOT VALID], DROP CONSTRAINT [IF EXISTS],
+    VALIDATE CONSTRAINT, SET / DROP DEFAULT, SET / DROP NOT NULL; the tables with a
+    column of the domain take the change, their live rows checked against what it adds."""
+    cat = w.catalog
+    d = find(s, w, [n.sval for n in stmt.typeName])
+    assert d is not None
+    kind, added = stmt.subtype, None
+    if kind == "C":
+        con = stmt.def_
+        if con.contype != ConstrType.CONSTR_CHECK:
+            raise FeatureNotSupported("only CHECK constraints can be added to a domain")
+        added = replace(
+            _check(con, d.name, {c.name for c in d.checks}), valid=not con.skip_validation
+        )
+        new = replace(d, checks=(*d.checks, added))
+    elif kind == "X":
+        if all(c.name != stmt.name for c in d.checks):
+            message = f'constraint "{stmt.name}" of domain "{d.name}" does not exist'
+            if stmt.missing_ok:
+                return Result("ALTER DOMAIN", notices=[f"{message}, skipping"])
+            raise UndefinedObject(message)
+        new = replace(d, checks=tuple(c for c in d.checks if c.name != stmt.name))
+    elif kind == "V":
+        check = next((c for c in d.checks if c.name == stmt.name), None)
+        if check is None:
+            raise UndefinedObject(f'constraint "{stmt.name}" of domain "{d.name}" does not exist')
+        added = replace(check, valid=True)
+        new = replace(d, checks=tuple(added if c is check else c for c in d.checks))
+    elif kind == "T":
+        new = replace(d, default=deparse(stmt.def_) if stmt.def_ is not None else None)
+    else:  # "O" SET NOT NULL, "N" DROP NOT NULL
+        new = replace(d, not_null=kind == "O")
+    cat.put_domain(new)
+    for rel in {r.oid: r for r, _ in users(w, d.oid)}.values():
+        if not isinstance(rel, Table):
+            continue
+        columns = tuple(
+            replace(c, default=new.default)
+            if c.type.domain is not None and c.type.domain.oid == d.oid and c.default == d.default
+            else c
+            for c in rel.columns
+        )
+        table = constrained(replace(rel, columns=columns), cat)
+        _validate(
+            w,
+            table,
+            new,
+            added if added is not None and added.valid else None,
+            kind == "O" and not d.not_null,
+        )
+        cat.replace_relation(table)
+    return Result("ALTER DOMAIN")
+
+
+def _validate(w: WriteTxn, table: Table, d: Domain, check: Check | None, not_null: bool) -> None:
+    """The live rows of `table` hold what ALTER DOMAIN adds (PostgreSQL's errors)."""
+    live = f"(SELECT * FROM {physical(table.oid)} WHERE {CURRENT})"
+    for col in table.columns:
+        if col.type.domain is None or col.type.domain.oid != d.oid:
+            continue
+        if not_null:
+            hit, _ = fetch(w.cur, f"SELECT 1 FROM {live} WHERE {quote(col.name)} IS NULL LIMIT 1")
+            if hit.num_rows:
+                raise SQLError(
+                    f'column "{col.name}" of table "{table.name}" contains null values', "23502"
+                )
+        if check is not None:
+            over = Check(
+                check.name, _over(check.expr, A.ColumnRef(fields=(A.String(sval=col.name),)))
+            )
+            hit, _ = fetch(w.cur, f"SELECT 1 FROM ({failing_sql(over, table, live)}) LIMIT 1")
+            if hit.num_rows:
+                raise SQLError(
+                    f'column "{col.name}" of table "{table.name}" contains values that violate'
+                    " the new constraint",
+                    "23514",
+                )

@@ -311,6 +311,8 @@ class Executor:
             return notify.unlisten(s, stmt)
         if isinstance(stmt, A.NotifyStmt):
             return notify.notify(s, stmt)
+        if isinstance(stmt, A.LockStmt):
+            return await transactions.lock_table(s, stmt)
         if isinstance(stmt, A.CallStmt):  # a procedure
             return await routine_calls.call(self, stmt, params)
         if isinstance(stmt, A.DoStmt):  # PL/pgSQL, a statement at a time

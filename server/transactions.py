@@ -418,3 +418,25 @@ def _consolidate_in_duckdb(cur: duckdb.DuckDBPyConnection, t: pa.Table) -> pa.Ta
         ).to_arrow_table()
     finally:
         cur.unregister("_hw_parts")
+
+
+# LOCK TABLE's modes (lockdefs.h) from SHARE up conflict with ROW EXCLUSIVE, every
+# writer's: the session takes the writing transaction, whose lock excludes the others'
+# writes until it ends (readers still see the last committed state)
+_EXCLUDES_WRITERS = 5
+
+
+async def lock_table(s: Session, stmt: A.LockStmt) -> Result:
+    """LOCK [TABLE] t [, ...] [IN mode MODE] [NOWAIT]: in a transaction block only (25P01
+    as in PostgreSQL); the tables must exist."""
+    if s.status == "I":
+        raise SQLError("LOCK TABLE can only be used in transaction blocks", "25P01")
+    for rv in stmt.relations:
+        if s.catalog.resolve(rv.schemaname, rv.relname, s.search_path()) is None:
+            raise SQLError(f'relation "{rv.relname}" does not exist', "42P01")
+    if stmt.mode >= _EXCLUDES_WRITERS and s.write is None:
+        if stmt.nowait and s.instance.committer.write_lock.locked():
+            name = stmt.relations[0].relname
+            raise SQLError(f'could not obtain lock on relation "{name}"', "55P03")
+        await begin_write(s)
+    return Result("LOCK TABLE")

@@ -37,6 +37,7 @@ from headwater.errors import (
 )
 
 _STATEMENTS = (A.CreateEnumStmt, A.AlterEnumStmt, A.CompositeTypeStmt, A.CreateDomainStmt)
+_STATEMENTS += (A.AlterDomainStmt,)
 NAMEDATALEN = 64
 
 
@@ -56,6 +57,8 @@ def execute(s: Session, w: WriteTxn, stmt: Any) -> Result:
         return _rename(s, w, stmt)
     if isinstance(stmt, A.CreateDomainStmt):
         return domains.create(s, w, stmt)
+    if isinstance(stmt, A.AlterDomainStmt):
+        return domains.alter(s, w, stmt)
     what = "composite types" if isinstance(stmt, A.CompositeTypeStmt) else "domains"
     raise FeatureNotSupported(f"{what} are not supported", hint="CREATE TYPE ... AS ENUM (...) is.")
 

@@ -45,6 +45,19 @@ def outcome(
         )
 
 
+def with_context(conn: psycopg.Connection, sql: str, notices: list[Any]) -> Any:
+    """What `sql` gives back, its error's CONTEXT included (PL/pgSQL's lines)."""
+    notices.clear()
+    try:
+        cur = conn.execute(sql)
+        rows = cur.fetchall() if cur.description else None
+        return ("ok", cur.statusmessage, rows, list(notices))
+    except psycopg.Error as e:
+        d = e.diag
+        fields = (d.message_primary, d.message_detail, d.message_hint, d.context)
+        return ("error", e.sqlstate, *fields, list(notices))
+
+
 def run_script(
     dsn: str, schema: str, script: list[str], ignore: tuple[str, ...] = ()
 ) -> list[tuple[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from tests.hwserver import HeadwaterServer
-from tests.oracle_scripts import in_schema, psql_outputs
+from tests.oracle_scripts import in_schema, psql_outputs, with_context
 
 DRIZZLE_ENUM = (
     "DO $$ BEGIN\n CREATE TYPE status AS ENUM ('draft', 'live');\n"
@@ -141,18 +141,6 @@ COMPILE_ERRORS = [
 ]
 
 
-def outcome(conn: psycopg.Connection, sql: str, notices: list[Any]) -> Any:
-    notices.clear()
-    try:
-        cur = conn.execute(sql)
-        rows = cur.fetchall() if cur.description else None
-        return ("ok", cur.statusmessage, rows, list(notices))
-    except psycopg.Error as e:
-        d = e.diag
-        fields = (d.message_primary, d.message_detail, d.message_hint, d.context)
-        return ("error", e.sqlstate, *fields, list(notices))
-
-
 def test_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
     with in_schema((hw_server.dsn, pg_oracle.dsn), "do_blocks") as (hw, pg):
         got: dict[str, list[Any]] = {"hw": [], "pg": []}
@@ -161,11 +149,11 @@ def test_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
             conn.add_notice_handler(
                 lambda d, n=notices: n.append((d.severity_nonlocalized, d.message_primary))
             )
-            got[name] = [outcome(conn, sql, notices) for sql in SCRIPT]
+            got[name] = [with_context(conn, sql, notices) for sql in SCRIPT]
         for sql, have, want in zip(SCRIPT, got["hw"], got["pg"], strict=True):
             assert have == want, f"{sql}\n  PostgreSQL: {want}\n  Headwater:  {have}"
         for sql in COMPILE_ERRORS:
-            have, want = outcome(hw, sql, []), outcome(pg, sql, [])
+            have, want = with_context(hw, sql, []), with_context(pg, sql, [])
             assert have[:3] == want[:3], f"{sql}\n  PostgreSQL: {want}\n  Headwater:  {have}"
 
 
@@ -205,7 +193,7 @@ def test_transactions(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
     ):
         notices: list[Any] = []
         for sql in script:
-            have, want = outcome(hw, sql, notices), outcome(pg, sql, notices)
+            have, want = with_context(hw, sql, notices), with_context(pg, sql, notices)
             assert have == want, f"{sql}\n  PostgreSQL: {want}\n  Headwater:  {have}"
 
 

@@ -1,8 +1,9 @@
 """CREATE DOMAIN (server/domains.py, catalog/pg/domains.py) against PostgreSQL 15: NOT
 NULL, CHECK (VALUE ...) and DEFAULT enforced on every write path (INSERT of constants,
 prepared INSERT, INSERT ... SELECT, UPDATE, upsert, COPY, ADD COLUMN over existing
-rows) with PostgreSQL's errors; casts to a domain; pg_type, pg_attribute, format_type,
-pg_constraint and psql's \\d; DROP DOMAIN refused while used; kept across a restart."""
+rows) with PostgreSQL's errors; ALTER DOMAIN; casts to a domain; pg_type,
+pg_attribute, format_type, pg_constraint and psql's \\d; DROP DOMAIN refused while
+used; kept across a restart."""
 
 from __future__ import annotations
 
@@ -54,6 +55,26 @@ SCRIPT = [
     " WHERE contypid <> 0 AND connamespace = current_schema()::regnamespace ORDER BY 1",
     "SELECT conname FROM pg_constraint WHERE conrelid = 'people'::regclass ORDER BY 1",
     "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'posint_check'",
+    # ALTER DOMAIN: the tables of the domain take the change, their rows checked
+    "ALTER DOMAIN price ADD CONSTRAINT small CHECK (VALUE < 1000)",
+    "ALTER DOMAIN price ADD CONSTRAINT tiny CHECK (VALUE < 2)",
+    "ALTER DOMAIN price ADD CONSTRAINT tiny CHECK (VALUE < 2) NOT VALID",
+    "INSERT INTO people (id, c, p) VALUES (40, 'TT', 5)",
+    "ALTER DOMAIN price VALIDATE CONSTRAINT tiny",
+    "ALTER DOMAIN price DROP CONSTRAINT tiny",
+    "ALTER DOMAIN price DROP CONSTRAINT IF EXISTS tiny",
+    "ALTER DOMAIN price DROP CONSTRAINT tiny",
+    "ALTER DOMAIN price SET DEFAULT 7",
+    "INSERT INTO people (id, c) VALUES (41, 'UU') RETURNING p",
+    "ALTER DOMAIN price DROP DEFAULT",
+    "INSERT INTO people (id, c) VALUES (42, 'VV') RETURNING p",
+    "ALTER DOMAIN code SET NOT NULL",
+    "ALTER DOMAIN price SET NOT NULL",
+    "ALTER DOMAIN email DROP NOT NULL",
+    "INSERT INTO people (id, mail, c) VALUES (43, NULL, 'WW') RETURNING mail",
+    "SELECT conname, convalidated FROM pg_constraint WHERE contypid = 'price'::regtype ORDER BY 1",
+    "SELECT typname, typnotnull, typdefault FROM pg_type WHERE typtype = 'd'"
+    " AND typnamespace = current_schema()::regnamespace ORDER BY 1",
     # a column added over existing rows takes the domain's DEFAULT, and its CHECKs
     "ALTER TABLE people ADD COLUMN m2 email",
     "ALTER TABLE people ADD COLUMN extra posint",

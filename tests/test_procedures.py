@@ -15,7 +15,7 @@ import asyncpg
 import psycopg
 
 from tests.hwserver import HeadwaterServer
-from tests.oracle_scripts import in_schema
+from tests.oracle_scripts import in_schema, with_context
 
 TRANSFER = """CREATE PROCEDURE transfer(src int, dst int, amount numeric) LANGUAGE plpgsql AS $$
 BEGIN
@@ -97,25 +97,13 @@ SCRIPT = [
 ]
 
 
-def outcome(conn: psycopg.Connection, sql: str, notices: list[Any]) -> Any:
-    notices.clear()
-    try:
-        cur = conn.execute(sql)
-        rows = cur.fetchall() if cur.description else None
-        return ("ok", cur.statusmessage, rows, list(notices))
-    except psycopg.Error as e:
-        d = e.diag
-        fields = (d.message_primary, d.message_detail, d.message_hint, d.context)
-        return ("error", e.sqlstate, *fields, list(notices))
-
-
 def test_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
     with in_schema((hw_server.dsn, pg_oracle.dsn), "procs", SETUP) as (hw, pg):
         got: dict[str, list[Any]] = {}
         for name, conn in (("hw", hw), ("pg", pg)):
             notices: list[Any] = []
             conn.add_notice_handler(lambda d, n=notices: n.append(d.message_primary))
-            got[name] = [outcome(conn, sql, notices) for sql in SCRIPT]
+            got[name] = [with_context(conn, sql, notices) for sql in SCRIPT]
         for sql, have, want in zip(SCRIPT, got["hw"], got["pg"], strict=True):
             assert have == want, f"{sql}\n  PostgreSQL: {want}\n  Headwater:  {have}"
 

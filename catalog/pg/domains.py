@@ -1,6 +1,6 @@
-"""CREATE DOMAIN's rows: pg_type (typtype 'd', and its array type), the names ::regtype
-and format_type() know it by, and pg_constraint's rows of its CHECKs (contypid), which
-psql's \\dD and pg_dump read; the domain itself: catalog/objects.py Domain."""
+"""CREATE DOMAIN's rows: pg_type (typtype 'd', and its array type) and pg_constraint's
+rows of its CHECKs (contypid), which psql's \\dD and pg_dump read (the names ::regtype
+and format_type() know it by: enums.py's, for both); the domain: catalog/objects.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, Column, Domain, Relati
 from headwater.catalog.pg.column_default import expr_display
 from headwater.catalog.pg.ruleutils import check_def
 from headwater.catalog.pg.snapshot import Builder
-from headwater.catalog.types import type_display
 from pglast import ast as A
 from pglast import parse_sql
 from pglast.stream import RawStream
@@ -96,25 +95,6 @@ def pg_type_rows(b: Builder) -> list[dict[str, Any]]:
                 "typdefault": None,
             }
         )
-    return out
-
-
-def type_names(b: Builder) -> list[dict[str, Any]]:
-    out = []
-    for d in domains(b):
-        names = ((d.name, d.oid), (d.name + "[]", d.array_oid), ("_" + d.name, d.array_oid))
-        for name, oid in names:
-            out.append({"name": name, "oid": oid})
-            out.append({"name": f"{d.schema}.{name}", "oid": oid})
-    return out
-
-
-def type_formats(b: Builder) -> list[dict[str, Any]]:
-    out = []
-    for d in domains(b):
-        base = type_display(d.pg, b.session.search_path)
-        out.append({"oid": d.oid, "base": base, "kind": "plain", "suffix": ""})
-        out.append({"oid": d.array_oid, "base": base, "kind": "plain", "suffix": "[]"})
     return out
 
 

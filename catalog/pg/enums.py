@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, UserType
+from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, Domain, UserType
+from headwater.catalog.pg import domains
 from headwater.catalog.pg.snapshot import Builder, Builders, registrar
 from headwater.catalog.types import type_display
 
@@ -104,9 +105,14 @@ def _pg_type(b: Builder) -> list[dict[str, Any]]:
     return out
 
 
+def _named(b: Builder) -> list[UserType | Domain]:
+    """The database's own types: enums and domains (whose pg_type rows: domains.py)."""
+    return [*_types(b), *domains.domains(b)]
+
+
 def _type_names(b: Builder) -> list[dict[str, Any]]:
     out = []
-    for t in _types(b):
+    for t in _named(b):
         names = ((t.name, t.oid), (t.name + "[]", t.array_oid), ("_" + t.name, t.array_oid))
         for name, oid in names:
             out.append({"name": name, "oid": oid})
@@ -116,16 +122,16 @@ def _type_names(b: Builder) -> list[dict[str, Any]]:
 
 def _type_formats(b: Builder) -> list[dict[str, Any]]:
     out = []
-    for t in _types(b):
+    for t in _named(b):
         base = type_display(t.pg, b.session.search_path)
         out.append({"oid": t.oid, "base": base, "kind": "plain", "suffix": ""})
         out.append({"oid": t.array_oid, "base": base, "kind": "plain", "suffix": "[]"})
     return out
 
 
-# rows appended to the static relations when the catalog has enums
+# rows appended to the static relations when the catalog has enums or domains
 APPENDED: dict[tuple[str, str], Callable[[Builder], list[dict[str, Any]]]] = {
-    ("pg_catalog", "pg_type"): _pg_type,
+    ("pg_catalog", "pg_type"): lambda b: _pg_type(b) + domains.pg_type_rows(b),
     ("pg_catalog", "_hw_typnames"): _type_names,
     ("pg_catalog", "_hw_typfmt"): _type_formats,
 }

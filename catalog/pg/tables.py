@@ -9,7 +9,6 @@ from typing import Any
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.pg import (
-    domains,
     enums,
     functions,
     information_schema,
@@ -114,17 +113,14 @@ _SESSION_DEPENDENT = {
         "pg_tables",
         "pg_matviews",
         "pg_namespace",
-        "pg_attrdef",  # a default names what the search path does not reach with its schema
     )
 } | {("information_schema", n) for n in ("schemata", "tables", "columns", "views")}
 
-_STATIC = {("pg_catalog", n) for n in ("pg_type", "pg_proc", "_hw_typnames", "_hw_typfmt")}
+# built once per catalog version and search path: a default names the sequences and
+# types the path does not reach with their schema
+_PATH_DEPENDENT = {("pg_catalog", "pg_attrdef")}
 
-_DOMAIN_ROWS = {
-    ("pg_catalog", "pg_type"): domains.pg_type_rows,
-    ("pg_catalog", "_hw_typnames"): domains.type_names,
-    ("pg_catalog", "_hw_typfmt"): domains.type_formats,
-}
+_STATIC = {("pg_catalog", n) for n in ("pg_type", "pg_proc", "_hw_typnames", "_hw_typfmt")}
 
 _static_cache: dict[tuple[str, str], pa.Table] = {}
 
@@ -155,11 +151,9 @@ def build(catalog: Catalog, session: SessionContext, schema: str, name: str) -> 
             t = arrow_table(schema, name, _rows(catalog, session, schema, name))
             with _cache_lock:
                 _static_cache[key] = t
-        if catalog.types and key in enums.APPENDED:  # CREATE TYPE's rows
+        own = catalog.types or getattr(catalog, "domains", None)
+        if own and key in enums.APPENDED:  # CREATE TYPE's and CREATE DOMAIN's rows
             rows = enums.APPENDED[key](Builder(catalog, session))
-            t = pa.concat_tables([t, arrow_table(schema, name, rows)])
-        if getattr(catalog, "domains", None) and key in _DOMAIN_ROWS:  # CREATE DOMAIN's
-            rows = _DOMAIN_ROWS[key](Builder(catalog, session))
             t = pa.concat_tables([t, arrow_table(schema, name, rows)])
         if getattr(catalog, "functions", None) and key == (
             "pg_catalog",
@@ -171,6 +165,8 @@ def build(catalog: Catalog, session: SessionContext, schema: str, name: str) -> 
     if key in _SESSION_DEPENDENT:
         return arrow_table(schema, name, _rows(catalog, session, schema, name))
     fp = _fingerprint(catalog)
+    if key in _PATH_DEPENDENT:  # kept per search path
+        key = (*key, *session.search_path)
     with _cache_lock:
         entry = _snapshot_cache.get(catalog)
         if entry is not None and (

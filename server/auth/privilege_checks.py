@@ -13,7 +13,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import SYSTEM_SCHEMAS, Catalog
-from headwater.catalog.objects import Function, Relation, Schema, UserType, View
+from headwater.catalog.objects import Domain, Function, Relation, Schema, UserType, View
 from headwater.catalog.privileges import has_priv, is_superuser, memberships, owner
 from headwater.planner.scope import named_relations
 from headwater.server.auth.roles import ROLE_STMTS
@@ -111,12 +111,14 @@ class Checker:
         if not has_priv(s, "C", self.roles_of(self.role_oid)):
             raise InsufficientPrivilege(f"permission denied for schema {name}")
 
-    def owns(self, obj: Relation | Schema | UserType | Function) -> bool:
+    def owns(self, obj: Relation | Schema | UserType | Domain | Function) -> bool:
         return self.superuser(self.role_oid) or owner(obj) in self.roles_of(self.role_oid)
 
     def own_type(self, names: list[str]) -> None:
+        """An enum or a domain (CREATE DOMAIN) is the role's."""
         schema = names[0] if len(names) == 2 else None
         t = self.cat.resolve_type(schema, names[-1], self.search_path)
+        t = t or self.cat.resolve_domain(schema, names[-1], self.search_path)
         if t is not None:
             self.must_own(t)
 
@@ -128,10 +130,10 @@ class Checker:
             if not self.owns(fn):
                 raise InsufficientPrivilege(f"must be owner of function {'.'.join(names)}")
 
-    def must_own(self, obj: Relation | Schema | UserType) -> None:
+    def must_own(self, obj: Relation | Schema | UserType | Domain) -> None:
         if self.owns(obj):
             return
-        if isinstance(obj, Relation | UserType):
+        if isinstance(obj, Relation | UserType | Domain):
             # The owner of the schema may drop what is in it.
             schema = self.cat.schemas.get(obj.schema)
             if schema is not None and self.owns(schema):
@@ -201,6 +203,8 @@ class Checker:
             self.own_type([n.sval for n in stmt.object])
         elif isinstance(stmt, A.AlterOwnerStmt) and stmt.objectType in _TYPES:
             self.own_type([n.sval for n in stmt.object])
+        elif isinstance(stmt, A.AlterDomainStmt):
+            self.own_type([n.sval for n in stmt.typeName])
         elif isinstance(stmt, A.AlterOwnerStmt) and stmt.objectType == ObjectType.OBJECT_SCHEMA:
             schema = self.cat.schemas.get(stmt.object.sval)
             if schema is not None:
@@ -235,7 +239,7 @@ class Checker:
                 if s is not None:
                     self.must_own(s)
             return
-        if stmt.removeType == ObjectType.OBJECT_TYPE:
+        if stmt.removeType in _TYPES:
             for tn in stmt.objects:
                 self.own_type([n.sval for n in tn.names])
             return
