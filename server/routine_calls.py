@@ -5,8 +5,8 @@ A PL/pgSQL body runs in server/plpgsql_exec.py with the call's arguments (comput
 first, by one SELECT of them) as its parameters; a SQL procedure's statements run in
 order with its parameters bound as $n. Both are atomic as in PostgreSQL: outside a
 transaction block a call runs in a transaction of its own (a procedure called so may
-COMMIT and ROLLBACK inside). A PL/pgSQL function called anywhere else than alone in a
-SELECT (per row of a query, in a view) is refused by the inliner
+COMMIT and ROLLBACK inside). A PL/pgSQL function called elsewhere than in a SELECT
+without FROM (per row of a query, in a view) is refused by the inliner
 (planner/sql_functions.py): it would be run once per row.
 """
 
