@@ -89,9 +89,8 @@ async def evaluated(ex: Executor, stmt: A.SelectStmt, params: list[Any]) -> tupl
             return node
         params.append(await _call_function(ex, fn, node.args or (), params))
         ref = A.ParamRef(number=len(params))
-        return A.TypeCast(
-            arg=ref, typeName=_type_name("text" if fn.returns == "void" else fn.returns)
-        )
+        result = "text" if fn.returns == "void" else fn.returns
+        return A.TypeCast(arg=ref, typeName=user_functions.type_name(result))
 
     stmt.targetList = await run(stmt.targetList)
     return stmt, params
@@ -104,7 +103,7 @@ async def _call_function(
     args = await _arguments(ex, fn, given, params)
     if fn.strict and any(a is None for a in args):
         return None
-    returns = None if fn.returns == "void" else _type_name(fn.returns)
+    returns = None if fn.returns == "void" else user_functions.type_name(fn.returns)
     with _nested():
         value, notices = await plpgsql_exec.execute(
             ex, _parsed(fn), args, _shown(fn), controls=False, returns=returns
@@ -131,7 +130,7 @@ async def _arguments(
     if not exprs:
         return []
     targets = tuple(
-        A.ResTarget(val=A.TypeCast(arg=e, typeName=_type_name(p.type)))
+        A.ResTarget(val=A.TypeCast(arg=e, typeName=user_functions.type_name(p.type)))
         for e, p in zip(exprs, fn.params, strict=True)
     )
     result = await ex.execute(A.SelectStmt(targetList=targets), params)
@@ -177,10 +176,6 @@ def _parsed(fn: Function) -> dict[str, Any]:
 def _shown(fn: Function) -> str:
     """How CONTEXT names it: `f(integer)`."""
     return f"{quote_ident(fn.name)}({','.join(p.type for p in fn.params)})"
-
-
-def _type_name(text: str) -> A.TypeName:
-    return parse_sql(f"SELECT CAST(NULL AS {text})")[0].stmt.targetList[0].val.typeName
 
 
 class _nested:

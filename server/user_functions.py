@@ -633,10 +633,14 @@ def typed_call(s: Session, stmt: Any) -> Any:
     return A.SelectStmt(targetList=targets)
 
 
+def type_name(text: str) -> A.TypeName:
+    """A type as format_type() printed it (a parameter's, a result's), as a TypeName."""
+    return parse_sql(f"SELECT CAST(NULL AS {text})")[0].stmt.targetList[0].val.typeName
+
+
 def _typed(arg: Any, type_text: str) -> Any:
     """An argument cast to its parameter's type (as PostgreSQL coerces it)."""
-    tn = parse_sql(f"SELECT CAST(NULL AS {type_text})")[0].stmt.targetList[0].val.typeName
-    return A.TypeCast(arg=arg, typeName=tn)
+    return A.TypeCast(arg=arg, typeName=type_name(type_text))
 
 
 def may_execute(cat: Catalog, role_oid: int, fn: Function) -> bool:
