@@ -164,6 +164,43 @@ class _Inferrer:
         if cols is not None:
             self.scope.items.append(Item(rv.relname, cols))
 
+    def derived(self, rs: A.RangeSubselect) -> None:
+        """A subquery in FROM: its output columns' types where they are plain (a
+        column, a cast, a number, ...), named as its alias says (`WHERE x > $1` over
+        `(SELECT 1 AS x) s` or `(VALUES (...)) AS s(x)`)."""
+        if rs.alias is None:
+            return
+        cols = self.output_columns(rs.subquery)
+        given = [c.sval for c in rs.alias.colnames or ()]
+        named = [(given[i] if i < len(given) else n, t) for i, (n, t) in enumerate(cols)]
+        self.scope.items.append(Item(rs.alias.aliasname, [(n, t) for n, t in named if t]))
+
+    def output_columns(self, q: Any) -> list[tuple[str, ColumnType | None]]:
+        if not isinstance(q, A.SelectStmt):
+            return []
+        if q.larg is not None:  # UNION ...: its first branch names and types them
+            return self.output_columns(q.larg)
+        if q.valuesLists:
+            return [
+                (f"column{i + 1}", self.operand_type(v)) for i, v in enumerate(q.valuesLists[0])
+            ]
+        out: list[tuple[str, ColumnType | None]] = []
+        for rt in q.targetList or ():
+            val = rt.val
+            if isinstance(val, A.ColumnRef) and isinstance(val.fields[-1], A.A_Star):
+                alias = val.fields[0].sval if len(val.fields) == 2 else None
+                out += [c for i in self.scope.items if alias in (None, i.alias) for c in i.cols]
+                continue
+            name = rt.name
+            if (
+                name is None
+                and isinstance(val, A.ColumnRef)
+                and isinstance(val.fields[-1], A.String)
+            ):
+                name = val.fields[-1].sval
+            out.append((name or "?column?", self.operand_type(val)))
+        return out
+
     def column_type(self, ref: A.ColumnRef) -> ColumnType | None:
         last = ref.fields[-1]
         if not isinstance(last, A.String):
@@ -292,6 +329,9 @@ def infer_param_types(
     # Relations first, so that column references in any clause can be typed.
     for rv in named_relations(stmt):
         inf.relation(rv)
+    # then subqueries in FROM, innermost first (their columns may be an inner one's)
+    for rs in reversed([n for n in nodes(stmt) if isinstance(n, A.RangeSubselect)]):
+        inf.derived(rs)
     if isinstance(stmt, A.InsertStmt):
         rel = find_relation(catalog, stmt.relation, search_path)
         if rel is not None:

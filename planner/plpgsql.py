@@ -78,36 +78,45 @@ def parse_function(
     except ParseError as e:
         message = e.args[0] if name is None else f"{e.args[0]} in the body of {name}"
         code = "22005" if e.args[0].endswith("is declared CONSTANT") else "42601"
+        if re.match(
+            r"cannot use RETURN (NEXT|QUERY)|RETURN cannot have a parameter in f", e.args[0]
+        ):
+            code = "42804"
         raise SQLError(message, code) from None
     if returns != "trigger":  # (a trigger's RETURN NEW / OLD: compile_trigger reads them)
-        _fill_returns(tree["action"], iter(_return_texts(body)))
+        for kind, texts in _return_texts(body).items():
+            _fill_returns(tree["action"], kind, iter(texts))
     return tree
 
 
-def _return_texts(body: str) -> list[str]:
-    """The expression of each RETURN in `body`, in order ('' for none)."""
+def _return_texts(body: str) -> dict[str, list[str]]:
+    """The expression of each RETURN and each RETURN NEXT in `body`, in order ('' for
+    none), by the statement's key in pglast's tree."""
     blank = re.sub(
         r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", lambda m: " " * len(m.group()), body, flags=re.S
     )
-    return [
-        body[m.start(1) : m.end(1)].strip()
-        for m in re.finditer(r"\breturn\b(?!\s+(?:next|query)\b)([^;]*)", blank, re.I)
-    ]
+    out: dict[str, list[str]] = {"PLpgSQL_stmt_return": [], "PLpgSQL_stmt_return_next": []}
+    for m in re.finditer(r"\breturn\b(\s+(?:next|query)\b)?([^;]*)", blank, re.I):
+        word = (m.group(1) or "").strip().lower()
+        if word != "query":
+            key = "PLpgSQL_stmt_return_next" if word else "PLpgSQL_stmt_return"
+            out[key].append(body[m.start(2) : m.end(2)].strip())
+    return out
 
 
-def _fill_returns(node: Any, texts: Any) -> None:
-    """pglast's tree leaves out what a RETURN of a variable returns (PostgreSQL's
+def _fill_returns(node: Any, kind: str, texts: Any) -> None:
+    """pglast's tree leaves out what a RETURN [NEXT] of a variable returns (PostgreSQL's
     retvarno): its text, from the source, in the tree's order (the source's)."""
     if isinstance(node, list):
         for n in node:
-            _fill_returns(n, texts)
+            _fill_returns(n, kind, texts)
     elif isinstance(node, dict):
         for key, value in node.items():
-            if key == "PLpgSQL_stmt_return":
+            if key == kind:
                 text = next(texts, "")
                 if "expr" not in value and text:
                     value["expr"] = {"PLpgSQL_expr": {"query": text}}
-            _fill_returns(value, texts)
+            _fill_returns(value, kind, texts)
 
 
 @functools.lru_cache(maxsize=128)

@@ -192,14 +192,7 @@ class Connection:
         self.send(messages.error_response(err))
 
     def fmt(self) -> SessionFormat:
-        st = self.session.settings.values if self.session else {}
-        return SessionFormat(
-            timezone=st.get("TimeZone", "UTC"),
-            extra_float_digits=int(st.get("extra_float_digits", "1")),
-            datestyle=st.get("DateStyle", "ISO, MDY"),
-            intervalstyle=st.get("IntervalStyle", "postgres"),
-            bytea_output=st.get("bytea_output", "hex"),
-        )
+        return self.session.text_format() if self.session else SessionFormat()
 
     # -- lifecycle ------------------------------------------------------------------
     async def run(self) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pglast.ast as A
 from headwater.catalog.pgtypes import SessionFormat, text_encoder
+from headwater.catalog.types import PgType
 from headwater.planner.plpgsql import parse_function
 from headwater.planner.syntax import replaced
 from headwater.server.results import Field, Result
@@ -45,13 +46,25 @@ _SPECIAL = re.compile(r"^(found|sqlstate|sqlerrm|__Case__Variable_\d+__)$")
 _SUPPORTED = {
     f"PLpgSQL_stmt_{k}"
     for k in """block assign if case loop while fori fors dynfors foreach_a exit return raise
-    assert execsql dynexecute perform getdiag commit rollback""".split()
+    assert execsql dynexecute perform getdiag commit rollback return_next
+    return_query""".split()
 }
 _HINT = (
     "Headwater runs PL/pgSQL's variables, assignments, IF, CASE, loops (FOR over integers,"
     " queries and arrays, WHILE, EXIT, CONTINUE), SQL statements with INTO, EXECUTE,"
     " PERFORM, RAISE, ASSERT, GET DIAGNOSTICS, EXCEPTION handlers, COMMIT and ROLLBACK."
 )
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What a set-returning function returns: its columns' types (RETURN QUERY's columns
+    must have them), and how many of its parameters are its RETURNS TABLE (...) columns
+    (RETURN NEXT without an expression returns their values)."""
+
+    types: tuple[A.TypeName, ...]
+    pg: tuple[PgType, ...]
+    outputs: int = 0
 
 
 @dataclass
@@ -99,13 +112,18 @@ async def execute(
     *,
     controls: bool,
     returns: A.TypeName | None = None,
+    rows: Rows | None = None,
 ) -> tuple[Any, list[SQLError]]:
     """Run the parsed body `fn` (pglast's PLpgSQL_function) with its parameters set to
-    `args`: its RETURN's value (cast to `returns`) and its notices. `controls`: COMMIT
-    and ROLLBACK are allowed (a DO block, a CALL outside a transaction block); `name`
-    is how errors' CONTEXT names the function."""
-    check(fn["action"])
+    `args`: its RETURN's value (cast to `returns`; a set-returning function's: the list
+    of rows shaped as `rows` says) and its notices. `controls`: COMMIT and ROLLBACK are
+    allowed (a DO block, a CALL outside a transaction block); `name` is how errors'
+    CONTEXT names the function."""
+    check(fn["action"], setof=rows is not None)
+    if rows is not None:  # RETURNS TABLE's columns: variables after the parameters, NULL
+        args = [*args, *[None] * rows.outputs]
     interp = _Interpreter(ex, fn, args, name, returns)
+    interp.rows = None if rows is None else (rows, [])
     implicit = ex.s.status == "I"
     if implicit:
         await interp.control(TransactionStmtKind.TRANS_STMT_BEGIN)
@@ -123,20 +141,24 @@ async def execute(
             await interp.control(TransactionStmtKind.TRANS_STMT_ROLLBACK)
         ex.s.settings.notices.extend(interp.notices)  # sent before ReadyForQuery
         raise
-    return interp.returned, list(interp.notices)
+    returned = interp.returned if interp.rows is None else interp.rows[1]
+    return returned, list(interp.notices)
 
 
-def check(node: Any) -> None:
-    """0A000 before anything runs for a statement kind this interpreter lacks."""
+def check(node: Any, *, setof: bool = False) -> None:
+    """0A000 before anything runs for a statement kind this interpreter lacks; 42804
+    for RETURN NEXT / QUERY outside a set-returning function."""
     if isinstance(node, list):
         for n in node:
-            check(n)
+            check(n, setof=setof)
     elif isinstance(node, dict):
         for key, value in node.items():
+            what = key.removeprefix("PLpgSQL_stmt_").upper().replace("_", " ")
             if key.startswith("PLpgSQL_stmt_") and key not in _SUPPORTED:
-                what = key.removeprefix("PLpgSQL_stmt_").upper().replace("_", " ")
                 raise FeatureNotSupported(f"PL/pgSQL statement {what} is not supported", hint=_HINT)
-            check(value)
+            if key.startswith("PLpgSQL_stmt_return_") and not setof:
+                raise SQLError(f"cannot use {what} in a non-SETOF function", "42804")
+            check(value, setof=setof)
 
 
 class _Interpreter:
@@ -150,7 +172,12 @@ class _Interpreter:
     ) -> None:
         self.ex, self.s = ex, ex.s
         self.datums: list[dict[str, Any]] = [next(iter(d.values())) for d in fn["datums"]]
-        self.kinds = [next(iter(d)) for d in fn["datums"]]
+        # a `t%ROWTYPE` variable holds a record (pglast, without a catalog, types it
+        # as a scalar of type 't%rowtype')
+        self.kinds = [
+            "PLpgSQL_rec" if _typname(d).endswith("%rowtype") else k
+            for k, d in ((next(iter(d)), next(iter(d.values()))) for d in fn["datums"])
+        ]
         # the parameters come first, then FOUND: set now, in the outermost scope
         self.args = args
         self.values: dict[int, Any] = dict(enumerate(args))
@@ -160,6 +187,7 @@ class _Interpreter:
         self.decls = _declarations(fn["action"], self.datums, self.kinds, len(args))
         self.where = f"PL/pgSQL function {name}"
         self.returns, self.returned = returns, None
+        self.rows: tuple[Rows, list[tuple[Any, ...]]] | None = None  # a set's, so far
         self.notices: list[SQLError] = []
         self.row_count = 0
         self.handling: list[SQLError] = []  # errors whose handlers are running
@@ -300,6 +328,9 @@ class _Interpreter:
             self.values[t["dno"]] = None if row is None else _Record(list(fields), tuple(row))
             return
         varnos = [f["varno"] for f in t["fields"]] if kind == "PLpgSQL_row" else [t["dno"]]
+        if len(varnos) == 1 and self.kinds[varnos[0]] == "PLpgSQL_rec":  # INTO a %ROWTYPE
+            self.values[varnos[0]] = None if row is None else _Record(list(fields), tuple(row))
+            return
         for i, dno in enumerate(varnos):
             self._set(dno, None if row is None or i >= len(row) else row[i])
 
@@ -433,6 +464,69 @@ class _Interpreter:
         if body.get("expr") is not None:
             self.returned = await self._value(body["expr"], self.returns)
         raise _Leave("return")
+
+    async def st_return_next(self, body: dict[str, Any]) -> None:
+        assert self.rows is not None
+        shape, rows = self.rows
+        expr = body.get("expr")
+        if expr is None:  # RETURNS TABLE (...): its columns' variables
+            first = len(self.args) - shape.outputs
+            rows.append(tuple(self.values.get(i) for i in range(first, len(self.args))))
+            return
+        record = self._record(expr)
+        if record is not None:
+            if len(record.values) != len(shape.types):
+                raise SQLError(
+                    "wrong record type supplied in RETURN NEXT",
+                    "42804",
+                    detail=f"Number of returned columns ({len(record.values)}) does not match"
+                    f" expected column count ({len(shape.types)}).",
+                )
+            rows.append(record.values)
+        elif len(shape.types) == 1:
+            rows.append((await self._value(expr, shape.types[0]),))
+        else:
+            raise SQLError("RETURN NEXT must specify a record or row variable", "42804")
+
+    async def st_return_query(self, body: dict[str, Any]) -> None:
+        assert self.rows is not None
+        shape, rows = self.rows
+        if "dynquery" in body:
+            result = await self._dynamic(
+                {"query": body["dynquery"], "params": body.get("params", [])}
+            )
+        else:
+            text = body["query"]["PLpgSQL_expr"]["query"]
+            result = await self._sql(text, rows=True)
+        fields = result.fields or []
+        detail = None
+        if len(fields) != len(shape.pg):
+            detail = (
+                f"Number of returned columns ({len(fields)}) does not match expected column"
+                f" count ({len(shape.pg)})."
+            )
+        for i, (f, pg) in enumerate(zip(fields, shape.pg, strict=False)):
+            if detail is None and f.type.pg.oid != pg.oid:
+                detail = (
+                    f"Returned type {f.type.pg.sql_name} does not match expected type"
+                    f" {pg.sql_name} in column {i + 1}."
+                )
+        if detail is not None:
+            e = SQLError(
+                "structure of query does not match function result type", "42804", detail=detail
+            )
+            if "dynquery" not in body:
+                e.context = f'SQL statement "{text}"'
+            raise e
+        rows.extend(tuple(r) for r in result.rows)
+        self._found(bool(result.rows))
+
+    def _record(self, expr: dict[str, Any]) -> _Record | None:
+        """The record a bare variable name holds (`RETURN NEXT r`), else None."""
+        stmt = _one(f"SELECT {expr['PLpgSQL_expr']['query']}")
+        val = stmt.targetList[0].val if isinstance(stmt, A.SelectStmt) else None
+        found = self._lookup(val) if isinstance(val, A.ColumnRef) else None
+        return found[0] if found is not None and isinstance(found[0], _Record) else None
 
     async def st_commit(self, body: dict[str, Any]) -> None:
         await self._end(TransactionStmtKind.TRANS_STMT_COMMIT, body)
@@ -699,19 +793,13 @@ class _Interpreter:
         if isinstance(val, A.ColumnRef):
             found = self._lookup(val)
             if found is not None and isinstance(found[0], _Record):
-                return _record_text(found[0], self._session_format())
+                return _record_text(found[0], self.s.text_format())
         value, field = await self._typed(expr)
         if value is None:
             return "<NULL>"
         if field is None:
             return ("t" if value else "f") if isinstance(value, bool) else str(value)
-        return text_encoder(field.type, session=self._session_format())(value).decode()
-
-    def _session_format(self) -> SessionFormat:
-        v = self.s.settings.values
-        return SessionFormat(
-            timezone=v["TimeZone"], extra_float_digits=int(v["extra_float_digits"])
-        )
+        return text_encoder(field.type, session=self.s.text_format())(value).decode()
 
     async def st_assert(self, body: dict[str, Any]) -> None:
         if await self._value(body["cond"], _type_name("bool")):
@@ -763,6 +851,8 @@ _NAMES = {
     "execsql": "SQL statement",
     "dynexecute": "EXECUTE",
     "getdiag": "GET DIAGNOSTICS",
+    "return_next": "RETURN NEXT",
+    "return_query": "RETURN QUERY",
 }
 
 
@@ -900,6 +990,10 @@ def _one(text: str) -> Any:
     if len(stmts) != 1:
         raise SyntaxErr(f"expected one statement in {text!r}")
     return stmts[0].stmt
+
+
+def _typname(d: dict[str, Any]) -> str:
+    return str(d.get("datatype", {}).get("PLpgSQL_type", {}).get("typname", ""))
 
 
 def _type_name(typname: str) -> A.TypeName:

@@ -13,6 +13,7 @@ without FROM (per row of a query, in a view) is refused by the inliner
 from __future__ import annotations
 
 import contextvars
+import functools
 from typing import TYPE_CHECKING, Any
 
 import pglast.ast as A
@@ -27,7 +28,13 @@ from headwater.server.results import Result
 from pglast import parse_sql
 from pglast.enums import TransactionStmtKind
 
-from headwater.errors import InsufficientPrivilege, SQLError, UndefinedFunction, WrongObjectType
+from headwater.errors import (
+    FeatureNotSupported,
+    InsufficientPrivilege,
+    SQLError,
+    UndefinedFunction,
+    WrongObjectType,
+)
 
 if TYPE_CHECKING:
     from headwater.server.executor import Executor
@@ -68,13 +75,19 @@ async def call(ex: Executor, stmt: A.CallStmt, params: list[Any]) -> Result:
     return Result("CALL", notices=notices)
 
 
-async def evaluated(ex: Executor, stmt: A.SelectStmt, params: list[Any]) -> tuple[Any, list[Any]]:
-    """A SELECT without FROM with its PL/pgSQL calls run, innermost first, each replaced
-    by its result as one more parameter (`SELECT f(1) + 1`, an expression of a
-    PL/pgSQL body calling another function or itself)."""
+async def evaluated(ex: Executor, stmt: Any, params: list[Any]) -> tuple[Any, list[Any]]:
+    """A SELECT (or INSERT's) with its PL/pgSQL calls run, innermost first: in a SELECT
+    without FROM or in VALUES each call replaced by its result as one more parameter
+    (`SELECT f(1) + 1`, an expression of a PL/pgSQL body calling another function or
+    itself; a set's values unnested: `SELECT f(3)`), in FROM by the relation of its
+    rows (`SELECT * FROM f(1)`)."""
+    s = ex.s
     stmt, params = copy_tree(stmt), list(params)
-    for target in stmt.targetList:
-        if target.name is None and (fn := user_functions.plpgsql_function(ex.s, target.val)):
+    if isinstance(stmt, A.InsertStmt):
+        stmt.selectStmt, params = await evaluated(ex, stmt.selectStmt, params)
+        return stmt, params
+    for target in stmt.targetList or ():
+        if target.name is None and (fn := user_functions.plpgsql_function(s, target.val)):
             target.name = fn.name  # the column is named after the function
 
     async def run(node: Any) -> Any:
@@ -84,32 +97,76 @@ async def evaluated(ex: Executor, stmt: A.SelectStmt, params: list[Any]) -> tupl
             return node
         for attr in node:
             setattr(node, attr, await run(getattr(node, attr)))
-        fn = user_functions.plpgsql_function(ex.s, node)
+        fn = user_functions.plpgsql_function(s, node)
         if fn is None:
             return node
-        params.append(await _call_function(ex, fn, node.args or (), params))
+        if fn.returns_set and stmt.valuesLists:
+            raise FeatureNotSupported("set-returning functions are not allowed in VALUES")
+        result = await _call_function(ex, fn, node.args or (), params)
+        if fn.returns_set:
+            if not user_functions.result_columns(s, fn)[1]:
+                raise FeatureNotSupported(
+                    f"function {fn.name}() returns rows of several columns: a composite"
+                    " value per row is not supported",
+                    hint=f"Call it in FROM: SELECT * FROM {fn.name}(...).",
+                )
+            result = [] if result is None else [r[0] for r in result]
+        params.append(result)
         ref = A.ParamRef(number=len(params))
-        result = "text" if fn.returns == "void" else fn.returns
-        return A.TypeCast(arg=ref, typeName=user_functions.type_name(result))
+        typ = "text" if fn.returns == "void" else fn.returns
+        if not fn.returns_set:
+            return A.TypeCast(arg=ref, typeName=user_functions.type_name(typ))
+        array = A.TypeCast(arg=ref, typeName=user_functions.type_name(f"{typ}[]"))
+        return A.FuncCall(funcname=(A.String(sval="unnest"),), args=(array,), funcformat=0)
 
-    stmt.targetList = await run(stmt.targetList)
+    async def relation(item: Any) -> Any:
+        if isinstance(item, A.JoinExpr):
+            item.larg, item.rarg = await relation(item.larg), await relation(item.rarg)
+            return item
+        fn = user_functions.plpgsql_from(s, item)
+        if fn is None:
+            return item
+        call = item.functions[0][0]
+        call.args = await run(call.args)
+        result = await _call_function(ex, fn, call.args or (), params)
+        rows = (result or []) if fn.returns_set else [(result,)]
+        cells: list[tuple[Any, ...]] = []
+        for row in rows:
+            params.extend(row)
+            first = len(params) - len(row) + 1
+            cells.append(tuple(A.ParamRef(number=first + i) for i in range(len(row))))
+        return user_functions.rows_relation(s, fn, cells, item)
+
+    if stmt.valuesLists:
+        stmt.valuesLists = await run(stmt.valuesLists)
+    elif stmt.fromClause:
+        stmt.fromClause = tuple([await relation(item) for item in stmt.fromClause])
+    else:
+        stmt.targetList = await run(stmt.targetList)
     return stmt, params
 
 
 async def _call_function(
     ex: Executor, fn: Function, given: tuple[Any, ...], params: list[Any]
 ) -> Any:
+    """The call's result: a value; a set-returning function's: a list of rows."""
     _may_execute(ex, fn, "function")
     args = await _arguments(ex, fn, given, params)
     if fn.strict and any(a is None for a in args):
-        return None
+        return [] if fn.returns_set else None
     returns = None if fn.returns == "void" else user_functions.type_name(fn.returns)
+    rows = None
+    if fn.returns_set:
+        columns, _ = user_functions.result_columns(ex.s, fn)
+        types = tuple(user_functions.type_name(t) for _, t in columns)
+        pg = tuple(user_functions.column_type(ex.s, t).pg for _, t in columns)
+        rows, returns = plpgsql_exec.Rows(types, pg, len(fn.columns)), None
     with _nested():
         value, notices = await plpgsql_exec.execute(
-            ex, _parsed(fn), args, _shown(fn), controls=False, returns=returns
+            ex, _parsed(fn), args, _shown(fn), controls=False, returns=returns, rows=rows
         )
     ex.s.settings.notices.extend(notices)  # (sent before ReadyForQuery)
-    return "" if fn.returns == "void" else value
+    return "" if fn.returns == "void" and not fn.returns_set else value
 
 
 def _may_execute(ex: Executor, fn: Function, kind: str) -> None:
@@ -170,7 +227,13 @@ async def _sql_procedure(ex: Executor, fn: Function, args: list[Any]) -> list[An
 
 def _parsed(fn: Function) -> dict[str, Any]:
     typed = tuple((p.name, p.type) for p in fn.params)
-    return parse_function(fn.source, f"function {fn.name}", fn.returns, typed, fn.prokind == "p")
+    returns = user_functions.result_text(fn.returns, fn.returns_set, fn.columns)
+    return _parse(fn.source, f"function {fn.name}", returns, typed, fn.prokind == "p")
+
+
+# a body is parsed once, not per call (recursion, a loop's calls); the interpreter only
+# reads the tree
+_parse = functools.lru_cache(maxsize=256)(parse_function)
 
 
 def _shown(fn: Function) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
+from headwater.catalog.pgtypes import SessionFormat
 from headwater.planner.functions.dates import XACT_START
 from headwater.server.batcher import StagedWrites
 from headwater.server.instance import Instance
@@ -147,6 +148,17 @@ class Session:
     def _lock_timeout_ms(self) -> float:
         raw = self.settings.values.get("lock_timeout", "0")
         return 0.0 if raw == "0" else setting_ms(raw)  # (the default: no parsing)
+
+    def text_format(self) -> SessionFormat:
+        """The settings that shape values' text (TimeZone, DateStyle, ...)."""
+        v = self.settings.values
+        return SessionFormat(
+            timezone=v.get("TimeZone", "UTC"),
+            extra_float_digits=int(v.get("extra_float_digits", "1")),
+            datestyle=v.get("DateStyle", "ISO, MDY"),
+            intervalstyle=v.get("IntervalStyle", "postgres"),
+            bytea_output=v.get("bytea_output", "hex"),
+        )
 
     def read_cursor(self) -> duckdb.DuckDBPyConnection:
         if self._read_cur is None:

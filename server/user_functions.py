@@ -16,6 +16,7 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
+from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Function, MaterializedView, Param, Relation, Table, View
 from headwater.catalog.privileges import function_acl, memberships
 from headwater.catalog.types import ColumnType
@@ -125,7 +126,7 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
         fn = _trigger_function(schema, name, returns, params, options, volatility, strict)
         return _put(s, cat, stmt, fn)
     if language == "plpgsql" or stmt.is_procedure:  # run statement by statement
-        fn = _routine(stmt, schema, name, returns, params, options, language or "sql")
+        fn = _routine(stmt, schema, name, returns, params, tuple(columns), options, language)
         return _put(s, cat, stmt, replace(fn, volatility=volatility, strict=strict))
     if returns == "trigger":
         raise SQLError("SQL functions cannot return type trigger", _INVALID)
@@ -164,16 +165,14 @@ def _routine(
     name: str,
     returns: str,
     params: list[Param],
+    columns: tuple[tuple[str, str], ...],
     options: dict[str, Any],
-    language: str,
+    language: str | None,
 ) -> Function:
     """A plpgsql function or procedure, or a SQL procedure: its body is checked now and
     run a statement at a time when called (server/routine_calls.py)."""
-    if stmt.returnType is not None and stmt.returnType.setof:
-        raise FeatureNotSupported(
-            f"a {language} function returning SETOF is not supported",
-            hint="Write it in LANGUAGE sql (one SELECT), called in FROM.",
-        )
+    language = language or "sql"
+    setof = bool(stmt.returnType is not None and stmt.returnType.setof)
     if any(p.type in POLYMORPHIC for p in params):
         raise FeatureNotSupported(
             f"polymorphic parameters of a {language} routine are not supported"
@@ -192,20 +191,29 @@ def _routine(
         source = options["as"][0].sval
         kind = "procedure" if stmt.is_procedure else "function"
         typed = tuple((p.name, p.type) for p in params)
-        tree = parse_function(source, f"{kind} {name}", returns, typed, stmt.is_procedure)
-        plpgsql_exec.check(tree["action"])  # 0A000 now for what it could not run
+        result = result_text(returns, setof, columns)
+        tree = parse_function(source, f"{kind} {name}", result, typed, stmt.is_procedure)
+        plpgsql_exec.check(tree["action"], setof=setof)  # 0A000 now for what it lacks
     return Function(
         0,
         schema,
         name,
         tuple(params),
         returns,
-        False,
+        setof,
         source,
         source,
+        columns=columns,
         language=language,
         prokind="p" if stmt.is_procedure else "f",
     )
+
+
+def result_text(returns: str, setof: bool, columns: tuple[tuple[str, str], ...]) -> str:
+    """A function's RETURNS clause: `integer`, `SETOF t`, `TABLE (a integer, ...)`."""
+    if columns:
+        return f"TABLE ({', '.join(f'{quote_ident(n)} {t}' for n, t in columns)})"
+    return f"SETOF {returns}" if setof else returns
 
 
 def _trigger_function(
@@ -567,34 +575,151 @@ def plpgsql_function(s: Session, call: Any) -> Function | None:
 
 
 def calls_plpgsql(s: Session, stmt: Any) -> bool:
-    """Whether `stmt` is a SELECT without FROM (an expression's, `SELECT f(1)`) that
-    calls PL/pgSQL functions: server/routine_calls.py runs them before it."""
-    if not s.catalog.functions or not isinstance(stmt, A.SelectStmt):
+    """Whether `stmt` is a SELECT (or INSERT's) that calls PL/pgSQL functions where
+    server/routine_calls.py runs them before it: in a SELECT without FROM (an
+    expression's, `SELECT f(1)`), in VALUES, or in FROM (`SELECT * FROM f(1) ...`)."""
+    if not _has_plpgsql(s.catalog):
         return False
-    if any(getattr(stmt, a) for a in _CLAUSES):
+    if isinstance(stmt, A.InsertStmt):
+        stmt = stmt.selectStmt
+    if not isinstance(stmt, A.SelectStmt) or any(getattr(stmt, a) for a in _CLAUSES):
+        return False
+    if stmt.valuesLists:
+        return any(plpgsql_function(s, n) is not None for n in nodes(stmt.valuesLists))
+    if stmt.fromClause:
+        return any(plpgsql_from(s, item) is not None for item in _items(stmt.fromClause))
+    if any(getattr(stmt, a) for a in _ROW_CLAUSES):
         return False
     return any(plpgsql_function(s, n) is not None for n in nodes(stmt.targetList))
 
 
-_CLAUSES = ("fromClause", "whereClause", "groupClause", "havingClause", "sortClause")
-_CLAUSES += ("limitCount", "limitOffset", "valuesLists", "withClause", "intoClause", "op")
+_CLAUSES = ("withClause", "intoClause", "op")
+_any: list[Any] = [None, False]  # the catalog's functions, and whether one is PL/pgSQL
 
 
-def _stubbed(s: Session, stmt: A.SelectStmt) -> A.SelectStmt:
+def _has_plpgsql(cat: Catalog) -> bool:
+    """Whether the catalog has a PL/pgSQL function a query may call (remembered while
+    its functions are the same: a change replaces the dict)."""
+    if _any[0] is not cat.functions:
+        _any[:] = [
+            cat.functions,
+            any(
+                f.language == "plpgsql" and f.prokind == "f" and f.returns != "trigger"
+                for fs in cat.functions.values()
+                for f in fs
+            ),
+        ]
+    return bool(_any[1])
+
+
+_ROW_CLAUSES = ("whereClause", "groupClause", "havingClause", "sortClause", "limitCount")
+_ROW_CLAUSES += ("limitOffset",)
+
+
+def plpgsql_from(s: Session, item: Any) -> Function | None:
+    """The PL/pgSQL function a FROM item calls (`f(1) AS x`), run before the statement:
+    not one whose arguments name columns (run per row: refused by the inliner)."""
+    if not isinstance(item, A.RangeFunction) or item.is_rowsfrom:
+        return None
+    if len(item.functions) != 1:
+        return None
+    call = item.functions[0][0]
+    fn = plpgsql_function(s, call)
+    if fn is None or any(isinstance(n, A.ColumnRef) for n in nodes(call.args or ())):
+        return None
+    return fn
+
+
+def _items(from_clause: Any) -> list[Any]:
+    """FROM's items, joins' sides included."""
+    out: list[Any] = []
+    for item in from_clause:
+        out += _items((item.larg, item.rarg)) if isinstance(item, A.JoinExpr) else [item]
+    return out
+
+
+def result_columns(s: Session, fn: Function) -> tuple[list[tuple[str, str]], bool]:
+    """What a function returns as columns (name, type), and whether it returns a
+    single value per row (named after the function, or after the alias in FROM)."""
+    if fn.columns:
+        return list(fn.columns), False
+    rel = s.catalog.resolve(None, fn.returns, s.search_path()) if fn.returns_set else None
+    if rel is None and fn.returns_set:
+        rel = s.catalog.resolve(fn.schema, fn.returns, s.search_path())
+    if rel is not None:  # SETOF a table: its columns now
+        return [(c.name, c.type.sql()) for c in rel.columns], False
+    return [(fn.name, "text" if fn.returns == "void" else fn.returns)], True
+
+
+def column_type(s: Session, text: str) -> ColumnType:
+    """A type as format_type() printed it, resolved (enums and domains included)."""
+    cat, path = s.catalog, s.search_path()
+    return type_of(
+        type_name(text),
+        lambda names: cat.domain_column_type(names, path) or cat.type_named(names, path),
+    )
+
+
+def rows_relation(
+    s: Session, fn: Function, cells: list[tuple[Any, ...]], item: A.RangeFunction, args: Any = ()
+) -> A.RangeSubselect:
+    """The call in FROM `item` of a PL/pgSQL function as the relation of its rows:
+    `(SELECT _hw_rows.* FROM (VALUES (CAST($n AS type), ...), ...) AS _hw_rows(columns))
+    AS f`, named as PostgreSQL names a function's relation (WITH ORDINALITY: numbered);
+    without rows, a row of NULLs filtered out; `args` (cast to the parameters' types)
+    join it so that Describe types the call's parameters."""
+    columns, scalar = result_columns(s, fn)
+    name = item.alias.aliasname if item.alias is not None else fn.name
+    shown = [name] if scalar else [n for n, _ in columns]
+    if item.ordinality:
+        columns, shown = [*columns, ("ordinality", "bigint")], [*shown, "ordinality"]
+        cells = [(*row, A.A_Const(val=A.Integer(ival=i + 1))) for i, row in enumerate(cells)]
+    names = tuple(A.String(sval=n) for n, _ in columns)
+    null = (A.A_Const(isnull=True),) * len(columns)
+    values = tuple(
+        tuple(_typed(v, t) for v, (_, t) in zip(row, columns, strict=True))
+        for row in cells or [null]
+    )
+    from_: tuple[Any, ...] = (
+        A.RangeSubselect(
+            subquery=A.SelectStmt(valuesLists=values),
+            alias=A.Alias(aliasname="_hw_rows", colnames=names),
+        ),
+    )
+    if args:
+        typed = tuple(A.ResTarget(val=a, name=f"a{i}") for i, a in enumerate(args))
+        from_ += (
+            A.RangeSubselect(
+                subquery=A.SelectStmt(targetList=typed), alias=A.Alias(aliasname="_hw_args")
+            ),
+        )
+    star = A.ColumnRef(fields=(A.String(sval="_hw_rows"), A.A_Star()))
+    query = A.SelectStmt(
+        targetList=(A.ResTarget(val=star),),
+        fromClause=from_,
+        whereClause=None if cells else A.A_Const(val=A.Boolean(boolval=False)),
+    )
+    given = list(item.alias.colnames or ()) if item.alias is not None else []
+    colnames = (*given, *(A.String(sval=n) for n in shown[len(given) :]))
+    return A.RangeSubselect(subquery=query, alias=A.Alias(aliasname=name, colnames=colnames))
+
+
+def _stubbed(s: Session, stmt: Any) -> Any:
     """`stmt` (a copy) with each PL/pgSQL call standing for its result, for Describe and
     for typing its parameters: `(SELECT CAST(NULL AS result) FROM (SELECT CAST(arg AS
-    parameter type), ...) _hw_args)`."""
+    parameter type), ...) _hw_args)`; in FROM, the relation of no rows of its columns."""
+
+    def args_of(fn: Function, call: A.FuncCall) -> list[Any]:
+        args = [replaced(a, swap) for a in call.args or ()]
+        return [_typed(a, p.type) for a, p in zip(args, fn.params[: len(args)], strict=True)]
 
     def swap(node: A.Node) -> Any:
         fn = plpgsql_function(s, node)
         if fn is None:
             return None
-        args = [replaced(a, swap) for a in node.args or ()]
+        args = args_of(fn, node)
         inner = A.SelectStmt(
-            targetList=tuple(
-                A.ResTarget(val=_typed(a, p.type), name=f"a{i}")
-                for i, (a, p) in enumerate(zip(args, fn.params[: len(args)], strict=True))
-            )
+            targetList=tuple(A.ResTarget(val=a, name=f"a{i}") for i, a in enumerate(args))
             or (A.ResTarget(val=A.A_Const(isnull=True), name="a"),)
         )
         result = "text" if fn.returns == "void" else fn.returns
@@ -606,6 +731,24 @@ def _stubbed(s: Session, stmt: A.SelectStmt) -> A.SelectStmt:
             ),
         )
 
+    def relation(item: Any) -> Any:
+        if isinstance(item, A.JoinExpr):
+            item.larg, item.rarg = relation(item.larg), relation(item.rarg)
+            return item
+        fn = plpgsql_from(s, item)
+        if fn is None:
+            return item
+        return rows_relation(s, fn, [], item, args_of(fn, item.functions[0][0]))
+
+    if isinstance(stmt, A.InsertStmt):
+        stmt.selectStmt = _stubbed(s, stmt.selectStmt)
+        return stmt
+    if stmt.valuesLists:
+        stmt.valuesLists = replaced(stmt.valuesLists, swap)
+        return stmt
+    if stmt.fromClause:
+        stmt.fromClause = tuple(relation(item) for item in stmt.fromClause)
+        return stmt
     for target in stmt.targetList:
         if target.name is None and (fn := plpgsql_function(s, target.val)) is not None:
             target.name = fn.name  # the column is named after the function

@@ -92,7 +92,7 @@ def _computed(s: Session, table: Table) -> tuple[Any, bool]:
         table.index_keys and fast_index_keys.compiled(table) is None
     ):
         return functools.partial(_in_duckdb, s.instance.replica), True
-    return functools.partial(_in_python, _format(s)), False
+    return functools.partial(_in_python, s.text_format()), False
 
 
 def _in_python(
@@ -128,7 +128,7 @@ async def fast_insert(s: Session, stmt: Any, params: list[Any]) -> Result | None
         stmt = per_statement(stmt, rel, params, values_select.as_values)  # INSERT ... SELECT
         if stmt is None:
             return None
-    fmt = _format(s)
+    fmt = s.text_format()
     started = s.xact_start if s.status == "T" else None
     serials = {
         c: s.instance.sequences.default_generator(s, c)
@@ -351,7 +351,7 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
     if block and s.staged.inserted(rel.oid):  # its staged rows are not live rows yet
         return None
     started = s.xact_start if block else None
-    writes = point_writes.point_writes(stmt, rel, params, _format(s), started)
+    writes = point_writes.point_writes(stmt, rel, params, s.text_format(), started)
     if writes is None:  # SET items that are expressions: computed first, if they may be
         todo = value_exprs.set_items(stmt, rel)
         if todo is None:
@@ -362,7 +362,7 @@ async def fast_point(s: Session, stmt: Any, params: list[Any]) -> Result | None:
         # (its errors are raised whether a row matches or not: PostgreSQL's planner folds
         # such constant expressions, and raises them, before it looks for rows)
         stmt, params, started = await value_exprs.with_values(s, stmt, rel, params, todo, started)
-        writes = point_writes.point_writes(stmt, rel, params, _format(s), started)
+        writes = point_writes.point_writes(stmt, rel, params, s.text_format(), started)
     if not writes or _references_change(s, writes[0]):
         return None
     write, now = writes[0], block or len(writes) > 1  # now: computed at the statement
@@ -572,11 +572,6 @@ def returned(
     )
     fields = [Field(name, table.columns[i].type, table.oid, i + 1) for name, i in returning]
     return Result(tag, fields, rows_of(out))
-
-
-def _format(s: Session) -> SessionFormat:
-    v = s.settings.values
-    return SessionFormat(timezone=v["TimeZone"], extra_float_digits=int(v["extra_float_digits"]))
 
 
 def change(s: Session, w: WriteTxn, stmt: Any, params: list[Any]) -> Result:

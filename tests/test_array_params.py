@@ -250,6 +250,20 @@ def test_parameter_description_of_expressions(both: Any) -> None:
         assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
 
 
+def test_parameter_description_of_subquery_columns(both: Any) -> None:
+    """A parameter compared with a column of a subquery in FROM gets that column's type
+    (it was text: asyncpg's prepared `WHERE x > $1` then failed in DuckDB)."""
+    hw, pg = both
+    for sql in (
+        "SELECT * FROM (SELECT 1 AS x) s WHERE x > $1",
+        "SELECT * FROM (SELECT id, t AS label FROM arrx) s WHERE s.id = $1 AND label = $2",
+        "SELECT * FROM (VALUES (CAST(NULL AS bigint), 'a')) AS v(a, b) WHERE a < $1",
+        "SELECT * FROM (SELECT q.* FROM (SELECT n, s FROM arrx) q) r WHERE n > $1 AND s = $2",
+        "SELECT * FROM (SELECT id FROM arrx UNION SELECT 2) u WHERE id <> $1",
+    ):
+        assert _param_oids(hw, sql) == _param_oids(pg, sql), sql
+
+
 def test_descriptions_of_json_operators_and_arithmetic(both: Any) -> None:
     """A jsonb column's operators announce their parameters as PostgreSQL does (`j ->
     $1` text, `j #> $1` text[], `j @> $1` jsonb: it was jsonb for all, so asyncpg sent a

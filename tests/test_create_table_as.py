@@ -179,7 +179,8 @@ SCRIPTS: dict[str, list[str]] = {
         " a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated"
         " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid LEFT JOIN pg_attrdef d"
         " ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
-        " WHERE c.relname IN ('c1', 'c2', 'c3', 'c4', 'c5', 'c7') AND a.attnum > 0 ORDER BY 1, 2",
+        " WHERE c.relname IN ('c1', 'c2', 'c3', 'c4', 'c5', 'c7') AND a.attnum > 0"
+        " ORDER BY 1, 2, 3, 5, 6",
         "SELECT conrelid::regclass::text, conname, contype, pg_get_constraintdef(oid)"
         " FROM pg_constraint WHERE conrelid::regclass::text IN ('c1', 'c2', 'c3', 'c4', 'c5')"
         " ORDER BY 1, 2",

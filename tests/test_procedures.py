@@ -2,8 +2,10 @@
 server/plpgsql_exec.py), against PostgreSQL 15: a transfer procedure with its checks
 and atomicity, SQL procedures (AS $$ ... $$ and BEGIN ATOMIC) with defaults, a
 procedure that COMMITs per batch, PL/pgSQL functions with defaults, INTO, recursion
-and nesting in expressions, void functions, calls from DO blocks; errors with
-PostgreSQL's SQLSTATE, message and CONTEXT; prepared calls through asyncpg."""
+and nesting in expressions, void functions, calls from DO blocks and in INSERT's
+VALUES; set-returning functions (SETOF, RETURNS TABLE: RETURN NEXT, RETURN QUERY
+[EXECUTE], %ROWTYPE records) called in FROM; errors with PostgreSQL's SQLSTATE, message
+and CONTEXT; prepared calls through asyncpg."""
 
 from __future__ import annotations
 
@@ -97,15 +99,108 @@ SCRIPT = [
 ]
 
 
-def test_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
-    with in_schema((hw_server.dsn, pg_oracle.dsn), "procs", SETUP) as (hw, pg):
+SETOF_SETUP = [
+    "CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(10,2))",
+    "INSERT INTO items VALUES (1, 'a', 1.50), (2, 'b', 2.25), (3, 'c', 10)",
+    "CREATE FUNCTION nums(n int) RETURNS SETOF int LANGUAGE plpgsql AS $$ BEGIN"
+    " FOR i IN 1..n LOOP RETURN NEXT i * 10; END LOOP; RETURN; END $$",
+    """CREATE FUNCTION pricey(lim numeric)
+    RETURNS TABLE (id int, label text, doubled numeric) LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT * FROM items WHERE price > lim ORDER BY items.id LOOP
+    id := r.id; label := upper(r.name); doubled := r.price * 2;
+    RETURN NEXT;
+  END LOOP;
+  RETURN QUERY SELECT 99, 'extra'::text, 0.5::numeric;
+END $$""",
+    "CREATE FUNCTION all_items() RETURNS SETOF items LANGUAGE plpgsql AS $$"
+    " BEGIN RETURN QUERY SELECT * FROM items ORDER BY id; END $$",
+    "CREATE FUNCTION recs() RETURNS SETOF items LANGUAGE plpgsql AS $$"
+    " DECLARE r items%ROWTYPE; BEGIN FOR r IN SELECT * FROM items WHERE id <> 2 LOOP"
+    " RETURN NEXT r; END LOOP; END $$",
+    "CREATE FUNCTION dyn(t text) RETURNS SETOF text LANGUAGE plpgsql AS $$ BEGIN"
+    " RETURN QUERY EXECUTE format('SELECT name FROM %I WHERE id > $1 ORDER BY 1', t)"
+    " USING 1; END $$",
+    "CREATE FUNCTION snums(n int) RETURNS SETOF int STRICT LANGUAGE plpgsql AS $$"
+    " BEGIN RETURN NEXT n; END $$",
+    "CREATE FUNCTION deep(n int) RETURNS SETOF int LANGUAGE plpgsql AS $$"
+    " BEGIN RETURN QUERY SELECT * FROM nums(n); RETURN NEXT -1; END $$",
+    "CREATE FUNCTION empty() RETURNS SETOF text LANGUAGE plpgsql AS $$ BEGIN RETURN; END $$",
+    "CREATE FUNCTION bad() RETURNS TABLE (a int) LANGUAGE plpgsql AS $$"
+    " BEGIN RETURN QUERY SELECT count(*) FROM items; END $$",
+    "CREATE FUNCTION bad2() RETURNS TABLE (a int, b int) LANGUAGE plpgsql AS $$"
+    " BEGIN RETURN QUERY SELECT 1; END $$",
+    "CREATE FUNCTION twice(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN x * 2; END $$",
+]
+SETOF_SCRIPT = [
+    "SELECT * FROM nums(3)",
+    "SELECT nums(3)",
+    "SELECT * FROM nums(2) AS x",
+    "SELECT * FROM nums(2) AS x(y) WHERE y > 10",
+    "SELECT n.n, i.name FROM nums(3) n JOIN items i ON i.id * 10 = n.n ORDER BY 1",
+    "SELECT * FROM nums(2) a CROSS JOIN nums(3) b ORDER BY 1, 2",
+    "SELECT sum(x) FROM nums(5) AS t(x)",
+    "SELECT * FROM nums(3) WITH ORDINALITY AS t(v, o) WHERE o > 1",
+    "SELECT * FROM nums(2) WITH ORDINALITY",
+    "SELECT nums(2) + 1",
+    "SELECT * FROM pricey(2)",
+    "SELECT label FROM pricey(0) p WHERE p.id < 3 ORDER BY label DESC",
+    "SELECT * FROM pricey(5) WITH ORDINALITY",
+    "SELECT * FROM pricey(1) WHERE id IN (SELECT id FROM items)",
+    "SELECT * FROM all_items()",
+    "SELECT name FROM all_items() WHERE price > 2",
+    "SELECT * FROM recs()",
+    "SELECT * FROM dyn('items')",
+    "SELECT * FROM nums(NULL)",
+    "SELECT * FROM snums(NULL)",
+    "SELECT * FROM deep(2)",
+    "SELECT * FROM empty()",
+    "SELECT count(*) FROM empty()",
+    "SELECT * FROM twice(4)",
+    "SELECT * FROM twice(4) AS q",
+    "SELECT * FROM bad()",  # RETURN QUERY's columns must have the declared types: 42804
+    "SELECT * FROM bad2()",
+    "INSERT INTO items SELECT n + 100, 'z', 0 FROM nums(2) AS t(n)",
+    "INSERT INTO items VALUES (twice(50), 'tw', twice(1)), (twice(51), 'tw2', 0)",
+    "SELECT * FROM items ORDER BY id",
+    "DO $$ DECLARE r items%ROWTYPE; BEGIN SELECT * INTO r FROM items WHERE id = 2;"
+    " RAISE NOTICE 'got % %', r.name, r.price; END $$",
+    "SELECT proname, proretset, pg_get_function_result(oid) FROM pg_proc"
+    " WHERE proname IN ('pricey', 'nums', 'all_items') ORDER BY proname",
+]
+
+
+def _same(hw_dsn: str, pg_dsn: str, schema: str, setup: list[str], script: list[str]) -> None:
+    with in_schema((hw_dsn, pg_dsn), schema, setup) as (hw, pg):
         got: dict[str, list[Any]] = {}
         for name, conn in (("hw", hw), ("pg", pg)):
             notices: list[Any] = []
             conn.add_notice_handler(lambda d, n=notices: n.append(d.message_primary))
-            got[name] = [with_context(conn, sql, notices) for sql in SCRIPT]
-        for sql, have, want in zip(SCRIPT, got["hw"], got["pg"], strict=True):
+            got[name] = [with_context(conn, sql, notices) for sql in script]
+        for sql, have, want in zip(script, got["hw"], got["pg"], strict=True):
             assert have == want, f"{sql}\n  PostgreSQL: {want}\n  Headwater:  {have}"
+
+
+def test_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
+    _same(hw_server.dsn, pg_oracle.dsn, "procs", SETUP, SCRIPT)
+
+
+def test_set_returning_functions_same_as_postgres(
+    hw_server: HeadwaterServer, pg_oracle: Any
+) -> None:
+    _same(hw_server.dsn, pg_oracle.dsn, "procs_setof", SETOF_SETUP, SETOF_SCRIPT)
+    # (PostgreSQL's message is the same, its CONTEXT the compilation's line)
+    with psycopg.connect(hw_server.dsn, autocommit=True) as hw:
+        for body in ("RETURN NEXT 1;", "RETURN QUERY SELECT 1;"):
+            try:
+                hw.execute(
+                    f"CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN {body} END $$"
+                )
+            except psycopg.errors.DatatypeMismatch as e:
+                assert "in a non-SETOF function" in str(e)
+            else:
+                raise AssertionError(f"{body} in a non-SETOF function was accepted")
 
 
 def test_per_row_calls_are_refused(hw_server: HeadwaterServer) -> None:
@@ -137,11 +232,13 @@ def test_prepared_calls_through_asyncpg(hw_server: HeadwaterServer, pg_oracle: A
             out.append(await conn.fetchval("SELECT fact($1)", 5))
             await conn.execute("CALL transfer($1, $2, $3)", 1, 2, Decimal(10))
             out.append(await conn.fetch("SELECT id, balance FROM acct ORDER BY id"))
+            out.append(await conn.fetch("SELECT * FROM nums($1) WHERE nums > $2", 4, 15))
+            out.append(await conn.fetch("SELECT * FROM pricey($1)", Decimal(2)))
             return [[tuple(r) for r in x] if isinstance(x, list) else x for x in out]
         finally:
             await conn.close()
 
-    with in_schema((hw_server.dsn, pg_oracle.dsn), "procs_async", SETUP):
+    with in_schema((hw_server.dsn, pg_oracle.dsn), "procs_async", SETUP + SETOF_SETUP):
         got = asyncio.run(run(hw_server.dsn))
         want = asyncio.run(run(pg_oracle.dsn))
     assert got == want  # (numerically: an unconstrained numeric may print another scale)
