@@ -13,6 +13,10 @@ PYTEST_ARGS ?=
 TEST_TIMEOUT ?= 600
 # Hard limit for the whole run, below CI's 90 minutes.
 TEST_TOTAL_TIMEOUT ?= 4800
+# Test modules run on this many pytest-xdist workers at once, a module on one worker
+# (its server and JVM stay one per module); most of a module's time is waiting for a
+# JVM, a server or an epoch, so two halve the suite on 2 cores. 0: one process.
+TEST_WORKERS ?= 2
 
 setup:
 	scripts/setup.sh
@@ -24,7 +28,7 @@ start:
 test:
 	scripts/setup.sh
 	@rc=0; timeout --signal=TERM --kill-after=30 $(TEST_TOTAL_TIMEOUT) \
-	    $(PY) -m pytest -x -q --durations=40 \
+	    $(PY) -m pytest -x -q --durations=40 -n $(TEST_WORKERS) --dist loadfile \
 	    -o faulthandler_timeout=$(TEST_TIMEOUT) -o faulthandler_exit_on_timeout=true \
 	    $(PYTEST_ARGS) || rc=$$?; \
 	case $$rc in \

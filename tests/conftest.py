@@ -72,7 +72,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     import sys
 
     status = getattr(config, "_headwater_exitstatus", None)
-    if status is not None:
+    if status is not None and not hasattr(config, "workerinput"):  # (not an xdist worker)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
