@@ -28,6 +28,7 @@ PRIV_LETTERS = {
     "execute": "X",
 }
 TABLE_ALL = "arwdDxt"  # every privilege a relation can grant, in aclitem order
+SEQUENCE_ALL = "rwU"  # a sequence's: SELECT (currval), UPDATE (nextval, setval), USAGE
 SCHEMA_ALL = "UC"
 FUNCTION_ALL = "X"
 
@@ -99,6 +100,8 @@ def acl_items(catalog: Catalog, obj: Relation | Schema) -> list[str] | None:
 
     owner_name = name(owner(obj))
     order = TABLE_ALL if isinstance(obj, Relation) else SCHEMA_ALL
+    if getattr(obj, "kind", "") == "sequence":
+        order = SEQUENCE_ALL
     if getattr(obj, "kind", "") == "function":  # (its ACL holds its owner: function_acl)
         order = FUNCTION_ALL
     items = [f"{owner_name}={order}/{owner_name}"]

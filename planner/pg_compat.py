@@ -122,6 +122,7 @@ _TRUE_FUNCS = frozenset(
 _PRIV_FUNCS = frozenset(
     {
         "has_table_privilege",
+        "has_sequence_privilege",
         "has_schema_privilege",
         "has_column_privilege",
         "has_any_column_privilege",
@@ -1094,9 +1095,6 @@ def _func(fc: A.FuncCall) -> Any:
                 _copy(obj),
             )
         return _template("CASE WHEN __hwarg0 IS NULL THEN NULL ELSE __hwarg1 END", oid, has)
-    if name == "has_sequence_privilege" and len(args) in (2, 3):
-        _check_privileges(name, args[-1])
-        return _template("(__hwarg0 IS NOT NULL)", _existing("regclass", args[-2]))
     if name in _TRUE_FUNCS:
         return _const(True)
     if name in _FALSE_FUNCS:

@@ -298,7 +298,7 @@ class Connection:
         s = Session(self.instance, user, database)
         s.settings.values["max_connections"] = str(limit)
         s.settings.server_wide(self.instance)
-        s.role_oid = role.oid
+        s.role_oid = s.session_role_oid = role.oid
         s.settings.values["is_superuser"] = "on" if role.superuser else "off"
         s.secret = secrets.randbits(31)
         for key, value in params.items():

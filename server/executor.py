@@ -70,7 +70,7 @@ from headwater.server.auth import privilege_checks, roles
 from headwater.server.duckdb_calls import duckdb_param
 from headwater.server.results import Field, Result
 from headwater.server.session import Session, WriteTxn
-from pglast.enums import DiscardMode, ObjectType
+from pglast.enums import DiscardMode, ObjectType, VariableSetKind
 
 from headwater.errors import FeatureNotSupported, InFailedTransaction, SQLError
 
@@ -282,8 +282,11 @@ class Executor:
             done = read_only.set_mode(s, stmt)  # SET TRANSACTION READ ONLY, ...
             if done is not None:
                 return done
-            result = set_show.set_var(s.settings, stmt)
+            if stmt.name == "role" and stmt.kind == VariableSetKind.VAR_SET_VALUE:
+                roles.check_set_role(s, set_show.setting_text(stmt))
+            result = set_show.set_var(s.settings, stmt, in_block=s.status != "I")
             read_only.after_set(s)
+            s.sync_role()
             return result
         if isinstance(stmt, A.VariableShowStmt):
             return set_show.show_var(s.settings, stmt)

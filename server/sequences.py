@@ -28,11 +28,12 @@ import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.identifiers import quote_ident
 from headwater.catalog.objects import Column, Sequence
+from headwater.catalog.privileges import has_priv, memberships
 from headwater.planner.sequences import parse_regclass
 from headwater.storage.duckdb_errors import udf_error
 from headwater.storage.sequences import LoggedState, SequenceLog
 
-from headwater.errors import SQLError, UndefinedColumn, WrongObjectType
+from headwater.errors import InsufficientPrivilege, SQLError, UndefinedColumn, WrongObjectType
 
 _NEXTVAL_DEFAULT = re.compile(r"nextval\('((?:[^']|'')+)'(?:::regclass)?\)")
 SEQ_LOG_VALS = 32  # values logged ahead of the last one handed out (PostgreSQL's)
@@ -43,6 +44,7 @@ class SessionView(Protocol):
     """What a call needs of its session (server/session.py's Session)."""
 
     pid: int
+    role_oid: int
 
     @property
     def catalog(self) -> Catalog: ...
@@ -323,8 +325,8 @@ class Sequences:
             seq = session.catalog.by_oid(int(text))
         else:
             seq = session.catalog.resolve(*parse_regclass(text), session.search_path())
-        if not isinstance(seq, Sequence):
-            return None
+        if not isinstance(seq, Sequence) or not may_use(session, seq, "Uw"):
+            return None  # (not the role's: the call in DuckDB says so)
         return NextVal(self, self.attach(session), seq)
 
     # -- DuckDB functions ------------------------------------------------------------------
@@ -349,6 +351,14 @@ class Sequences:
             raise WrongObjectType(f'"{rel.name}" is not a sequence')
         return rel, session
 
+    def _permitted(self, key: int, ref: Any, letters: str) -> Sequence:
+        """The sequence `ref` names, if the session's role holds one of `letters` on it
+        (nextval: USAGE or UPDATE; currval: SELECT or USAGE; setval: UPDATE)."""
+        seq, session = self._sequence(key, ref)
+        if not may_use(session, seq, letters):
+            raise InsufficientPrivilege(f"permission denied for sequence {seq.name}")
+        return seq
+
     def install(self, db: Any) -> None:
         """Register hw_nextval/hw_currval/hw_setval/hw_lastval on DuckDB connection `db`:
         with side effects (evaluated once per row, never folded)."""
@@ -367,13 +377,13 @@ class Sequences:
             return pa.array(out, pa.int64())
 
         def nextval(key: int, ref: Any) -> int:
-            return self.nextval(key, self._sequence(key, ref)[0])
+            return self.nextval(key, self._permitted(key, ref, "Uw"))
 
         def currval(key: int, ref: Any) -> int:
-            return self.currval(key, self._sequence(key, ref)[0])
+            return self.currval(key, self._permitted(key, ref, "rU"))
 
         def setval(key: int, ref: Any, value: int, called: bool = True) -> int:
-            return self.setval(key, self._sequence(key, ref)[0], value, called)
+            return self.setval(key, self._permitted(key, ref, "w"), value, called)
 
         def lastval(key: int) -> int:
             ref_session = self._sessions.get(key)
@@ -433,6 +443,20 @@ class Sequences:
             "hw_serial_sequence", serial_udf, ["BIGINT", "VARCHAR", "VARCHAR"], "VARCHAR", **opts
         )
         db.create_function("hw_lastval", lambda k: each(lastval, k), ["BIGINT"], "BIGINT", **opts)
+
+
+def may_use(session: SessionView, seq: Sequence, letters: str) -> bool:
+    """Whether the session's role holds one of `letters` on `seq`. An identity column's
+    sequence needs none (PostgreSQL's NextValueExpr checks nothing); a session without a
+    role (the server's own) may."""
+    if seq.identity:
+        return True
+    cat = session.catalog
+    role = cat.roles.get(session.role_oid)
+    if role is None or role.superuser:
+        return True
+    roles = memberships(cat, role.oid)
+    return any(has_priv(seq, c, roles) for c in letters)
 
 
 def _covers(durable: int | None, value: int, increment: int) -> bool:

@@ -109,9 +109,12 @@ class Portal:
 class Session:
     def __init__(self, instance: Instance, user: str, database: str) -> None:
         self.instance = instance
-        self.user = user
+        self.user = user  # the session user (who logged in)
         self.database = database
-        self.role_oid = 0  # the authenticated role (server/auth/exchange.py); privileges follow it
+        # the current role: privileges follow it; the session user's (server/connection.py)
+        # until SET ROLE (sync_role)
+        self.role_oid = 0
+        self.session_role_oid = 0
         self.pid = next(_pids)
         self.secret = 0
         self.settings = Settings()
@@ -148,6 +151,22 @@ class Session:
     def _lock_timeout_ms(self) -> float:
         raw = self.settings.values.get("lock_timeout", "0")
         return 0.0 if raw == "0" else setting_ms(raw)  # (the default: no parsing)
+
+    @property
+    def current_user(self) -> str:
+        """current_user: the role SET ROLE chose, else the session user."""
+        name = self.settings.values.get("role", "none")
+        return self.user if name == "none" else name
+
+    def sync_role(self) -> None:
+        """The current role after the settings changed (SET [LOCAL] ROLE, RESET, a
+        ROLLBACK or the end of the block undoing them)."""
+        name = self.settings.values.get("role", "none")
+        role = None if name == "none" else self.catalog.role(name)
+        self.role_oid = role.oid if role is not None else self.session_role_oid
+        me = self.catalog.roles.get(self.role_oid)
+        if me is not None:
+            self.settings.values["is_superuser"] = "on" if me.superuser else "off"
 
     def text_format(self) -> SessionFormat:
         """The settings that shape values' text (TimeZone, DateStyle, ...)."""

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 def session_context(session: Session) -> SessionContext:
     return SessionContext(
-        user=session.user,
+        user=session.current_user,
+        session_user=session.user,
         database=session.database,
         search_path=session.search_path(),
         settings=dict(session.settings.values),

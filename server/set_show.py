@@ -13,10 +13,10 @@ from headwater.server.results import Field, Result
 from headwater.server.settings import Settings, canonical
 from pglast.enums import VariableSetKind
 
-from headwater.errors import FeatureNotSupported
+from headwater.errors import FeatureNotSupported, SQLError
 
 
-def set_var(st: Settings, stmt: A.VariableSetStmt) -> Result:
+def set_var(st: Settings, stmt: A.VariableSetStmt, in_block: bool = False) -> Result:
     if stmt.kind == VariableSetKind.VAR_RESET_ALL:
         for k in list(st.values):
             st.reset(k)
@@ -32,11 +32,22 @@ def set_var(st: Settings, stmt: A.VariableSetStmt) -> Result:
     name = stmt.name
     if name in ("transaction_isolation", "default_transaction_isolation"):
         return Result("SET")
-    value = ", ".join(_setting_value(a) for a in stmt.args or ())
+    value = setting_text(stmt)
     if name == "timezone" and stmt.kind == VariableSetKind.VAR_SET_VALUE and not stmt.args:
         value = "UTC"
-    st.set(name, value)
+    if stmt.is_local:
+        if not in_block:
+            warning = "SET LOCAL can only be used in transaction blocks"
+            return Result("SET", notices=[SQLError(warning, "25P01", severity="WARNING")])
+        st.set_local(name, value)
+    else:
+        st.set(name, value)
     return Result("SET")
+
+
+def setting_text(stmt: A.VariableSetStmt) -> str:
+    """The value SET gives (its items joined as PostgreSQL shows a list)."""
+    return ", ".join(_setting_value(a) for a in stmt.args or ())
 
 
 def show_var(st: Settings, stmt: A.VariableShowStmt) -> Result:

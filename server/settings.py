@@ -84,6 +84,7 @@ DEFAULTS: dict[str, str] = {
     "headwater.executor": "auto",  # headwater start --executor
     "fsync": "on",  # headwater start --fsync
     "password_encryption": "scram-sha-256",  # psql's \password asks for it
+    "role": "none",  # SET ROLE (server/auth/roles.py set_role): none is the session's own
 }
 
 _CANONICAL = {k.lower(): k for k in DEFAULTS}
@@ -133,6 +134,7 @@ class Settings:
         self.defaults: dict[str, str] = DEFAULTS  # what RESET restores (see server_wide)
         self.notices: list[SQLError] = []  # sent before the next ReadyForQuery
         self._at_begin: dict[str, str] | None = None  # values when the block began
+        self._before_local: dict[str, str] = {}  # SET LOCAL's, what they replaced
 
     def server_wide(self, instance: Any) -> None:
         """The values the server's options fixed, as SHOW reports and RESET restores them."""
@@ -158,11 +160,23 @@ class Settings:
 
     def end(self, *, committed: bool) -> None:
         """The block ends: its SETs stay if it committed, else the values at BEGIN return
-        (PostgreSQL's GUC rollback)."""
+        (PostgreSQL's GUC rollback); its SET LOCALs end either way."""
         if not committed and self._at_begin is not None:
             self.values.clear()
             self.values.update(self._at_begin)
+        else:
+            self.values.update(self._before_local)
         self._at_begin = None
+        self._before_local = {}
+
+    def set_local(self, name: str, value: str) -> str:
+        """SET LOCAL in a transaction block: the value until the block ends."""
+        key = canonical(name)
+        before = self.values.get(key)
+        key = self.set(name, value)
+        if before is not None:
+            self._before_local.setdefault(key, before)
+        return key
 
     def take_notices(self) -> list[SQLError]:
         out, self.notices = self.notices, []

@@ -68,9 +68,11 @@ async def transaction(s: Session, stmt: A.TransactionStmt) -> Result:
         if s.status == "E":
             await rollback_write(s)
             s.settings.end(committed=False)
+            s.sync_role()
             s.status = "I"
             return Result("ROLLBACK")
         s.settings.end(committed=True)
+        s.sync_role()
         try:
             notices = await commit_write(s)
         finally:
@@ -81,6 +83,7 @@ async def transaction(s: Session, stmt: A.TransactionStmt) -> Result:
             return Result("ROLLBACK", notices=["there is no transaction in progress"])
         await rollback_write(s)
         s.settings.end(committed=False)
+        s.sync_role()
         s.status = "I"
         return Result("ROLLBACK")
     if kind in _SAVEPOINT_KINDS:

@@ -77,7 +77,7 @@ def _hw_session(b: Builder) -> list[dict[str, Any]]:
     return [
         {
             "user_name": b.session.user,
-            "session_user_name": b.session.user,
+            "session_user_name": b.session.session_user or b.session.user,
             "database": b.session.database,
             "current_schema": existing[0] if existing else None,
             "schemas": existing,
@@ -171,6 +171,7 @@ def _hw_objnames(b: Builder) -> list[dict[str, Any]]:
 
 
 _TABLE_PRIVS = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
+_SEQUENCE_PRIVS = ("SELECT", "UPDATE", "USAGE")
 
 _SCHEMA_PRIVS = ("USAGE", "CREATE")
 
@@ -195,7 +196,9 @@ def _privileges(b: Builder, role: Any) -> list[dict[str, Any]]:
         return []
     out = []
     objects: list[tuple[Any, tuple[str, ...]]] = [
-        (r, _TABLE_PRIVS) for r in b.catalog.relations.values() if not isinstance(r, Index)
+        (r, _SEQUENCE_PRIVS if r.kind == "sequence" else _TABLE_PRIVS)
+        for r in b.catalog.relations.values()
+        if not isinstance(r, Index)
     ]
     objects += [(sch, _SCHEMA_PRIVS) for sch in b.catalog.schemas.values()]
     for obj, privs in objects:

@@ -36,5 +36,6 @@ class SessionContext:
     activity: Callable[[], list[dict[str, Any]]] | None = None
     # pg_prepared_statements rows of the session (asked only when named)
     prepared_statements: Callable[[], list[dict[str, Any]]] | None = None
+    session_user: str | None = None  # (None: `user`; SET ROLE changes only `user`)
     # pg_sequences.last_value of a sequence (None before its first nextval)
     sequence_last_value: Callable[[Any], int | None] | None = None

@@ -13,11 +13,20 @@ from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.catalog import Catalog
-from headwater.catalog.objects import BOOTSTRAP_ROLE_OID, Relation, Role, Table, View
+from headwater.catalog.objects import (
+    BOOTSTRAP_ROLE_OID,
+    MaterializedView,
+    Relation,
+    Role,
+    Sequence,
+    Table,
+    View,
+)
 from headwater.catalog.privileges import (
     FUNCTION_ALL,
     PRIV_LETTERS,
     SCHEMA_ALL,
+    SEQUENCE_ALL,
     TABLE_ALL,
     function_acl,
     memberships,
@@ -299,6 +308,22 @@ def _check_no_dependents(cat: Catalog, role: Role) -> None:
         )
 
 
+def check_set_role(s: Any, name: str) -> None:
+    """SET ROLE name: the role exists and the session user may become it (a member of
+    it, or a superuser)."""
+    if name == "none":
+        return
+    cat = s.catalog
+    role = cat.role(name)
+    if role is None:
+        raise SQLError(f'role "{name}" does not exist', "22023")
+    me = cat.roles.get(s.session_role_oid)
+    if me is None or me.superuser:
+        return
+    if role.oid not in memberships(cat, me.oid, inherit_only=False):
+        raise InsufficientPrivilege(f'permission denied to set role "{name}"')
+
+
 def _privileges(stmt: A.GrantStmt, all_letters: str, kind: str) -> str:
     if not stmt.privileges:
         return all_letters
@@ -370,24 +395,25 @@ def _grant(executor: Any, cat: Catalog, stmt: A.GrantStmt, notices: list[str]) -
             cat.put_function(replace(fn, acl=acl))
         return Result(tag)
 
-    if stmt.objtype != ObjectType.OBJECT_TABLE:
+    sequences = stmt.objtype == ObjectType.OBJECT_SEQUENCE
+    if stmt.objtype != ObjectType.OBJECT_TABLE and not sequences:
         raise FeatureNotSupported(
             f"GRANT on {stmt.objtype.name.removeprefix('OBJECT_').lower()} is not supported"
         )
-    letters = _privileges(stmt, TABLE_ALL, "table")
+    kinds = Sequence if sequences else Table | View | MaterializedView
     rels: list[Relation] = []
     if stmt.targtype == GrantTargetType.ACL_TARGET_ALL_IN_SCHEMA:
         for obj in stmt.objects:
             if obj.sval not in cat.schemas:
                 raise InvalidSchemaName(f'schema "{obj.sval}" does not exist')
-            rels += [
-                r
-                for r in cat.relations.values()
-                if r.schema == obj.sval and isinstance(r, Table | View)
-            ]
+            rels += [r for r in cat.relations.values() if r.schema == obj.sval]
+        rels = [r for r in rels if isinstance(r, kinds)]
     elif stmt.targtype == GrantTargetType.ACL_TARGET_OBJECT:
         for rv in stmt.objects:
-            rels.append(cat.get_relation(rv.schemaname, rv.relname, s.search_path()))
+            rel = cat.get_relation(rv.schemaname, rv.relname, s.search_path())
+            if sequences and not isinstance(rel, Sequence):
+                raise SQLError(f'"{rel.name}" is not a sequence', "42809")
+            rels.append(rel)
     else:
         raise FeatureNotSupported("ALTER DEFAULT PRIVILEGES is not supported")
     for rel in rels:
@@ -395,8 +421,20 @@ def _grant(executor: Any, cat: Catalog, stmt: A.GrantStmt, notices: list[str]) -
             raise SQLError(f'"{rel.name}" is an index', "42809")
         if not owns(cat, s.role_oid, rel):
             raise InsufficientPrivilege(f"permission denied for {rel.kind} {rel.name}")
+        letters = _relation_privileges(stmt, rel)
         acl = rel.acl
         for g in grantees:
             acl = merge_acl(acl, g, letters, stmt.is_grant)
         cat.replace_relation(replace(rel, acl=acl))
     return Result(tag)
+
+
+def _relation_privileges(stmt: A.GrantStmt, rel: Relation) -> str:
+    """The letters GRANT gives `rel`; GRANT ... ON TABLE of a sequence gives those a
+    sequence has (PostgreSQL warns of the others)."""
+    if not isinstance(rel, Sequence):
+        return _privileges(stmt, TABLE_ALL, "table")
+    if stmt.objtype == ObjectType.OBJECT_SEQUENCE:
+        return _privileges(stmt, SEQUENCE_ALL, "sequence")
+    letters = _privileges(stmt, TABLE_ALL + "U", "table")
+    return "".join(c for c in letters if c in SEQUENCE_ALL) or SEQUENCE_ALL
