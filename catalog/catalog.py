@@ -14,7 +14,9 @@ from typing import TypeVar
 
 from headwater.catalog.objects import (
     BOOTSTRAP_ROLE_OID,
+    Acl,
     CatalogObject,
+    DefaultAcl,
     Domain,
     Extension,
     Function,
@@ -27,6 +29,7 @@ from headwater.catalog.objects import (
     UserType,
     View,
 )
+from headwater.catalog.privileges import OBJTYPE_OF_KIND, initial_acl
 from headwater.catalog.types import ColumnType, PgType
 
 from headwater.errors import (
@@ -81,6 +84,8 @@ class Catalog:
         self.types: dict[tuple[str, str], UserType] = {}  # CREATE TYPE ... AS ENUM
         self.domains: dict[tuple[str, str], Domain] = {}  # CREATE DOMAIN
         self.extensions: dict[str, Extension] = {}  # CREATE EXTENSION, by name
+        # ALTER DEFAULT PRIVILEGES: by (role, schema or '', objtype)
+        self.default_acls: dict[tuple[int, str, str], DefaultAcl] = {}
         # CREATE FUNCTION: the overloads of each (schema, name). Replaced, never changed in
         # place: the dict's identity tells a statement's inlined calls are current.
         self.functions: dict[tuple[str, str], tuple[Function, ...]] = {}
@@ -100,6 +105,7 @@ class Catalog:
         c.types = dict(self.types)
         c.domains = dict(self.domains)
         c.extensions = dict(self.extensions)
+        c.default_acls = dict(self.default_acls)
         c.functions = self.functions
         c.creator = 0
         c.next_oid = self.next_oid
@@ -170,7 +176,8 @@ class Catalog:
     def add_schema(self, name: str) -> Schema:
         if name in self.schemas or name in SYSTEM_SCHEMAS:
             raise DuplicateSchema(f'schema "{name}" already exists')
-        s = Schema(self.allocate_oid(), name, owner=self.creator)
+        owner = self.creator
+        s = Schema(self.allocate_oid(), name, owner=owner, acl=self.initial_acl("n", owner, ""))
         self.schemas[name] = s
         self.changes[s.oid] = s
         return s
@@ -178,6 +185,8 @@ class Catalog:
     def drop_schema(self, name: str) -> Schema:
         s = self.schemas.pop(name)
         self.changes[s.oid] = None
+        for d in [d for d in self.default_acls.values() if d.schema == name]:
+            self.drop_default_acl(d)  # (its default privileges go with it)
         return s
 
     def add_relation(self, rel: Relation) -> None:
@@ -186,6 +195,9 @@ class Catalog:
             raise DuplicateTable(f'relation "{rel.name}" already exists')
         if not rel.owner and self.creator:
             rel = replace(rel, owner=self.creator)
+        objtype = OBJTYPE_OF_KIND.get(rel.kind)
+        if not rel.acl and objtype is not None and self.default_acls:
+            rel = replace(rel, acl=self.initial_acl(objtype, rel.owner, rel.schema))
         self._by_oid = None
         self.relations[key] = rel
         self.changes[rel.oid] = rel
@@ -259,6 +271,8 @@ class Catalog:
     def put_domain(self, d: Domain) -> None:
         if not d.owner and self.creator:
             d = replace(d, owner=self.creator)
+        if (d.schema, d.name) not in self.domains and not d.acl:
+            d = replace(d, acl=self.initial_acl("T", d.owner, d.schema))
         self.domains[(d.schema, d.name)] = d
         self.changes[d.oid] = d
 
@@ -269,6 +283,8 @@ class Catalog:
     def put_type(self, t: UserType) -> None:
         if not t.owner and self.creator:
             t = replace(t, owner=self.creator)
+        if (t.schema, t.name) not in self.types and not t.acl:
+            t = replace(t, acl=self.initial_acl("T", t.owner, t.schema))
         self.types[(t.schema, t.name)] = t
         self.changes[t.oid] = t
 
@@ -303,6 +319,8 @@ class Catalog:
             fn = replace(fn, owner=self.creator)
         key = (fn.schema, fn.name)
         others = tuple(f for f in self.functions.get(key, ()) if f.oid != fn.oid)
+        if len(others) == len(self.functions.get(key, ())) and not fn.acl:  # a new one
+            fn = replace(fn, acl=self.initial_acl("f", fn.owner, fn.schema))
         self.functions = {**self.functions, key: (*others, fn)}
         self.changes[fn.oid] = fn
 
@@ -313,6 +331,27 @@ class Catalog:
         if rest:
             self.functions[key] = rest
         self.changes[fn.oid] = None
+
+    def initial_acl(self, objtype: str, owner: int, schema: str) -> Acl:
+        """The ACL ALTER DEFAULT PRIVILEGES gives a new object (): no GRANT)."""
+        if not self.default_acls:
+            return ()
+        owner = owner or BOOTSTRAP_ROLE_OID
+        everywhere = self.default_acls.get((owner, "", objtype))
+        here = self.default_acls.get((owner, schema, objtype)) if schema else None
+        if everywhere is None and here is None:
+            return ()
+        return initial_acl(
+            everywhere.acl if everywhere else None, here.acl if here else None, objtype, owner
+        )
+
+    def put_default_acl(self, d: DefaultAcl) -> None:
+        self.default_acls[(d.role, d.schema, d.objtype)] = d
+        self.changes[d.oid] = d
+
+    def drop_default_acl(self, d: DefaultAcl) -> None:
+        del self.default_acls[(d.role, d.schema, d.objtype)]
+        self.changes[d.oid] = None
 
     def drop_role(self, role: Role) -> None:
         del self.roles[role.oid]
@@ -334,6 +373,8 @@ class Catalog:
                 self.domains[(obj.schema, obj.name)] = obj
             elif isinstance(obj, Extension):
                 self.extensions[obj.name] = obj
+            elif isinstance(obj, DefaultAcl):
+                self.default_acls[(obj.role, obj.schema, obj.objtype)] = obj
             elif isinstance(obj, Function):
                 key = (obj.schema, obj.name)
                 self.functions = {**self.functions, key: (*self.functions.get(key, ()), obj)}

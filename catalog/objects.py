@@ -139,6 +139,25 @@ class Schema:
 
 
 @dataclass(frozen=True)
+class DefaultAcl:
+    """ALTER DEFAULT PRIVILEGES: the ACL objects of one kind get when `role` creates them,
+    in `schema` ('' for anywhere), as pg_default_acl has it (catalog/privileges.py
+    initial_acl): `objtype` is defaclobjtype, r tables, S sequences, f functions, T
+    types, n schemas; a schema's entry adds to the global one."""
+
+    oid: int
+    role: int
+    schema: str
+    objtype: str
+    acl: Acl
+    kind: str = field(default="default_acl", init=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}/{self.schema}/{self.objtype}"
+
+
+@dataclass(frozen=True)
 class Role:
     """CREATE ROLE / USER: login, superuser, password verifier (SCRAM-SHA-256 or md5)."""
 
@@ -448,6 +467,7 @@ _FUNCTION_DEFAULTS = {"language": "sql", "prokind": "f"}  # fields added since t
 
 CatalogObject = (
     Schema
+    | DefaultAcl
     | Table
     | View
     | MaterializedView
@@ -476,6 +496,10 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         return d
     if isinstance(obj, Extension):
         d.update(schema=obj.schema, version=obj.version, owner=obj.owner, comment=obj.comment)
+        return d
+    if isinstance(obj, DefaultAcl):
+        d.update(role=obj.role, schema=obj.schema, objtype=obj.objtype)
+        d["acl"] = [list(a) for a in obj.acl]
         return d
     if obj.owner:
         d["owner"] = obj.owner
@@ -548,6 +572,9 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             options=tuple((k, v) for k, v in d["options"]),
             owner=d.get("owner", 0),
         )
+    if kind == "default_acl":
+        acl = tuple((g, p) for g, p in d["acl"])
+        return DefaultAcl(d["oid"], d["role"], d["schema"], d["objtype"], acl)
     if kind == "extension":
         default = AVAILABLE[d["name"]].comment if d["name"] in AVAILABLE else None
         return Extension(

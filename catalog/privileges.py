@@ -39,6 +39,32 @@ def function_acl(fn: Any) -> Acl:
     return fn.acl or tuple(sorted({0: "X", owner(fn): "X"}.items()))
 
 
+# every privilege of an object kind (pg_default_acl's objtype), and PUBLIC's before any
+# GRANT (PostgreSQL's acldefault)
+OBJTYPE_ALL = {"r": TABLE_ALL, "S": SEQUENCE_ALL, "f": FUNCTION_ALL, "T": "U", "n": SCHEMA_ALL}
+_PUBLIC_DEFAULT = {"f": "X", "T": "U"}
+OBJTYPE_OF_KIND = {"table": "r", "view": "r", "materialized view": "r", "sequence": "S"}
+
+
+def hardwired_acl(objtype: str, owner: int) -> Acl:
+    """The ACL an object of `objtype` owned by `owner` has before any GRANT."""
+    entries = {owner: OBJTYPE_ALL[objtype]}
+    if objtype in _PUBLIC_DEFAULT:
+        entries[0] = _PUBLIC_DEFAULT[objtype]
+    return tuple(sorted(entries.items()))
+
+
+def initial_acl(everywhere: Acl | None, in_schema: Acl | None, objtype: str, owner: int) -> Acl:
+    """A new object's ACL under ALTER DEFAULT PRIVILEGES: the owner's global entry (else
+    the hard-wired default) with its schema's entry added, as PostgreSQL's
+    get_user_default_acl; () where that is the hard-wired default."""
+    hard = hardwired_acl(objtype, owner)
+    acl = everywhere if everywhere is not None else hard
+    for grantee, letters in in_schema or ():
+        acl = merge_acl(acl, grantee, letters, True)
+    return () if acl == hard else acl
+
+
 def memberships(catalog: Catalog, oid: int, inherit_only: bool = True) -> set[int]:
     """The role, every role it is a member of (through INHERIT roles), and PUBLIC (0)."""
     out = {0, oid}

@@ -46,6 +46,7 @@ _NAMES: dict[type, str] = {
     A.AlterRoleStmt: "ALTER ROLE",
     A.DropRoleStmt: "DROP ROLE",
     A.GrantRoleStmt: "GRANT",
+    A.AlterDefaultPrivilegesStmt: "ALTER DEFAULT PRIVILEGES",
     A.CopyStmt: "COPY FROM",
     A.CreateExtensionStmt: "CREATE EXTENSION",
     A.CreateFunctionStmt: "CREATE FUNCTION",

@@ -684,10 +684,28 @@ def test_roles_and_grants_survive_restart(tmp_path: Path) -> None:
             c.execute("GRANT USAGE, CREATE ON SCHEMA work TO alice")
             c.execute("CREATE ROLE gone LOGIN")
             c.execute("DROP ROLE gone")
+            c.execute("ALTER DEFAULT PRIVILEGES IN SCHEMA work GRANT SELECT ON TABLES TO bob")
+            c.execute("CREATE SEQUENCE work.counter")
+            c.execute("GRANT USAGE ON SEQUENCE work.counter TO alice")
         with connect(server, "alice") as a:
             a.execute("CREATE TABLE work.hers (y int)")
         server.stop()
         server.start()
+        with psycopg.connect(dsn(server), autocommit=True) as c:
+            # ALTER DEFAULT PRIVILEGES and sequence grants are kept; a table the
+            # superuser creates in `work` gets bob's SELECT, alice's does not (its owner)
+            c.execute("CREATE TABLE work.his (z int)")
+            assert c.execute(
+                "SELECT relname, relacl::text[] FROM pg_class WHERE relnamespace ="
+                " 'work'::regnamespace AND relkind IN ('r', 'S') ORDER BY 1"
+            ).fetchall() == [
+                ("counter", ["headwater=rwU/headwater", "alice=U/headwater"]),
+                ("hers", None),
+                ("his", ["headwater=arwdDxt/headwater", "bob=r/headwater"]),
+            ]
+        with connect(server, "alice") as a:
+            assert a.execute("SELECT nextval('work.counter')").fetchone() == (1,)
+            _denied(a, "SELECT setval('work.counter', 5)", "permission denied for sequence counter")
         with connect(server, "alice") as a:
             a.execute("INSERT INTO kept VALUES (2)")
             assert a.execute("SELECT count(*) FROM kept").fetchone() == (2,)

@@ -8,6 +8,7 @@ from typing import Any
 
 from headwater.catalog.pg.oids import SUPERUSER_OID
 from headwater.catalog.pg.snapshot import Builder, Builders, registrar
+from headwater.catalog.privileges import OBJTYPE_ALL
 
 BUILDERS: Builders = {}
 _builder = registrar(BUILDERS)
@@ -133,3 +134,34 @@ def _pg_shadow(b: Builder) -> list[dict[str, Any]]:
 @_builder("pg_catalog", "pg_user")
 def _pg_user(b: Builder) -> list[dict[str, Any]]:
     return [{**r, "passwd": "********"} for r in _pg_shadow(b)]
+
+
+@_builder("pg_catalog", "pg_default_acl")
+def _pg_default_acl(b: Builder) -> list[dict[str, Any]]:
+    """ALTER DEFAULT PRIVILEGES' entries, their ACL as aclitem[] text (the role that
+    owns the entry is each item's grantor)."""
+    cat = b.catalog
+    roles = getattr(cat, "roles", {})
+
+    def name(oid: int) -> str:
+        r = roles.get(oid)
+        return "" if oid == 0 else (r.name if r is not None else str(oid))
+
+    out = []
+    for d in getattr(cat, "default_acls", {}).values():
+        schema = cat.schemas.get(d.schema) if d.schema else None
+        order = OBJTYPE_ALL[d.objtype]
+        items = [
+            f"{name(g)}={''.join(c for c in order if c in letters)}/{name(d.role)}"
+            for g, letters in d.acl
+        ]
+        out.append(
+            {
+                "oid": d.oid,
+                "defaclrole": d.role,
+                "defaclnamespace": schema.oid if schema is not None else 0,
+                "defaclobjtype": d.objtype,
+                "defaclacl": items,
+            }
+        )
+    return out

@@ -15,6 +15,7 @@ import pglast.ast as A
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.objects import (
     BOOTSTRAP_ROLE_OID,
+    DefaultAcl,
     MaterializedView,
     Relation,
     Role,
@@ -24,11 +25,13 @@ from headwater.catalog.objects import (
 )
 from headwater.catalog.privileges import (
     FUNCTION_ALL,
+    OBJTYPE_ALL,
     PRIV_LETTERS,
     SCHEMA_ALL,
     SEQUENCE_ALL,
     TABLE_ALL,
     function_acl,
+    hardwired_acl,
     memberships,
     merge_acl,
     owner,
@@ -49,6 +52,7 @@ from headwater.errors import (
 )
 
 ROLE_STMTS = (
+    A.AlterDefaultPrivilegesStmt,
     A.CreateRoleStmt,
     A.AlterRoleStmt,
     A.DropRoleStmt,
@@ -284,27 +288,99 @@ def execute(executor: Any, w: Any, stmt: Any) -> Any:
 
     if isinstance(stmt, A.GrantStmt):
         return _grant(executor, cat, stmt, notices)
+    if isinstance(stmt, A.AlterDefaultPrivilegesStmt):
+        _default_privileges(s, cat, stmt)
+        return Result("ALTER DEFAULT PRIVILEGES")
     raise FeatureNotSupported(f"{type(stmt).__name__} is not supported")
 
 
+_DEFAULT_OBJTYPES = {
+    ObjectType.OBJECT_TABLE: ("r", "table"),
+    ObjectType.OBJECT_SEQUENCE: ("S", "sequence"),
+    ObjectType.OBJECT_FUNCTION: ("f", "function"),
+    ObjectType.OBJECT_PROCEDURE: ("f", "procedure"),
+    ObjectType.OBJECT_ROUTINE: ("f", "routine"),
+    ObjectType.OBJECT_TYPE: ("T", "type"),
+    ObjectType.OBJECT_SCHEMA: ("n", "schema"),
+}
+
+
+def _default_privileges(s: Any, cat: Catalog, stmt: A.AlterDefaultPrivilegesStmt) -> None:
+    """ALTER DEFAULT PRIVILEGES [FOR ROLE r, ...] [IN SCHEMA s, ...] GRANT | REVOKE ... ON
+    TABLES | SEQUENCES | FUNCTIONS | ROUTINES | TYPES | SCHEMAS: the entries
+    pg_default_acl keeps, which objects the roles create later start with (the global
+    entry replaces the hard-wired default; a schema's adds to it)."""
+    g = stmt.action
+    if g.grant_option:
+        raise FeatureNotSupported("WITH GRANT OPTION is not supported")
+    opts = {o.defname: o.arg for o in stmt.options or ()}
+    objtype, kind = _DEFAULT_OBJTYPES[g.objtype]
+    schemas = [a.sval for a in opts.get("schemas", ())] or [""]
+    if objtype == "n" and schemas != [""]:
+        raise SQLError("cannot use IN SCHEMA clause when using GRANT/REVOKE ON SCHEMAS", "0LP01")
+    for name in schemas:
+        if name and name not in cat.schemas:
+            raise InvalidSchemaName(f'schema "{name}" does not exist')
+    me = cat.roles.get(s.role_oid)
+    roles = [_lookup_role(cat, _role_name(r, s, cat)) for r in opts.get("roles", ())]
+    roles = roles or ([me] if me is not None else [])
+    for role in roles:
+        if not (me is not None and me.superuser) and role.oid not in memberships(
+            cat, s.role_oid, inherit_only=False
+        ):
+            raise InsufficientPrivilege("permission denied to change default privileges")
+    letters = _privileges(g, OBJTYPE_ALL[objtype], kind)
+    grantees = [
+        0
+        if spec.roletype == RoleSpecType.ROLESPEC_PUBLIC
+        else _lookup_role(cat, _role_name(spec, s, cat)).oid
+        for spec in g.grantees
+    ]
+    for role in roles:
+        for schema in schemas:
+            old = cat.default_acls.get((role.oid, schema, objtype))
+            # the global entry starts from the hard-wired default; a schema's from none
+            empty = hardwired_acl(objtype, role.oid) if not schema else ()
+            acl = old.acl if old is not None else empty
+            for grantee in grantees:
+                acl = merge_acl(acl, grantee, letters, g.is_grant)
+            if acl == empty:
+                if old is not None:
+                    cat.drop_default_acl(old)
+                continue
+            oid = old.oid if old is not None else cat.allocate_oid()
+            cat.put_default_acl(DefaultAcl(oid, role.oid, schema, objtype, acl))
+
+
 def _check_no_dependents(cat: Catalog, role: Role) -> None:
-    lines = []
+    """2BP01 naming what the role owns or holds privileges on, in the order the objects
+    were made (PostgreSQL lists its dependencies so)."""
+    lines: list[tuple[int, str]] = []
     for sch in cat.schemas.values():
         if owner(sch) == role.oid:
-            lines.append(f"owner of schema {sch.name}")
+            lines.append((sch.oid, f"owner of schema {sch.name}"))
         if any(g == role.oid for g, _ in sch.acl):
-            lines.append(f"privileges for schema {sch.name}")
+            lines.append((sch.oid, f"privileges for schema {sch.name}"))
     for rel in cat.relations.values():
         if owner(rel) == role.oid and rel.kind != "index":
-            lines.append(
-                f"owner of {rel.kind} {rel.qualified if rel.schema != 'public' else rel.name}"
-            )
+            shown = rel.qualified if rel.schema != "public" else rel.name
+            lines.append((rel.oid, f"owner of {rel.kind} {shown}"))
         if any(g == role.oid for g, _ in rel.acl):
-            lines.append(f"privileges for {rel.kind} {rel.name}")
+            lines.append((rel.oid, f"privileges for {rel.kind} {rel.name}"))
+    kinds = {"r": "relations", "S": "sequences", "f": "functions", "T": "types", "n": "schemas"}
+    for d in cat.default_acls.values():
+        owner_role = cat.roles.get(d.role)
+        what = f"default privileges on new {kinds[d.objtype]} belonging to role "
+        what += f"{owner_role.name if owner_role else d.role}"
+        what += f" in schema {d.schema}" if d.schema else ""
+        if d.role == role.oid:
+            lines.append((d.oid, f"owner of {what}"))
+        elif any(g == role.oid for g, _ in d.acl):
+            lines.append((d.oid, f"privileges for {what}"))
     if lines:
         raise DependentObjects(
             f'role "{role.name}" cannot be dropped because some objects depend on it',
-            detail="\n".join(lines),
+            detail="\n".join(line for _, line in sorted(lines)),
         )
 
 
