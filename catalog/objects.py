@@ -413,11 +413,13 @@ class Extension:
 @dataclass(frozen=True)
 class Param:
     """A function's input parameter: its name ('' if unnamed), its type as format_type()
-    prints it, and its DEFAULT expression's text."""
+    prints it, and its DEFAULT expression's text; `mode` is pg_proc's proargmodes letter
+    (i IN, o OUT, b INOUT)."""
 
     name: str
     type: str
     default: str | None = None
+    mode: str = "i"
 
 
 @dataclass(frozen=True)
@@ -443,6 +445,9 @@ class Function:
     # run by server/plpgsql_exec.py
     language: str = "sql"
     prokind: str = "f"  # pg_proc.prokind: 'f' function, 'p' procedure (CALL)
+    # every parameter as declared, where some are OUT or INOUT (else ()): `params` are
+    # then those a call gives (a procedure's OUT ones too), `columns` those it returns
+    declared: tuple[Param, ...] = field(default=(), kw_only=True)
     owner: int = field(default=0, kw_only=True)
     acl: Acl = field(default=(), kw_only=True)
     comment: str | None = field(default=None, kw_only=True)
@@ -517,7 +522,9 @@ def to_json(obj: CatalogObject) -> dict[str, Any]:
         return d
     if isinstance(obj, Function):
         d.update({f: getattr(obj, f) for f in _FUNCTION_FIELDS}, schema=obj.schema)
-        d["params"] = [[p.name, p.type, p.default] for p in obj.params]
+        d["params"] = [[p.name, p.type, p.default, p.mode] for p in obj.params]
+        if obj.declared:
+            d["declared"] = [[p.name, p.type, p.default, p.mode] for p in obj.declared]
         d["columns"] = [list(c) for c in obj.columns]
         return d
     if isinstance(obj, Relation):
@@ -615,6 +622,7 @@ def from_json(d: dict[str, Any]) -> CatalogObject:
             tuple(Param(*p) for p in d["params"]),
             **{f: d[f] if f in d else _FUNCTION_DEFAULTS[f] for f in _FUNCTION_FIELDS},
             columns=tuple((n, t) for n, t in d["columns"]),
+            declared=tuple(Param(*p) for p in d.get("declared", ())),
             **own,
         )
     cols = tuple(Column.from_json(c) for c in d["columns"])

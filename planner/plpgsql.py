@@ -52,13 +52,16 @@ class Program:
 def source_text(
     body: str,
     returns: str = "trigger",
-    params: tuple[tuple[str, str], ...] = (),
+    params: tuple[tuple[str, ...], ...] = (),
     procedure: bool = False,
 ) -> str:
     """A CREATE FUNCTION (or PROCEDURE) around a plpgsql body, for pglast's PL/pgSQL
-    parser; `params` (name, type as format_type() prints it) declare its parameters."""
+    parser; `params` (name, type as format_type() prints it[, mode: IN, OUT, INOUT])
+    declare its parameters."""
     tag = "$hw_body$"
-    args = ", ".join(f"{quote_ident(n)} {t}" if n else t for n, t in params)
+    args = ", ".join(
+        " ".join(p[2:] + ((quote_ident(p[0]),) if p[0] else ()) + (p[1],)) for p in params
+    )
     head = f"PROCEDURE f({args})" if procedure else f"FUNCTION f({args}) RETURNS {returns}"
     return f"CREATE {head} LANGUAGE plpgsql AS {tag}{body}{tag}"
 
@@ -67,7 +70,7 @@ def parse_function(
     body: str,
     name: str | None,
     returns: str,
-    params: tuple[tuple[str, str], ...] = (),
+    params: tuple[tuple[str, ...], ...] = (),
     procedure: bool = False,
 ) -> dict[str, Any]:
     """pglast's PL/pgSQL tree of a body (`PLpgSQL_function`); PostgreSQL's error (42601
@@ -166,7 +169,7 @@ def _run(
             break
         kind, body = next(iter(st.items()))
         if kind == "PLpgSQL_stmt_assign":
-            target = datums[body["varno"]].get("PLpgSQL_recfield")
+            target = datums[body.get("varno", 0)].get("PLpgSQL_recfield")
             m = _ASSIGN.match(body["expr"]["PLpgSQL_expr"]["query"])
             if target is None or target.get("recparentno", 0) != 0 or m is None:
                 _refuse(name, f"the assignment {body['expr']['PLpgSQL_expr']['query']!r}")

@@ -228,6 +228,12 @@ class _Inliner:
         if resolved is None:
             return None
         fn, args = resolved
+        if fn.declared and len(fn.columns) > 1:
+            raise FeatureNotSupported(
+                f"function {fn.name}() returns a row of several columns (OUT parameters):"
+                " a composite value is not supported",
+                hint=f"Call it in FROM: SELECT * FROM {fn.name}(...).",
+            )
         if fn.returns_set:
             raise FeatureNotSupported(
                 f"set-returning function {fn.name}() is called in FROM here",
@@ -265,6 +271,11 @@ class _Inliner:
             raise FeatureNotSupported(f"WITH ORDINALITY of SQL function {fn.name}()")
         if fn.returns_set:
             query, _ = self._body(fn, args, depth)
+        elif fn.declared:  # OUT parameters: the body's first row
+            query, one_row = self._body(fn, args, depth)
+            if query.limitCount is None and not one_row:
+                query.limitCount = A.A_Const(isnull=False, val=A.Integer(ival=1))
+                query.limitOption = LimitOption.LIMIT_OPTION_COUNT
         else:
             value = self._call(A.FuncCall(funcname=call.funcname, args=tuple(args)), depth)
             query = A.SelectStmt(targetList=(A.ResTarget(name=fn.name, val=value),))

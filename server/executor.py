@@ -425,6 +425,8 @@ class Executor:
             return await writes.describe_returning(self.s, typed, nparams)
         if isinstance(stmt, A.VariableShowStmt):
             return set_show.show_var(self.s.settings, stmt).fields
+        if isinstance(stmt, A.CallStmt):  # a procedure's OUT parameters
+            return routine_calls.out_fields(self.s, stmt)
         if isinstance(stmt, A.ExplainStmt | ExplainMatview | ExplainSelectAsOf):
             return explain.describe(stmt)
         return None

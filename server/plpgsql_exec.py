@@ -59,12 +59,10 @@ _HINT = (
 @dataclass(frozen=True)
 class Rows:
     """What a set-returning function returns: its columns' types (RETURN QUERY's columns
-    must have them), and how many of its parameters are its RETURNS TABLE (...) columns
-    (RETURN NEXT without an expression returns their values)."""
+    must have them)."""
 
     types: tuple[A.TypeName, ...]
     pg: tuple[PgType, ...]
-    outputs: int = 0
 
 
 @dataclass
@@ -113,17 +111,19 @@ async def execute(
     controls: bool,
     returns: A.TypeName | None = None,
     rows: Rows | None = None,
+    outputs: tuple[int, ...] = (),
 ) -> tuple[Any, list[SQLError]]:
     """Run the parsed body `fn` (pglast's PLpgSQL_function) with its parameters set to
-    `args`: its RETURN's value (cast to `returns`; a set-returning function's: the list
-    of rows shaped as `rows` says) and its notices. `controls`: COMMIT and ROLLBACK are
-    allowed (a DO block, a CALL outside a transaction block); `name` is how errors'
-    CONTEXT names the function."""
+    `args` (every parameter in declared order, OUT ones NULL, RETURNS TABLE's columns
+    last): its RETURN's value (cast to `returns`), or the values of the `outputs`
+    parameters (OUT, INOUT) when it ends, or a set-returning function's list of rows
+    shaped as `rows` says (RETURN NEXT without an expression: the `outputs`' values);
+    and its notices. `controls`: COMMIT and ROLLBACK are allowed (a DO block, a CALL
+    outside a transaction block); `name` is how errors' CONTEXT names the function."""
     check(fn["action"], setof=rows is not None)
-    if rows is not None:  # RETURNS TABLE's columns: variables after the parameters, NULL
-        args = [*args, *[None] * rows.outputs]
     interp = _Interpreter(ex, fn, args, name, returns)
     interp.rows = None if rows is None else (rows, [])
+    interp.outputs = outputs
     implicit = ex.s.status == "I"
     if implicit:
         await interp.control(TransactionStmtKind.TRANS_STMT_BEGIN)
@@ -141,8 +141,11 @@ async def execute(
             await interp.control(TransactionStmtKind.TRANS_STMT_ROLLBACK)
         ex.s.settings.notices.extend(interp.notices)  # sent before ReadyForQuery
         raise
-    returned = interp.returned if interp.rows is None else interp.rows[1]
-    return returned, list(interp.notices)
+    if interp.rows is not None:
+        return interp.rows[1], list(interp.notices)
+    if outputs:
+        return tuple(interp.values.get(i) for i in outputs), list(interp.notices)
+    return interp.returned, list(interp.notices)
 
 
 def check(node: Any, *, setof: bool = False) -> None:
@@ -188,6 +191,7 @@ class _Interpreter:
         self.where = f"PL/pgSQL function {name}"
         self.returns, self.returned = returns, None
         self.rows: tuple[Rows, list[tuple[Any, ...]]] | None = None  # a set's, so far
+        self.outputs: tuple[int, ...] = ()  # the OUT parameters' variables
         self.notices: list[SQLError] = []
         self.row_count = 0
         self.handling: list[SQLError] = []  # errors whose handlers are running
@@ -282,22 +286,21 @@ class _Interpreter:
                 raise
 
     async def st_assign(self, body: dict[str, Any]) -> None:
-        dno = body["varno"]
+        dno = body.get("varno", 0)
         text = body["expr"]["PLpgSQL_expr"]["query"]
         expr = _assigned_expression(text)
         label = f'PL/pgSQL assignment "{text}"'
         kind = self.kinds[dno]
         if kind == "PLpgSQL_recfield":
-            d = self.datums[dno]
-            rec = self.values.get(d["recparentno"])
+            parent = self.datums[dno].get("recparentno", 0)
+            rec = self.values.get(parent)
             if not isinstance(rec, _Record):
                 raise SQLError(
-                    f'record "{self.datums[d["recparentno"]]["refname"]}" is not assigned yet',
-                    "55000",
+                    f'record "{self.datums[parent]["refname"]}" is not assigned yet', "55000"
                 )
             value = await self._value({"PLpgSQL_expr": {"query": expr}}, None, label)
             values = list(rec.values)
-            values[[f.name for f in rec.fields].index(d["fieldname"])] = value
+            values[[f.name for f in rec.fields].index(self.datums[dno]["fieldname"])] = value
             rec.values = tuple(values)
             return
         if kind not in ("PLpgSQL_var", "PLpgSQL_rec"):
@@ -325,9 +328,13 @@ class _Interpreter:
         row = result.rows[0] if result.rows else None
         fields = result.fields or []
         if kind == "PLpgSQL_rec":
-            self.values[t["dno"]] = None if row is None else _Record(list(fields), tuple(row))
+            self.values[t.get("dno", 0)] = (
+                None if row is None else _Record(list(fields), tuple(row))
+            )
             return
-        varnos = [f["varno"] for f in t["fields"]] if kind == "PLpgSQL_row" else [t["dno"]]
+        varnos = (
+            [f.get("varno", 0) for f in t["fields"]] if kind == "PLpgSQL_row" else [t.get("dno", 0)]
+        )
         if len(varnos) == 1 and self.kinds[varnos[0]] == "PLpgSQL_rec":  # INTO a %ROWTYPE
             self.values[varnos[0]] = None if row is None else _Record(list(fields), tuple(row))
             return
@@ -351,7 +358,7 @@ class _Interpreter:
         kind, t = next(iter(body["target"].items()))
         if kind == "PLpgSQL_row":
             for f in t["fields"]:
-                await self._cast(f["varno"])
+                await self._cast(f.get("varno", 0))
 
     # -- control flow -----------------------------------------------------------------
     async def st_if(self, body: dict[str, Any]) -> None:
@@ -368,7 +375,7 @@ class _Interpreter:
 
     async def st_case(self, body: dict[str, Any]) -> None:
         if body.get("t_expr"):
-            self.values[body["t_varno"]] = await self._value(body["t_expr"])
+            self.values[body.get("t_varno", 0)] = await self._value(body["t_expr"])
         for w in body.get("case_when_list", []):
             w = w["PLpgSQL_case_when"]
             if await self._condition(w["expr"]):
@@ -452,7 +459,7 @@ class _Interpreter:
         if items is None:
             raise SQLError("FOREACH expression must not be null", "22004")
         for item in _flatten(items):
-            self._set(body["varno"], item)
+            self._set(body.get("varno", 0), item)
             if not await self._loop_body(body):
                 break
 
@@ -469,9 +476,8 @@ class _Interpreter:
         assert self.rows is not None
         shape, rows = self.rows
         expr = body.get("expr")
-        if expr is None:  # RETURNS TABLE (...): its columns' variables
-            first = len(self.args) - shape.outputs
-            rows.append(tuple(self.values.get(i) for i in range(first, len(self.args))))
+        if expr is None:  # RETURNS TABLE (...), OUT parameters: their variables
+            rows.append(tuple(self.values.get(i) for i in self.outputs))
             return
         record = self._record(expr)
         if record is not None:
@@ -829,8 +835,8 @@ class _Interpreter:
                 value = self.row_count
             else:
                 value = ""  # PG_CONTEXT: no call stack to show
-            self._set(item["target"], value)
-            await self._cast(item["target"])
+            self._set(item.get("target", 0), value)
+            await self._cast(item.get("target", 0))
 
     def _found(self, value: bool) -> None:
         for dno, d in enumerate(self.datums):

@@ -24,7 +24,7 @@ from headwater.planner.plpgsql import parse_function
 from headwater.planner.sql_functions import type_guess
 from headwater.planner.syntax import replaced
 from headwater.server import plpgsql_exec, user_functions
-from headwater.server.results import Result
+from headwater.server.results import Field, Result
 from pglast import parse_sql
 from pglast.enums import TransactionStmtKind
 
@@ -44,12 +44,38 @@ _depth: contextvars.ContextVar[int] = contextvars.ContextVar("plpgsql_depth", de
 
 
 async def call(ex: Executor, stmt: A.CallStmt, params: list[Any]) -> Result:
-    """CALL p(args): a procedure, run with its arguments."""
-    fc = stmt.funccall
+    """CALL p(args): a procedure, run with its arguments; a row of its OUT and INOUT
+    parameters' values if it has some."""
+    fn = _procedure(ex.s, stmt.funccall)
+    _may_execute(ex, fn, "procedure")
+    args, outputs = _body_args(fn, await _arguments(ex, fn, stmt.funccall.args or (), params))
+    with _nested():
+        if fn.language == "plpgsql":
+            tree = _parsed(fn)
+            controls = ex.s.status == "I"  # COMMIT inside: only outside a transaction block
+            values, notices = await plpgsql_exec.execute(
+                ex, tree, args, _shown(fn), controls=controls, outputs=outputs
+            )
+        else:
+            values, notices = await _sql_procedure(ex, fn, args, bool(outputs))
+    if not outputs:
+        return Result("CALL", notices=notices)
+    return Result("CALL", out_fields(ex.s, stmt), [tuple(values)], notices=notices)
+
+
+def out_fields(s: Any, stmt: A.CallStmt) -> list[Field] | None:
+    """The row CALL returns (Describe): the procedure's OUT and INOUT parameters."""
+    fn = _procedure(s, stmt.funccall)
+    if not fn.declared:
+        return None
+    return [Field(n, user_functions.column_type(s, t)) for n, t in fn.columns]
+
+
+def _procedure(s: Any, fc: A.FuncCall) -> Function:
     names = [n.sval for n in fc.funcname]
     given = fc.args or ()
-    cat = ex.s.catalog
-    found = cat.find_functions(names[0] if len(names) == 2 else None, names[-1], ex.s.search_path())
+    cat = s.catalog
+    found = cat.find_functions(names[0] if len(names) == 2 else None, names[-1], s.search_path())
     fn = next((f for f in found if f.required <= len(given) <= len(f.params)), None)
     shown = ", ".join(map(type_guess, given))
     if fn is None or any(isinstance(a, A.NamedArgExpr) for a in given):
@@ -63,16 +89,21 @@ async def call(ex: Executor, stmt: A.CallStmt, params: list[Any]) -> Result:
             f"{'.'.join(names)}({shown}) is not a procedure",
             hint="To call a function, use SELECT.",
         )
-    _may_execute(ex, fn, "procedure")
-    args = await _arguments(ex, fn, given, params)
-    with _nested():
-        if fn.language == "plpgsql":
-            tree = _parsed(fn)
-            controls = ex.s.status == "I"  # COMMIT inside: only outside a transaction block
-            _, notices = await plpgsql_exec.execute(ex, tree, args, _shown(fn), controls=controls)
-        else:
-            notices = await _sql_procedure(ex, fn, args)
-    return Result("CALL", notices=notices)
+    return fn
+
+
+def _body_args(fn: Function, inputs: list[Any]) -> tuple[list[Any], tuple[int, ...]]:
+    """The body's parameter values in declared order (OUT ones NULL; RETURNS TABLE's
+    columns last), from a call's `inputs`, and the positions of those it returns."""
+    if not fn.declared:
+        n, width = len(inputs), len(fn.columns)
+        return [*inputs, *[None] * width], tuple(range(n, n + width))
+    given = iter(inputs)
+    args = []
+    for p in fn.declared:
+        value = next(given) if p.mode != "o" or fn.prokind == "p" else None
+        args.append(None if p.mode == "o" else value)
+    return args, tuple(i for i, p in enumerate(fn.declared) if p.mode != "i")
 
 
 async def evaluated(ex: Executor, stmt: Any, params: list[Any]) -> tuple[Any, list[Any]]:
@@ -103,6 +134,14 @@ async def evaluated(ex: Executor, stmt: Any, params: list[Any]) -> tuple[Any, li
         if fn.returns_set and stmt.valuesLists:
             raise FeatureNotSupported("set-returning functions are not allowed in VALUES")
         result = await _call_function(ex, fn, node.args or (), params)
+        if fn.declared and not fn.returns_set:  # OUT parameters: their row
+            if len(result) != 1:
+                raise FeatureNotSupported(
+                    f"function {fn.name}() returns a row of several columns: a composite"
+                    " value is not supported",
+                    hint=f"Call it in FROM: SELECT * FROM {fn.name}(...).",
+                )
+            result = result[0]
         if fn.returns_set:
             if not user_functions.result_columns(s, fn)[1]:
                 raise FeatureNotSupported(
@@ -129,7 +168,7 @@ async def evaluated(ex: Executor, stmt: Any, params: list[Any]) -> tuple[Any, li
         call = item.functions[0][0]
         call.args = await run(call.args)
         result = await _call_function(ex, fn, call.args or (), params)
-        rows = (result or []) if fn.returns_set else [(result,)]
+        rows = (result or []) if fn.returns_set else [result if fn.declared else (result,)]
         cells: list[tuple[Any, ...]] = []
         for row in rows:
             params.extend(row)
@@ -149,21 +188,32 @@ async def evaluated(ex: Executor, stmt: Any, params: list[Any]) -> tuple[Any, li
 async def _call_function(
     ex: Executor, fn: Function, given: tuple[Any, ...], params: list[Any]
 ) -> Any:
-    """The call's result: a value; a set-returning function's: a list of rows."""
+    """The call's result: a value; with OUT parameters, their row; a set-returning
+    function's: a list of rows."""
     _may_execute(ex, fn, "function")
-    args = await _arguments(ex, fn, given, params)
-    if fn.strict and any(a is None for a in args):
-        return [] if fn.returns_set else None
-    returns = None if fn.returns == "void" else user_functions.type_name(fn.returns)
+    inputs = await _arguments(ex, fn, given, params)
+    if fn.strict and any(a is None for a in inputs):
+        return [] if fn.returns_set else (None,) * len(fn.columns) if fn.declared else None
+    args, outputs = _body_args(fn, inputs)
+    returns = None
+    if fn.returns != "void" and not fn.declared:
+        returns = user_functions.type_name(fn.returns)
     rows = None
     if fn.returns_set:
         columns, _ = user_functions.result_columns(ex.s, fn)
         types = tuple(user_functions.type_name(t) for _, t in columns)
         pg = tuple(user_functions.column_type(ex.s, t).pg for _, t in columns)
-        rows, returns = plpgsql_exec.Rows(types, pg, len(fn.columns)), None
+        rows, returns = plpgsql_exec.Rows(types, pg), None
     with _nested():
         value, notices = await plpgsql_exec.execute(
-            ex, _parsed(fn), args, _shown(fn), controls=False, returns=returns, rows=rows
+            ex,
+            _parsed(fn),
+            args,
+            _shown(fn),
+            controls=False,
+            returns=returns,
+            rows=rows,
+            outputs=outputs,
         )
     ex.s.settings.notices.extend(notices)  # (sent before ReadyForQuery)
     return "" if fn.returns == "void" and not fn.returns_set else value
@@ -194,8 +244,11 @@ async def _arguments(
     return list(result.rows[0])
 
 
-async def _sql_procedure(ex: Executor, fn: Function, args: list[Any]) -> list[Any]:
-    """A LANGUAGE sql procedure: its statements in order, its parameters as $1, $2, ..."""
+async def _sql_procedure(
+    ex: Executor, fn: Function, args: list[Any], outputs: bool
+) -> tuple[tuple[Any, ...], list[Any]]:
+    """A LANGUAGE sql procedure: its statements in order, its parameters as $1, $2, ...;
+    with OUT parameters, the first row of its last statement is their values."""
     names = {p.name: i + 1 for i, p in enumerate(fn.params) if p.name}
 
     def swap(node: A.Node) -> Any:
@@ -210,10 +263,15 @@ async def _sql_procedure(ex: Executor, fn: Function, args: list[Any]) -> list[An
     notices: list[Any] = []
     if implicit:
         await ex.execute(A.TransactionStmt(kind=TransactionStmtKind.TRANS_STMT_BEGIN), [])
+    values: tuple[Any, ...] = ()
     try:
         for raw in parse_sql(fn.source):
             stmt = replaced(raw.stmt, swap)
-            notices.extend((await ex.execute(stmt, args)).notices)
+            result = await ex.execute(stmt, args)
+            notices.extend(result.notices)
+            if outputs:
+                width = len(fn.columns)
+                values = tuple(result.rows[0])[:width] if result.rows else (None,) * width
         if implicit:
             commit = A.TransactionStmt(kind=TransactionStmtKind.TRANS_STMT_COMMIT)
             notices.extend((await ex.execute(commit, [])).notices)
@@ -222,12 +280,11 @@ async def _sql_procedure(ex: Executor, fn: Function, args: list[Any]) -> list[An
             rollback = A.TransactionStmt(kind=TransactionStmtKind.TRANS_STMT_ROLLBACK)
             await ex.execute(rollback, [])
         raise
-    return notices
+    return values, notices
 
 
 def _parsed(fn: Function) -> dict[str, Any]:
-    typed = tuple((p.name, p.type) for p in fn.params)
-    returns = user_functions.result_text(fn.returns, fn.returns_set, fn.columns)
+    typed, returns = user_functions.plpgsql_signature(fn)
     return _parse(fn.source, f"function {fn.name}", returns, typed, fn.prokind == "p")
 
 

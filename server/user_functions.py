@@ -84,28 +84,42 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
             return written
         return ColumnType(type_of(tn, types).pg).sql()  # without its typmod, as PostgreSQL
 
-    params: list[Param] = []
-    columns: list[tuple[str, str]] = []
+    params: list[Param] = []  # what a call gives
+    columns: list[tuple[str, str]] = []  # what it returns: RETURNS TABLE's, OUT's
+    declared: list[Param] = []
     for p in stmt.parameters or ():
         if p.mode == FunctionParameterMode.FUNC_PARAM_TABLE:
             columns.append((p.name, type_text(p.argType)))
             continue
-        if p.mode not in (
-            FunctionParameterMode.FUNC_PARAM_DEFAULT,
-            FunctionParameterMode.FUNC_PARAM_IN,
-        ):
+        mode = _MODES.get(p.mode)
+        if mode is None:
             raise FeatureNotSupported(
                 f"{p.mode.name.removeprefix('FUNC_PARAM_')} parameters are not supported",
-                hint="Return the values with RETURNS TABLE (...) instead.",
+                hint="Give the values as an array parameter instead.",
             )
         default = deparse(p.defexpr) if p.defexpr is not None else None
-        if default is None and params and params[-1].default is not None:
+        inputs = [q for q in declared if q.mode != "o"]
+        if mode != "o" and default is None and inputs and inputs[-1].default is not None:
             raise SQLError(
                 "input parameters after one with a default value must also have defaults",
                 _INVALID,
             )
-        params.append(Param(p.name or "", type_text(p.argType), default))
+        param = Param(p.name or "", type_text(p.argType), default, mode)
+        declared.append(param)
+        if mode != "o" or stmt.is_procedure:  # (CALL gives a procedure's OUT ones too)
+            params.append(param)
+        if mode != "i":
+            columns.append((p.name or f"column{len(columns) + 1}", param.type))
+    outs = [p for p in declared if p.mode != "i"]
     ret = stmt.returnType
+    if outs and not stmt.is_procedure:  # the result is the OUT parameters' row
+        single = outs[0].type if len(outs) == 1 else "record"
+        if ret is None:
+            ret = type_name(single)
+        elif type_text(ret) != single:
+            raise SQLError(
+                f"function result type must be {single} because of OUT parameters", _INVALID
+            )
     if stmt.is_procedure:
         ret = A.TypeName(names=(A.String(sval="void"),), typemod=-1)
     if ret is None:
@@ -125,9 +139,25 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
     if language == "plpgsql" and returns == "trigger":
         fn = _trigger_function(schema, name, returns, params, options, volatility, strict)
         return _put(s, cat, stmt, fn)
+    declared_if = tuple(declared) if outs else ()
     if language == "plpgsql" or stmt.is_procedure:  # run statement by statement
-        fn = _routine(stmt, schema, name, returns, params, tuple(columns), options, language)
-        return _put(s, cat, stmt, replace(fn, volatility=volatility, strict=strict))
+        fn = Function(
+            0,
+            schema,
+            name,
+            tuple(params),
+            returns,
+            bool(ret.setof),
+            "",
+            "",
+            volatility,
+            strict,
+            tuple(columns),
+            language=language or "sql",
+            prokind="p" if stmt.is_procedure else "f",
+            declared=declared_if,
+        )
+        return _put(s, cat, stmt, _routine(stmt, fn, options))
     if returns == "trigger":
         raise SQLError("SQL functions cannot return type trigger", _INVALID)
     if returns == "void":
@@ -137,7 +167,8 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
         )
     returns_set = bool(ret.setof)
     body, source = _body(stmt, options, name)
-    if not returns_set and not columns and len(body.targetList or ()) != 1 and returns != "record":
+    width = len(columns) or 1
+    if not returns_set and len(body.targetList or ()) != width and returns != "record":
         raise SQLError(
             f"return type mismatch in function declared to return {returns}",
             _INVALID,
@@ -155,25 +186,25 @@ def create(s: Session, w: WriteTxn, stmt: A.CreateFunctionStmt) -> Result:
         volatility,
         strict,
         tuple(columns),
+        declared=declared_if,
     )
     return _put(s, cat, stmt, fn)
 
 
-def _routine(
-    stmt: A.CreateFunctionStmt,
-    schema: str,
-    name: str,
-    returns: str,
-    params: list[Param],
-    columns: tuple[tuple[str, str], ...],
-    options: dict[str, Any],
-    language: str | None,
-) -> Function:
-    """A plpgsql function or procedure, or a SQL procedure: its body is checked now and
-    run a statement at a time when called (server/routine_calls.py)."""
-    language = language or "sql"
-    setof = bool(stmt.returnType is not None and stmt.returnType.setof)
-    if any(p.type in POLYMORPHIC for p in params):
+_MODES = {
+    FunctionParameterMode.FUNC_PARAM_DEFAULT: "i",
+    FunctionParameterMode.FUNC_PARAM_IN: "i",
+    FunctionParameterMode.FUNC_PARAM_OUT: "o",
+    FunctionParameterMode.FUNC_PARAM_INOUT: "b",
+}
+
+
+def _routine(stmt: A.CreateFunctionStmt, fn: Function, options: dict[str, Any]) -> Function:
+    """A plpgsql function or procedure, or a SQL procedure (`fn` without its body): its
+    body is checked now and run a statement at a time when called
+    (server/routine_calls.py)."""
+    name, language = fn.name, fn.language
+    if any(p.type in POLYMORPHIC for p in fn.params):
         raise FeatureNotSupported(
             f"polymorphic parameters of a {language} routine are not supported"
         )
@@ -190,30 +221,25 @@ def _routine(
             raise SQLError("no function body specified", _INVALID)
         source = options["as"][0].sval
         kind = "procedure" if stmt.is_procedure else "function"
-        typed = tuple((p.name, p.type) for p in params)
-        result = result_text(returns, setof, columns)
+        typed, result = plpgsql_signature(fn)
         tree = parse_function(source, f"{kind} {name}", result, typed, stmt.is_procedure)
-        plpgsql_exec.check(tree["action"], setof=setof)  # 0A000 now for what it lacks
-    return Function(
-        0,
-        schema,
-        name,
-        tuple(params),
-        returns,
-        setof,
-        source,
-        source,
-        columns=columns,
-        language=language,
-        prokind="p" if stmt.is_procedure else "f",
-    )
+        plpgsql_exec.check(tree["action"], setof=fn.returns_set)  # 0A000 for what it lacks
+    return replace(fn, body=source, source=source)
 
 
-def result_text(returns: str, setof: bool, columns: tuple[tuple[str, str], ...]) -> str:
-    """A function's RETURNS clause: `integer`, `SETOF t`, `TABLE (a integer, ...)`."""
-    if columns:
-        return f"TABLE ({', '.join(f'{quote_ident(n)} {t}' for n, t in columns)})"
-    return f"SETOF {returns}" if setof else returns
+_MODE_WORDS = {"i": "IN", "o": "OUT", "b": "INOUT"}
+
+
+def plpgsql_signature(fn: Function) -> tuple[tuple[tuple[str, ...], ...], str]:
+    """The parameters (name, type[, mode]) and RETURNS clause (`integer`, `SETOF t`,
+    `TABLE (a integer, ...)`) pglast's PL/pgSQL parser is given for a body."""
+    if fn.declared:  # OUT parameters: the result is theirs
+        typed = tuple((p.name, p.type, _MODE_WORDS[p.mode]) for p in fn.declared)
+        return typed, f"SETOF {fn.returns}" if fn.returns_set else fn.returns
+    typed = tuple((p.name, p.type) for p in fn.params)
+    if fn.columns:
+        return typed, f"TABLE ({', '.join(f'{quote_ident(n)} {t}' for n, t in fn.columns)})"
+    return typed, f"SETOF {fn.returns}" if fn.returns_set else fn.returns
 
 
 def _trigger_function(

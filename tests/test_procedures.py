@@ -4,8 +4,9 @@ and atomicity, SQL procedures (AS $$ ... $$ and BEGIN ATOMIC) with defaults, a
 procedure that COMMITs per batch, PL/pgSQL functions with defaults, INTO, recursion
 and nesting in expressions, void functions, calls from DO blocks and in INSERT's
 VALUES; set-returning functions (SETOF, RETURNS TABLE: RETURN NEXT, RETURN QUERY
-[EXECUTE], %ROWTYPE records) called in FROM; errors with PostgreSQL's SQLSTATE, message
-and CONTEXT; prepared calls through asyncpg."""
+[EXECUTE], %ROWTYPE records) called in FROM; OUT and INOUT parameters of PL/pgSQL and
+SQL functions and procedures (CALL returns their row), pg_proc's view of them; errors
+with PostgreSQL's SQLSTATE, message and CONTEXT; prepared calls through asyncpg."""
 
 from __future__ import annotations
 
@@ -171,6 +172,49 @@ SETOF_SCRIPT = [
 ]
 
 
+OUT_SETUP = [
+    "CREATE FUNCTION outs(a int, OUT b int, OUT c text) LANGUAGE plpgsql AS $$"
+    " BEGIN b := a * 2; c := 'x' || a; END $$",
+    "CREATE FUNCTION one(a int, OUT doubled int) LANGUAGE plpgsql AS $$"
+    " BEGIN doubled := a * 2; END $$",
+    "CREATE FUNCTION io(INOUT x int, y int DEFAULT 10) LANGUAGE plpgsql AS $$"
+    " BEGIN x := x + y; END $$",
+    "CREATE FUNCTION sq_out(n int, OUT i int, OUT sq int) RETURNS SETOF record"
+    " LANGUAGE plpgsql AS $$ BEGIN FOR k IN 1..n LOOP i := k; sq := k * k; RETURN NEXT;"
+    " END LOOP; END $$",
+    "CREATE FUNCTION sqlout(a int, OUT p int, OUT q int) LANGUAGE sql AS 'SELECT a + 1, a + 2'",
+    "CREATE FUNCTION sqlone(a int, OUT p int) LANGUAGE sql AS 'SELECT a * 10'",
+    "CREATE PROCEDURE inout_p(INOUT x int, IN y int DEFAULT 1) LANGUAGE plpgsql AS $$"
+    " BEGIN x := x + y; END $$",
+    "CREATE PROCEDURE outp(a int, OUT r text, OUT s int) LANGUAGE plpgsql AS $$"
+    " BEGIN r := 'got ' || a; s := a * 3; END $$",
+    "CREATE PROCEDURE sqlp(INOUT a int) LANGUAGE sql AS $$ SELECT a * 100 $$",
+]
+OUT_SCRIPT = [
+    "SELECT * FROM outs(4)",
+    "SELECT c, b FROM outs(5) o WHERE b > 1",
+    "SELECT one(3), one(2) + 1",
+    "SELECT * FROM one(3)",
+    "SELECT * FROM one(3) AS q",
+    "SELECT io(1), io(1, 2)",
+    "SELECT * FROM sq_out(3)",
+    "SELECT * FROM sqlout(1)",
+    "SELECT sqlone(2), * FROM sqlone(3)",
+    "CALL inout_p(5)",
+    "CALL inout_p(5, 10)",
+    "CALL outp(2, NULL, NULL)",
+    "CALL sqlp(3)",
+    "CREATE FUNCTION badret(a int, OUT b int) RETURNS text LANGUAGE plpgsql AS $$"
+    " BEGIN b := 1; END $$",
+    "SELECT proname, pronargs, prorettype::regtype::text, proargmodes::text[], proargnames,"
+    " pg_get_function_arguments(oid), pg_get_function_identity_arguments(oid),"
+    " pg_get_function_result(oid) FROM pg_proc"
+    " WHERE pronamespace = current_schema()::regnamespace ORDER BY 1",
+    "DROP FUNCTION outs(int)",
+    "DROP PROCEDURE outp(int, text, int)",
+]
+
+
 def _same(hw_dsn: str, pg_dsn: str, schema: str, setup: list[str], script: list[str]) -> None:
     with in_schema((hw_dsn, pg_dsn), schema, setup) as (hw, pg):
         got: dict[str, list[Any]] = {}
@@ -184,6 +228,10 @@ def _same(hw_dsn: str, pg_dsn: str, schema: str, setup: list[str], script: list[
 
 def test_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
     _same(hw_server.dsn, pg_oracle.dsn, "procs", SETUP, SCRIPT)
+
+
+def test_out_parameters_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
+    _same(hw_server.dsn, pg_oracle.dsn, "procs_out", OUT_SETUP, OUT_SCRIPT)
 
 
 def test_set_returning_functions_same_as_postgres(
@@ -234,11 +282,13 @@ def test_prepared_calls_through_asyncpg(hw_server: HeadwaterServer, pg_oracle: A
             out.append(await conn.fetch("SELECT id, balance FROM acct ORDER BY id"))
             out.append(await conn.fetch("SELECT * FROM nums($1) WHERE nums > $2", 4, 15))
             out.append(await conn.fetch("SELECT * FROM pricey($1)", Decimal(2)))
+            out.append(await conn.fetch("CALL inout_p($1, $2)", 5, 7))  # its OUT row
+            out.append(await conn.fetch("SELECT * FROM outs($1)", 3))
             return [[tuple(r) for r in x] if isinstance(x, list) else x for x in out]
         finally:
             await conn.close()
 
-    with in_schema((hw_server.dsn, pg_oracle.dsn), "procs_async", SETUP + SETOF_SETUP):
+    with in_schema((hw_server.dsn, pg_oracle.dsn), "procs_async", SETUP + SETOF_SETUP + OUT_SETUP):
         got = asyncio.run(run(hw_server.dsn))
         want = asyncio.run(run(pg_oracle.dsn))
     assert got == want  # (numerically: an unconstrained numeric may print another scale)

@@ -146,7 +146,7 @@ REFUSED = [
         "CREATE FUNCTION ins() RETURNS int LANGUAGE sql AS 'INSERT INTO t VALUES (9); SELECT 1'",
         "0A000",
     ),
-    ("CREATE PROCEDURE p(INOUT x int) LANGUAGE sql AS 'SELECT 1'", "0A000"),
+    ("CREATE FUNCTION vf(VARIADIC a int[]) RETURNS int LANGUAGE sql AS 'SELECT 1'", "0A000"),
     ("CREATE FUNCTION f(text) RETURNS int LANGUAGE sql AS 'SELECT 1'", "0A000"),
     ("SELECT rec(3)", "54001"),
     # a table's default holds f's body: CASCADE would have to drop the default alone

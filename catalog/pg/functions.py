@@ -49,9 +49,17 @@ def type_oid(b: Builder, text: str) -> int:
 def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
     out = []
     for f in functions(b):
-        table = bool(f.columns)  # RETURNS TABLE (...)
-        all_types = [type_oid(b, p.type) for p in f.params] + [type_oid(b, t) for _, t in f.columns]
-        names = [p.name for p in f.params] + [n for n, _ in f.columns]
+        table = bool(f.columns)  # RETURNS TABLE (...) or OUT parameters
+        if f.declared:
+            all_types = [type_oid(b, p.type) for p in f.declared]
+            names = [p.name for p in f.declared]
+            modes = [p.mode for p in f.declared]
+        else:
+            all_types = [type_oid(b, p.type) for p in f.params]
+            all_types += [type_oid(b, t) for _, t in f.columns]
+            names = [p.name for p in f.params] + [n for n, _ in f.columns]
+            modes = ["i"] * len(f.params) + ["t"] * len(f.columns)
+        inputs = [p for p in f.params if p.mode != "o"]  # (a procedure's OUT ones too)
         out.append(
             {
                 "oid": f.oid,
@@ -70,12 +78,14 @@ def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
                 "proretset": f.returns_set,
                 "provolatile": f.volatility,
                 "proparallel": "u",
-                "pronargs": len(f.params),
-                "pronargdefaults": sum(1 for p in f.params if p.default is not None),
-                "prorettype": type_oid(b, f.returns),
-                "proargtypes": " ".join(str(type_oid(b, p.type)) for p in f.params),
+                "pronargs": len(inputs),
+                "pronargdefaults": sum(1 for p in inputs if p.default is not None),
+                "prorettype": type_oid(
+                    b, "record" if f.declared and f.prokind == "p" else f.returns
+                ),
+                "proargtypes": " ".join(str(type_oid(b, p.type)) for p in inputs),
                 "proallargtypes": all_types if table else None,
-                "proargmodes": ["i"] * len(f.params) + ["t"] * len(f.columns) if table else None,
+                "proargmodes": modes if table else None,
                 "proargnames": names if any(names) else None,
                 "proargdefaults": None,
                 "protrftypes": None,
@@ -89,13 +99,16 @@ def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
     return out
 
 
+_MODE_WORDS = {"i": "IN", "o": "OUT", "b": "INOUT"}
+
+
 def arguments(f: Function, defaults: bool = True) -> str:
     """pg_get_function_arguments (with defaults) / _identity_arguments (without)."""
     out = []
-    for p in f.params:
+    for p in f.declared or f.params:
         text = f"{quote_ident(p.name)} {p.type}" if p.name else p.type
-        if f.prokind == "p":  # a procedure's modes are shown
-            text = f"IN {text}"
+        if p.mode != "i" or f.prokind == "p":  # OUT, INOUT; a procedure's modes all
+            text = f"{_MODE_WORDS[p.mode]} {text}"
         if defaults and p.default is not None:
             text += f" DEFAULT {p.default}"
         out.append(text)
@@ -107,7 +120,7 @@ def result(f: Function) -> str | None:
     NULL for a procedure."""
     if f.prokind == "p":
         return None
-    if f.columns:
+    if f.columns and not f.declared:
         return "TABLE(" + ", ".join(f"{quote_ident(n)} {t}" for n, t in f.columns) + ")"
     return f"SETOF {f.returns}" if f.returns_set else f.returns
 
