@@ -1,5 +1,5 @@
-"""COMMENT ON TABLE | VIEW | MATERIALIZED VIEW | INDEX | COLUMN | SCHEMA | TYPE | FUNCTION |
-EXTENSION ... IS '...' | NULL.
+"""COMMENT ON TABLE | VIEW | MATERIALIZED VIEW | INDEX | SEQUENCE | COLUMN | SCHEMA | TYPE |
+DOMAIN | FUNCTION | PROCEDURE | ROUTINE | EXTENSION ... IS '...' | NULL.
 
 A comment is part of the object it describes (catalog/objects.py), so it is renamed,
 moved and dropped with it, and is durable with the transaction's catalog changes.
@@ -32,7 +32,9 @@ _RELATION_KINDS = {
     ObjectType.OBJECT_VIEW: "view",
     ObjectType.OBJECT_MATVIEW: "materialized view",
     ObjectType.OBJECT_INDEX: "index",
+    ObjectType.OBJECT_SEQUENCE: "sequence",
 }
+_ROUTINES = (ObjectType.OBJECT_FUNCTION, ObjectType.OBJECT_PROCEDURE, ObjectType.OBJECT_ROUTINE)
 
 
 def execute(s: Session, w: WriteTxn, stmt: A.CommentStmt) -> Result:
@@ -54,14 +56,27 @@ def execute(s: Session, w: WriteTxn, stmt: A.CommentStmt) -> Result:
             raise UndefinedObject(f'type "{".".join(names)}" does not exist')
         cat.put_type(replace(t, comment=text))
         return Result("COMMENT")
+    if kind == ObjectType.OBJECT_DOMAIN:
+        names = [n.sval for n in stmt.object.names]
+        schema = names[0] if len(names) == 2 else None
+        d = cat.resolve_domain(schema, names[-1], s.search_path())
+        if d is None:
+            raise UndefinedObject(f'type "{".".join(names)}" does not exist')
+        cat.put_domain(replace(d, comment=text))
+        return Result("COMMENT")
     if kind == ObjectType.OBJECT_EXTENSION:
         ext = cat.extensions.get(stmt.object.sval)
         if ext is None:
             raise UndefinedObject(f'extension "{stmt.object.sval}" does not exist')
         cat.put_extension(replace(ext, comment=text))
         return Result("COMMENT")
-    if kind == ObjectType.OBJECT_FUNCTION:  # CREATE FUNCTION's
+    if kind in _ROUTINES:  # CREATE FUNCTION's, CREATE PROCEDURE's
         fn = user_functions.named(s, cat, stmt.object)
+        if kind != ObjectType.OBJECT_ROUTINE and (kind == ObjectType.OBJECT_PROCEDURE) != (
+            fn.prokind == "p"
+        ):
+            what = "a procedure" if kind == ObjectType.OBJECT_PROCEDURE else "a function"
+            raise WrongObjectType(f"{fn.name}({fn.identity}) is not {what}")
         cat.put_function(replace(fn, comment=text))
         return Result("COMMENT")
     if kind in _RELATION_KINDS:

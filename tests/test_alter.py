@@ -412,6 +412,27 @@ def test_comments(both: Any) -> None:
     )
 
 
+def test_comments_on_sequences_domains_and_procedures(both: Any) -> None:
+    both(
+        [
+            "CREATE SEQUENCE cs",
+            "CREATE DOMAIN cd AS int CHECK (VALUE > 0)",
+            "CREATE PROCEDURE cp() LANGUAGE sql AS 'SELECT 1'",
+            "CREATE FUNCTION cf() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+            "COMMENT ON SEQUENCE cs IS 'a sequence'",
+            "COMMENT ON DOMAIN cd IS 'a domain'",
+            "COMMENT ON PROCEDURE cp() IS 'a procedure'",
+            "COMMENT ON ROUTINE cf() IS 'a routine'",
+            "COMMENT ON SEQUENCE cd IS 'x'",
+            "COMMENT ON DOMAIN nosuch IS 'x'",
+            "SELECT obj_description('cs'::regclass, 'pg_class'),"
+            " obj_description('cd'::regtype, 'pg_type')",
+            "SELECT p.proname, d.description FROM pg_proc p JOIN pg_description d"
+            " ON d.objoid = p.oid WHERE p.proname IN ('cp', 'cf') ORDER BY 1",
+        ]
+    )
+
+
 def test_comment_on_schema(both: Any) -> None:
     both(
         [

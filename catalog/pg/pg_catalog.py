@@ -364,7 +364,7 @@ def _pg_description(b: Builder) -> list[dict[str, Any]]:
     for s in b.catalog.schemas.values():
         if s.comment is not None:
             out.append({"objoid": s.oid, "classoid": 2615, "objsubid": 0, "description": s.comment})
-    for t in b.catalog.types.values():  # (pg_type's)
+    for t in [*b.catalog.types.values(), *b.catalog.domains.values()]:  # (pg_type's)
         if t.comment is not None:
             out.append({"objoid": t.oid, "classoid": 1247, "objsubid": 0, "description": t.comment})
     for fs in b.catalog.functions.values():  # (pg_proc's)
