@@ -22,11 +22,12 @@ from headwater.catalog.objects import Function
 from headwater.planner.pg_compat import copy_tree
 from headwater.planner.plpgsql import parse_function
 from headwater.planner.sql_functions import type_guess
-from headwater.planner.syntax import replaced
+from headwater.planner.syntax import nodes, replaced
 from headwater.server import plpgsql_exec, user_functions
 from headwater.server.results import Field, Result
 from pglast import parse_sql
-from pglast.enums import TransactionStmtKind
+from pglast.enums import BoolExprType, LimitOption, SubLinkType, TransactionStmtKind
+from pglast.enums.parsenodes import A_Expr_Kind
 
 from headwater.errors import (
     FeatureNotSupported,
@@ -180,9 +181,103 @@ async def evaluated(ex: Executor, stmt: Any, params: list[Any]) -> tuple[Any, li
         stmt.valuesLists = await run(stmt.valuesLists)
     elif stmt.fromClause:
         stmt.fromClause = tuple([await relation(item) for item in stmt.fromClause])
+        while calls := user_functions.per_row_calls(s, stmt):  # innermost first
+            await _per_row(ex, stmt, calls, params)
     else:
         stmt.targetList = await run(stmt.targetList)
     return stmt, params
+
+
+MAX_PER_ROW = 10_000  # distinct arguments a query may call a PL/pgSQL function with
+
+
+async def _per_row(
+    ex: Executor, stmt: A.SelectStmt, calls: list[tuple[A.FuncCall, Function]], params: list[Any]
+) -> None:
+    """PL/pgSQL calls per row of a query (`SELECT f(x) FROM t WHERE ...`): each function
+    run once per distinct argument list the query's rows give (`SELECT DISTINCT x FROM
+    t WHERE ...`; without the WHERE if the call is in it), and the call replaced by a
+    lookup of its result: `(SELECT r FROM (VALUES ($1, $2), ...) v(a0, r) WHERE v.a0 IS
+    NOT DISTINCT FROM x)`. As PostgreSQL may for STABLE and IMMUTABLE functions; a
+    VOLATILE one (the default) is refused: it might need to run once per row."""
+    seen: dict[int, Any] = {}
+    for call, fn in calls:
+        if fn.volatility == "v":
+            raise FeatureNotSupported(
+                f"PL/pgSQL function {fn.name} is called per row of a query, and it is VOLATILE",
+                hint="Headwater runs a PL/pgSQL function per row once per distinct arguments,"
+                " as PostgreSQL may a STABLE or IMMUTABLE one: if it has no side effects,"
+                f" declare it so (ALTER FUNCTION {fn.name} STABLE).",
+            )
+        args = list(call.args or ())
+        in_where = any(n is call for n in nodes(stmt.whereClause, skip=A.SubLink))
+        distinct = A.SelectStmt(
+            targetList=tuple(A.ResTarget(val=copy_tree(a)) for a in args)
+            or (A.ResTarget(val=A.A_Const(isnull=True)),),
+            fromClause=copy_tree(stmt.fromClause),
+            whereClause=None if in_where else copy_tree(stmt.whereClause),
+            distinctClause=(None,),
+        )
+        found = await ex.execute(distinct, params)
+        if len(found.rows) > MAX_PER_ROW:
+            raise FeatureNotSupported(
+                f"PL/pgSQL function {fn.name} would be called with more than {MAX_PER_ROW}"
+                " distinct arguments in one query",
+                hint="Write it in LANGUAGE sql (inlined into the query), or call it on fewer rows.",
+            )
+        typ = user_functions.type_name(fn.returns)
+        cells = []
+        for row in found.rows:
+            values = list(row)[: len(args)]
+            refs = tuple(A.ParamRef(number=i + 1) for i in range(len(values)))
+            result = await _call_function(ex, fn, refs, values)
+            params.extend([*values, result])
+            first = len(params) - len(values)
+            cells.append(tuple(A.ParamRef(number=first + i) for i in range(len(values) + 1)))
+        seen[id(call)] = _lookup(fn, args, cells, typ)
+    replaced_calls = replaced(
+        (stmt.targetList, stmt.whereClause, stmt.havingClause, stmt.sortClause),
+        lambda n: seen.get(id(n)),
+    )
+    stmt.targetList, stmt.whereClause, stmt.havingClause, stmt.sortClause = replaced_calls
+
+
+def _lookup(fn: Function, args: list[Any], cells: list[tuple[Any, ...]], typ: Any) -> Any:
+    """The expression a per-row call becomes: its result looked up by its arguments."""
+    if not cells:  # no row calls it
+        return A.TypeCast(arg=A.A_Const(isnull=True), typeName=typ)
+    names = [f"a{i}" for i in range(len(args))] + ["r"]
+    types = [user_functions.type_name(p.type) for p in fn.params[: len(args)]] + [typ]
+    values = tuple(
+        tuple(A.TypeCast(arg=c, typeName=t) for c, t in zip(row, types, strict=True))
+        for row in cells
+    )
+    alias = A.Alias(aliasname="_hw_calls", colnames=tuple(A.String(sval=n) for n in names))
+    match = [
+        A.A_Expr(
+            kind=A_Expr_Kind.AEXPR_NOT_DISTINCT,
+            name=(A.String(sval="="),),
+            lexpr=A.ColumnRef(fields=(A.String(sval="_hw_calls"), A.String(sval=n))),
+            rexpr=copy_tree(a),
+        )
+        for n, a in zip(names, args, strict=False)
+    ]
+    where = None
+    if len(match) == 1:
+        where = match[0]
+    elif match:
+        where = A.BoolExpr(boolop=BoolExprType.AND_EXPR, args=tuple(match))
+    result = A.ColumnRef(fields=(A.String(sval="_hw_calls"), A.String(sval="r")))
+    return A.SubLink(
+        subLinkType=SubLinkType.EXPR_SUBLINK,
+        subselect=A.SelectStmt(
+            targetList=(A.ResTarget(val=result),),
+            fromClause=(A.RangeSubselect(subquery=A.SelectStmt(valuesLists=values), alias=alias),),
+            whereClause=where,
+            limitCount=A.A_Const(val=A.Integer(ival=1)),
+            limitOption=LimitOption.LIMIT_OPTION_COUNT,
+        ),
+    )
 
 
 async def _call_function(

@@ -21,7 +21,7 @@ from headwater.catalog.objects import Function, MaterializedView, Param, Relatio
 from headwater.catalog.privileges import function_acl, memberships
 from headwater.catalog.types import ColumnType
 from headwater.planner.ddl import type_of
-from headwater.planner.pg_compat import copy_tree
+from headwater.planner.pg_compat import AGGREGATES, copy_tree
 from headwater.planner.plpgsql import compile_trigger, parse_function
 from headwater.planner.relations import deparse
 from headwater.planner.sql_functions import POLYMORPHIC, has_calls, inline
@@ -603,7 +603,8 @@ def plpgsql_function(s: Session, call: Any) -> Function | None:
 def calls_plpgsql(s: Session, stmt: Any) -> bool:
     """Whether `stmt` is a SELECT (or INSERT's) that calls PL/pgSQL functions where
     server/routine_calls.py runs them before it: in a SELECT without FROM (an
-    expression's, `SELECT f(1)`), in VALUES, or in FROM (`SELECT * FROM f(1) ...`)."""
+    expression's, `SELECT f(1)`), in VALUES, in FROM (`SELECT * FROM f(1) ...`), or per
+    row of a query (`SELECT f(x) FROM t`: once per distinct argument)."""
     if not _has_plpgsql(s.catalog):
         return False
     if isinstance(stmt, A.InsertStmt):
@@ -613,10 +614,36 @@ def calls_plpgsql(s: Session, stmt: Any) -> bool:
     if stmt.valuesLists:
         return any(plpgsql_function(s, n) is not None for n in nodes(stmt.valuesLists))
     if stmt.fromClause:
-        return any(plpgsql_from(s, item) is not None for item in _items(stmt.fromClause))
+        if any(plpgsql_from(s, item) is not None for item in _items(stmt.fromClause)):
+            return True
+        return bool(per_row_calls(s, stmt))
     if any(getattr(stmt, a) for a in _ROW_CLAUSES):
         return False
     return any(plpgsql_function(s, n) is not None for n in nodes(stmt.targetList))
+
+
+def per_row_calls(s: Session, stmt: A.SelectStmt) -> list[tuple[A.FuncCall, Function]]:
+    """The calls of PL/pgSQL functions (not set-returning) in a query's select list,
+    WHERE, HAVING and ORDER BY, outside subqueries, whose arguments call none: what
+    server/routine_calls.py computes per distinct argument before the query runs."""
+    out = []
+    for clause in (stmt.targetList, stmt.whereClause, stmt.havingClause, stmt.sortClause):
+        for n in nodes(clause, skip=A.SubLink):
+            fn = plpgsql_function(s, n)
+            if fn is None or fn.returns_set:
+                continue
+            inner = list(nodes(n.args or (), skip=A.SubLink))
+            if not any(plpgsql_function(s, m) or _aggregates(m) for m in inner):
+                out.append((n, fn))
+    return out
+
+
+def _aggregates(node: Any) -> bool:
+    """An aggregate or window call (a per-row call's argument may not have one)."""
+    if not isinstance(node, A.FuncCall):
+        return False
+    name = node.funcname[-1].sval.lower() if isinstance(node.funcname[-1], A.String) else ""
+    return node.over is not None or node.agg_star or name in AGGREGATES
 
 
 _CLAUSES = ("withClause", "intoClause", "op")
@@ -772,12 +799,14 @@ def _stubbed(s: Session, stmt: Any) -> Any:
     if stmt.valuesLists:
         stmt.valuesLists = replaced(stmt.valuesLists, swap)
         return stmt
-    if stmt.fromClause:
-        stmt.fromClause = tuple(relation(item) for item in stmt.fromClause)
-        return stmt
-    for target in stmt.targetList:
+    for target in stmt.targetList or ():
         if target.name is None and (fn := plpgsql_function(s, target.val)) is not None:
             target.name = fn.name  # the column is named after the function
+    if stmt.fromClause:
+        stmt.fromClause = tuple(relation(item) for item in stmt.fromClause)
+        for clause in ("targetList", "whereClause", "havingClause", "sortClause"):
+            setattr(stmt, clause, replaced(getattr(stmt, clause), swap))  # per row
+        return stmt
     stmt.targetList = replaced(stmt.targetList, swap)
     return stmt
 

@@ -251,18 +251,48 @@ def test_set_returning_functions_same_as_postgres(
                 raise AssertionError(f"{body} in a non-SETOF function was accepted")
 
 
+PER_ROW_SETUP = [
+    "CREATE TABLE items (id int PRIMARY KEY, qty int, price numeric(10,2), name text)",
+    "INSERT INTO items VALUES (1, 2, 1.50, 'a'), (2, 0, 2.25, 'b'), (3, 5, 10, NULL),"
+    " (4, 2, 1.50, 'd')",
+    "CREATE FUNCTION total(q int, p numeric) RETURNS numeric LANGUAGE plpgsql IMMUTABLE AS $$"
+    " BEGIN IF q = 0 THEN RETURN NULL; END IF; RETURN q * p; END $$",
+    "CREATE FUNCTION label(t text) RETURNS text LANGUAGE plpgsql STABLE AS $$"
+    " BEGIN RETURN coalesce(upper(t), '<none>'); END $$",
+    "CREATE FUNCTION vol(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN x; END $$",
+]
+PER_ROW_SCRIPT = [
+    "SELECT id, total(qty, price), label(name) FROM items ORDER BY id",
+    "SELECT id FROM items WHERE total(qty, price) > 3 ORDER BY id",
+    "SELECT id FROM items ORDER BY label(name) DESC, id",
+    "SELECT i.id, label(j.name) FROM items i JOIN items j ON j.id = i.id + 1 ORDER BY 1",
+    "SELECT total(qty, total(qty, price)) FROM items ORDER BY id",  # nested: inner first
+    "SELECT id, total(1, 2) FROM items WHERE id < 3 ORDER BY id",
+    "SELECT label(name) FROM items WHERE false",
+    "ALTER FUNCTION vol STABLE",
+    "SELECT id, vol(qty) FROM items ORDER BY id",
+]
+
+
+def test_per_row_calls_same_as_postgres(hw_server: HeadwaterServer, pg_oracle: Any) -> None:
+    """A STABLE or IMMUTABLE PL/pgSQL function called per row of a query runs once per
+    distinct argument list (server/routine_calls.py _per_row)."""
+    _same(hw_server.dsn, pg_oracle.dsn, "procs_per_row", PER_ROW_SETUP, PER_ROW_SCRIPT)
+
+
 def test_per_row_calls_are_refused(hw_server: HeadwaterServer) -> None:
-    """A PL/pgSQL function in a query over rows would run once per row: refused, naming
-    the forms that run (PostgreSQL runs it per row)."""
-    with in_schema((hw_server.dsn,), "procs_rows", SETUP) as (hw,):
-        for sql in (
-            "SELECT id, rich(balance) FROM acct",
-            "CREATE VIEW v AS SELECT add_tax(balance) FROM acct",
+    """A VOLATILE PL/pgSQL function in a query over rows would have to run once per row,
+    as one in a view or in GROUP BY: refused, naming what runs (PostgreSQL runs them)."""
+    with in_schema((hw_server.dsn,), "procs_rows", SETUP + PER_ROW_SETUP) as (hw,):
+        for sql, message in (
+            ("SELECT id, rich(balance) FROM acct", "and it is VOLATILE"),
+            ("CREATE VIEW v AS SELECT add_tax(balance) FROM acct", "only be called on its own"),
+            ("SELECT label(name), count(*) FROM items GROUP BY label(name)", "on its own"),
         ):
             try:
                 hw.execute(sql)
             except psycopg.errors.FeatureNotSupported as e:
-                assert "can only be called on its own" in str(e), e
+                assert message in str(e) and e.diag.message_hint, e
             else:
                 raise AssertionError(f"{sql} ran")
 
@@ -284,11 +314,17 @@ def test_prepared_calls_through_asyncpg(hw_server: HeadwaterServer, pg_oracle: A
             out.append(await conn.fetch("SELECT * FROM pricey($1)", Decimal(2)))
             out.append(await conn.fetch("CALL inout_p($1, $2)", 5, 7))  # its OUT row
             out.append(await conn.fetch("SELECT * FROM outs($1)", 3))
+            query = "SELECT id, total(id, $1 * price) FROM items WHERE label(name) <> $2 ORDER BY 1"
+            out.append(await conn.fetch(query, Decimal(2), "B"))
             return [[tuple(r) for r in x] if isinstance(x, list) else x for x in out]
         finally:
             await conn.close()
 
-    with in_schema((hw_server.dsn, pg_oracle.dsn), "procs_async", SETUP + SETOF_SETUP + OUT_SETUP):
+    with in_schema(
+        (hw_server.dsn, pg_oracle.dsn),
+        "procs_async",
+        SETUP + SETOF_SETUP + OUT_SETUP + PER_ROW_SETUP[2:],
+    ):
         got = asyncio.run(run(hw_server.dsn))
         want = asyncio.run(run(pg_oracle.dsn))
     assert got == want  # (numerically: an unconstrained numeric may print another scale)
