@@ -180,7 +180,11 @@ async def evaluated(ex: Executor, stmt: Any, params: list[Any]) -> tuple[Any, li
     if stmt.valuesLists:
         stmt.valuesLists = await run(stmt.valuesLists)
     elif stmt.fromClause:
-        stmt.fromClause = tuple([await relation(item) for item in stmt.fromClause])
+        items = [await relation(item) for item in stmt.fromClause]
+        for i, item in enumerate(items):  # FROM t, f(t.x)
+            if (fn := user_functions.plpgsql_from(s, item, per_row=True)) is not None:
+                items[i] = await _lateral(ex, items, i, fn, params)
+        stmt.fromClause = tuple(items)
         while calls := user_functions.per_row_calls(s, stmt):  # innermost first
             await _per_row(ex, stmt, calls, params)
     else:
@@ -202,13 +206,6 @@ async def _per_row(
     VOLATILE one (the default) is refused: it might need to run once per row."""
     seen: dict[int, Any] = {}
     for call, fn in calls:
-        if fn.volatility == "v":
-            raise FeatureNotSupported(
-                f"PL/pgSQL function {fn.name} is called per row of a query, and it is VOLATILE",
-                hint="Headwater runs a PL/pgSQL function per row once per distinct arguments,"
-                " as PostgreSQL may a STABLE or IMMUTABLE one: if it has no side effects,"
-                f" declare it so (ALTER FUNCTION {fn.name} STABLE).",
-            )
         args = list(call.args or ())
         in_where = any(n is call for n in nodes(stmt.whereClause, skip=A.SubLink))
         distinct = A.SelectStmt(
@@ -218,13 +215,7 @@ async def _per_row(
             whereClause=None if in_where else copy_tree(stmt.whereClause),
             distinctClause=(None,),
         )
-        found = await ex.execute(distinct, params)
-        if len(found.rows) > MAX_PER_ROW:
-            raise FeatureNotSupported(
-                f"PL/pgSQL function {fn.name} would be called with more than {MAX_PER_ROW}"
-                " distinct arguments in one query",
-                hint="Write it in LANGUAGE sql (inlined into the query), or call it on fewer rows.",
-            )
+        found = await _distinct_arguments(ex, fn, distinct, params)
         typ = user_functions.type_name(fn.returns)
         cells = []
         for row in found.rows:
@@ -240,6 +231,55 @@ async def _per_row(
         lambda n: seen.get(id(n)),
     )
     stmt.targetList, stmt.whereClause, stmt.havingClause, stmt.sortClause = replaced_calls
+
+
+async def _lateral(
+    ex: Executor, items: list[Any], i: int, fn: Function, params: list[Any]
+) -> A.RangeSubselect:
+    """`FROM t, f(t.x)`: the function run once per distinct argument list the other FROM
+    items give, and the item replaced by a LATERAL relation of its rows keyed by them."""
+    item = items[i]
+    args = list(item.functions[0][0].args or ())
+    distinct = A.SelectStmt(
+        targetList=tuple(A.ResTarget(val=copy_tree(a)) for a in args),
+        fromClause=tuple(copy_tree(x) for j, x in enumerate(items) if j != i),
+        distinctClause=(None,),
+    )
+    found = await _distinct_arguments(ex, fn, distinct, params)
+    cells: list[tuple[Any, ...]] = []
+    for row in found.rows:
+        values = list(row)
+        refs = tuple(A.ParamRef(number=k + 1) for k in range(len(values)))
+        result = await _call_function(ex, fn, refs, values)
+        rows = (result or []) if fn.returns_set else [result if fn.declared else (result,)]
+        for out in rows:
+            params.extend([*values, *out])
+            first = len(params) - len(values) - len(out) + 1
+            cells.append(tuple(A.ParamRef(number=first + k) for k in range(len(values) + len(out))))
+    return user_functions.rows_relation(ex.s, fn, cells, item, keys=args)
+
+
+async def _distinct_arguments(
+    ex: Executor, fn: Function, distinct: A.SelectStmt, params: list[Any]
+) -> Result:
+    """The distinct argument lists a function is called with per row (`distinct`'s
+    rows); 0A000 for a VOLATILE function, which might have to run once per row, and for
+    more than MAX_PER_ROW of them."""
+    if fn.volatility == "v":
+        raise FeatureNotSupported(
+            f"PL/pgSQL function {fn.name} is called per row of a query, and it is VOLATILE",
+            hint="Headwater runs a PL/pgSQL function per row once per distinct arguments,"
+            " as PostgreSQL may a STABLE or IMMUTABLE one: if it has no side effects,"
+            f" declare it so (ALTER FUNCTION {fn.name} STABLE).",
+        )
+    found = await ex.execute(distinct, params)
+    if len(found.rows) > MAX_PER_ROW:
+        raise FeatureNotSupported(
+            f"PL/pgSQL function {fn.name} would be called with more than {MAX_PER_ROW}"
+            " distinct arguments in one query",
+            hint="Write it in LANGUAGE sql (inlined into the query), or call it on fewer rows.",
+        )
+    return found
 
 
 def _lookup(fn: Function, args: list[Any], cells: list[tuple[Any, ...]], typ: Any) -> Any:

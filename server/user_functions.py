@@ -32,7 +32,14 @@ from headwater.server.owners import new_owner
 from headwater.server.results import Result
 from headwater.server.session import Session, WriteTxn
 from pglast import parse_sql
-from pglast.enums import DropBehavior, FunctionParameterMode, ObjectType, SubLinkType
+from pglast.enums import (
+    BoolExprType,
+    DropBehavior,
+    FunctionParameterMode,
+    ObjectType,
+    SubLinkType,
+)
+from pglast.enums.parsenodes import A_Expr_Kind
 from pglast.parser import ParseError
 
 from headwater.errors import (
@@ -616,6 +623,8 @@ def calls_plpgsql(s: Session, stmt: Any) -> bool:
     if stmt.fromClause:
         if any(plpgsql_from(s, item) is not None for item in _items(stmt.fromClause)):
             return True
+        if any(plpgsql_from(s, item, per_row=True) for item in stmt.fromClause):
+            return True  # (at the top level: `FROM t, f(t.x)`)
         return bool(per_row_calls(s, stmt))
     if any(getattr(stmt, a) for a in _ROW_CLAUSES):
         return False
@@ -669,16 +678,19 @@ _ROW_CLAUSES = ("whereClause", "groupClause", "havingClause", "sortClause", "lim
 _ROW_CLAUSES += ("limitOffset",)
 
 
-def plpgsql_from(s: Session, item: Any) -> Function | None:
-    """The PL/pgSQL function a FROM item calls (`f(1) AS x`), run before the statement:
-    not one whose arguments name columns (run per row: refused by the inliner)."""
+def plpgsql_from(s: Session, item: Any, per_row: bool = False) -> Function | None:
+    """The PL/pgSQL function a FROM item calls (`f(1) AS x`), run before the statement;
+    `per_row`: one whose arguments name other items' columns (`FROM t, f(t.x)`)."""
     if not isinstance(item, A.RangeFunction) or item.is_rowsfrom:
         return None
-    if len(item.functions) != 1:
+    if len(item.functions) != 1 or (per_row and item.ordinality):
         return None
     call = item.functions[0][0]
     fn = plpgsql_function(s, call)
-    if fn is None or any(isinstance(n, A.ColumnRef) for n in nodes(call.args or ())):
+    inner = list(nodes(call.args or ()))
+    if fn is None or per_row != any(isinstance(n, A.ColumnRef) for n in inner):
+        return None
+    if per_row and any(plpgsql_function(s, n) or _aggregates(n) for n in inner):
         return None
     return fn
 
@@ -714,23 +726,31 @@ def column_type(s: Session, text: str) -> ColumnType:
 
 
 def rows_relation(
-    s: Session, fn: Function, cells: list[tuple[Any, ...]], item: A.RangeFunction, args: Any = ()
+    s: Session,
+    fn: Function,
+    cells: list[tuple[Any, ...]],
+    item: A.RangeFunction,
+    args: Any = (),
+    keys: Any = (),
 ) -> A.RangeSubselect:
     """The call in FROM `item` of a PL/pgSQL function as the relation of its rows:
     `(SELECT _hw_rows.* FROM (VALUES (CAST($n AS type), ...), ...) AS _hw_rows(columns))
     AS f`, named as PostgreSQL names a function's relation (WITH ORDINALITY: numbered);
     without rows, a row of NULLs filtered out; `args` (cast to the parameters' types)
-    join it so that Describe types the call's parameters."""
+    join it so that Describe types the call's parameters. With `keys` (the arguments of
+    a call per row, `FROM t, f(t.x)`), each cell starts with the arguments it was
+    computed for, and the LATERAL relation keeps the rows of the arguments at hand."""
     columns, scalar = result_columns(s, fn)
     name = item.alias.aliasname if item.alias is not None else fn.name
     shown = [name] if scalar else [n for n, _ in columns]
     if item.ordinality:
         columns, shown = [*columns, ("ordinality", "bigint")], [*shown, "ordinality"]
         cells = [(*row, A.A_Const(val=A.Integer(ival=i + 1))) for i, row in enumerate(cells)]
-    names = tuple(A.String(sval=n) for n, _ in columns)
-    null = (A.A_Const(isnull=True),) * len(columns)
+    keyed = [(f"_hw_k{i}", p.type) for i, p in enumerate(fn.params[: len(keys)])]
+    names = tuple(A.String(sval=n) for n, _ in [*keyed, *columns])
+    null = (A.A_Const(isnull=True),) * len(names)
     values = tuple(
-        tuple(_typed(v, t) for v, (_, t) in zip(row, columns, strict=True))
+        tuple(_typed(v, t) for v, (_, t) in zip(row, [*keyed, *columns], strict=True))
         for row in cells or [null]
     )
     from_: tuple[Any, ...] = (
@@ -746,15 +766,28 @@ def rows_relation(
                 subquery=A.SelectStmt(targetList=typed), alias=A.Alias(aliasname="_hw_args")
             ),
         )
-    star = A.ColumnRef(fields=(A.String(sval="_hw_rows"), A.A_Star()))
-    query = A.SelectStmt(
-        targetList=(A.ResTarget(val=star),),
-        fromClause=from_,
-        whereClause=None if cells else A.A_Const(val=A.Boolean(boolval=False)),
+    targets = tuple(
+        A.ResTarget(val=A.ColumnRef(fields=(A.String(sval="_hw_rows"), A.String(sval=n))))
+        for n, _ in columns
     )
+    conds: list[Any] = [A.A_Const(val=A.Boolean(boolval=False))] if not cells else []
+    conds += [
+        A.A_Expr(
+            kind=A_Expr_Kind.AEXPR_NOT_DISTINCT,
+            name=(A.String(sval="="),),
+            lexpr=A.ColumnRef(fields=(A.String(sval="_hw_rows"), A.String(sval=k))),
+            rexpr=copy_tree(key),
+        )
+        for (k, _), key in zip(keyed, keys, strict=True)
+    ]
+    where = conds[0] if len(conds) == 1 else None
+    if len(conds) > 1:
+        where = A.BoolExpr(boolop=BoolExprType.AND_EXPR, args=tuple(conds))
+    query = A.SelectStmt(targetList=targets, fromClause=from_, whereClause=where)
     given = list(item.alias.colnames or ()) if item.alias is not None else []
     colnames = (*given, *(A.String(sval=n) for n in shown[len(given) :]))
-    return A.RangeSubselect(subquery=query, alias=A.Alias(aliasname=name, colnames=colnames))
+    alias = A.Alias(aliasname=name, colnames=colnames)
+    return A.RangeSubselect(subquery=query, alias=alias, lateral=bool(keys))
 
 
 def _stubbed(s: Session, stmt: Any) -> Any:
@@ -784,11 +817,14 @@ def _stubbed(s: Session, stmt: Any) -> Any:
             ),
         )
 
-    def relation(item: Any) -> Any:
+    def relation(item: Any, top: bool = False) -> Any:
         if isinstance(item, A.JoinExpr):
             item.larg, item.rarg = relation(item.larg), relation(item.rarg)
             return item
         fn = plpgsql_from(s, item)
+        if fn is None and top and (fn := plpgsql_from(s, item, per_row=True)) is not None:
+            call = item.functions[0][0]
+            return rows_relation(s, fn, [], item, args_of(fn, call), keys=call.args)
         if fn is None:
             return item
         return rows_relation(s, fn, [], item, args_of(fn, item.functions[0][0]))
@@ -803,7 +839,7 @@ def _stubbed(s: Session, stmt: Any) -> Any:
         if target.name is None and (fn := plpgsql_function(s, target.val)) is not None:
             target.name = fn.name  # the column is named after the function
     if stmt.fromClause:
-        stmt.fromClause = tuple(relation(item) for item in stmt.fromClause)
+        stmt.fromClause = tuple(relation(item, top=True) for item in stmt.fromClause)
         for clause in ("targetList", "whereClause", "havingClause", "sortClause"):
             setattr(stmt, clause, replaced(getattr(stmt, clause), swap))  # per row
         return stmt

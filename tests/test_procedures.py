@@ -260,6 +260,13 @@ PER_ROW_SETUP = [
     "CREATE FUNCTION label(t text) RETURNS text LANGUAGE plpgsql STABLE AS $$"
     " BEGIN RETURN coalesce(upper(t), '<none>'); END $$",
     "CREATE FUNCTION vol(x int) RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN x; END $$",
+    "CREATE TABLE orders (uid int, amount numeric)",
+    "INSERT INTO orders VALUES (1, 10), (1, 5), (2, 7)",
+    "CREATE FUNCTION stats(u int) RETURNS TABLE (n bigint, total numeric) LANGUAGE plpgsql"
+    " STABLE AS $$ BEGIN RETURN QUERY SELECT count(*), coalesce(sum(amount), 0) FROM orders"
+    " WHERE uid = u; END $$",
+    "CREATE FUNCTION upto(n int) RETURNS SETOF int LANGUAGE plpgsql IMMUTABLE AS $$"
+    " BEGIN FOR i IN 1..n LOOP RETURN NEXT i; END LOOP; END $$",
 ]
 PER_ROW_SCRIPT = [
     "SELECT id, total(qty, price), label(name) FROM items ORDER BY id",
@@ -271,6 +278,11 @@ PER_ROW_SCRIPT = [
     "SELECT label(name) FROM items WHERE false",
     "ALTER FUNCTION vol STABLE",
     "SELECT id, vol(qty) FROM items ORDER BY id",
+    # in FROM, per row of the items before it (LATERAL)
+    "SELECT i.id, s.n, s.total FROM items i, stats(i.id) s ORDER BY i.id",
+    "SELECT i.id, x FROM items i, upto(i.qty) AS x ORDER BY 1, 2",
+    "SELECT i.id, v FROM items i, total(i.qty, i.price) v ORDER BY 1",
+    "SELECT i.id, s.* FROM items i, stats(i.id) s WHERE s.n > 0 ORDER BY 1",
 ]
 
 
@@ -316,6 +328,8 @@ def test_prepared_calls_through_asyncpg(hw_server: HeadwaterServer, pg_oracle: A
             out.append(await conn.fetch("SELECT * FROM outs($1)", 3))
             query = "SELECT id, total(id, $1 * price) FROM items WHERE label(name) <> $2 ORDER BY 1"
             out.append(await conn.fetch(query, Decimal(2), "B"))
+            query = "SELECT i.id, s.n FROM items i, stats(i.id + $1) s ORDER BY 1"
+            out.append(await conn.fetch(query, 0))
             return [[tuple(r) for r in x] if isinstance(x, list) else x for x in out]
         finally:
             await conn.close()
