@@ -205,10 +205,11 @@ class _Inliner:
             )
         if found[0].language != "sql":
             raise FeatureNotSupported(
-                f"PL/pgSQL function {name} can only be called on its own:"
-                f" SELECT {name}(...), PERFORM or an assignment in PL/pgSQL",
-                hint="Headwater runs PL/pgSQL a statement at a time, not per row of a query;"
-                " a LANGUAGE sql function is inlined where it is called.",
+                f"PL/pgSQL function {name} cannot be called here",
+                hint=f"Headwater runs a PL/pgSQL function called alone (SELECT {name}(...),"
+                " PERFORM, an assignment), in INSERT's VALUES, in FROM, or per row of a"
+                " SELECT if it is STABLE or IMMUTABLE; not in a view, GROUP BY, a subquery,"
+                " UPDATE or DELETE. A LANGUAGE sql function is inlined where it is called.",
             )
         for fn in found:
             args = _bind(fn, positional, named)

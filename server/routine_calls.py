@@ -1,13 +1,15 @@
-"""CALL of a procedure, and `SELECT f(...)` of a PL/pgSQL function, run a statement at a
-time in the calling session.
+"""CALL of a procedure, and the calls of PL/pgSQL functions, run a statement at a time
+in the calling session.
 
 A PL/pgSQL body runs in server/plpgsql_exec.py with the call's arguments (computed
 first, by one SELECT of them) as its parameters; a SQL procedure's statements run in
 order with its parameters bound as $n. Both are atomic as in PostgreSQL: outside a
 transaction block a call runs in a transaction of its own (a procedure called so may
-COMMIT and ROLLBACK inside). A PL/pgSQL function called elsewhere than in a SELECT
-without FROM (per row of a query, in a view) is refused by the inliner
-(planner/sql_functions.py): it would be run once per row.
+COMMIT and ROLLBACK inside). A PL/pgSQL function runs before the statement that calls
+it: alone or in expressions of a SELECT without FROM, in VALUES, in FROM (the relation
+of its rows), or per row of a SELECT once per distinct argument list (STABLE or
+IMMUTABLE functions only); elsewhere (a view, GROUP BY, a subquery, UPDATE) the inliner
+refuses it (planner/sql_functions.py).
 """
 
 from __future__ import annotations

@@ -298,8 +298,8 @@ def test_per_row_calls_are_refused(hw_server: HeadwaterServer) -> None:
     with in_schema((hw_server.dsn,), "procs_rows", SETUP + PER_ROW_SETUP) as (hw,):
         for sql, message in (
             ("SELECT id, rich(balance) FROM acct", "and it is VOLATILE"),
-            ("CREATE VIEW v AS SELECT add_tax(balance) FROM acct", "only be called on its own"),
-            ("SELECT label(name), count(*) FROM items GROUP BY label(name)", "on its own"),
+            ("CREATE VIEW v AS SELECT add_tax(balance) FROM acct", "cannot be called here"),
+            ("SELECT label(name), count(*) FROM items GROUP BY label(name)", "cannot be called"),
         ):
             try:
                 hw.execute(sql)
