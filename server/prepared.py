@@ -23,7 +23,7 @@ from headwater.planner.naming import name_targets
 from headwater.planner.params import cast_type, count_params, infer_param_types, type_name
 from headwater.planner.scope import resolve_relation
 from headwater.planner.syntax import nodes
-from headwater.server import queries
+from headwater.server import queries, user_functions
 from headwater.server.results import Field, Result
 from pglast import parse_sql
 from pglast.stream import RawStream
@@ -79,7 +79,8 @@ async def prepare(ex: Executor, stmt: A.PrepareStmt) -> Result:
     typed = _typed_params(query, types)
     # names resolve now (42P01 at PREPARE, as in PostgreSQL); binding changes the tree
     if isinstance(typed, A.SelectStmt):
-        await queries.describe(s, ex.waits, copy.deepcopy(typed), nparams)
+        inlined = user_functions.inlined(s, copy.deepcopy(typed))
+        await queries.describe(s, ex.waits, inlined, nparams)
     elif isinstance(typed, A.InsertStmt | A.UpdateStmt | A.DeleteStmt):
         resolve_relation(s.catalog, typed.relation, s.search_path())
     s.prepared[stmt.name] = SqlPrepared(

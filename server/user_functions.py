@@ -553,8 +553,9 @@ def inlined(s: Session, stmt: Any) -> Any:
     `s.functions_used` is set to the functions inlined."""
     cat = s.catalog
     s.functions_used = frozenset()
-    if not cat.functions or isinstance(stmt, A.CallStmt | A.DoStmt):
-        return stmt  # (CALL's arguments: inlined when server/routine_calls.py runs them)
+    if not cat.functions or isinstance(stmt, A.CallStmt | A.DoStmt | A.PrepareStmt):
+        return stmt  # (CALL's arguments: inlined when server/routine_calls.py runs them;
+        # a PREPAREd query's when it is described, and when EXECUTE runs it)
     memo = s.inlined_memo
     key = id(stmt)
     path = s.search_path()

@@ -160,6 +160,9 @@ SETOF_SCRIPT = [
     "SELECT count(*) FROM empty()",
     "SELECT * FROM twice(4)",
     "SELECT * FROM twice(4) AS q",
+    "PREPARE setof_p(int) AS SELECT * FROM nums($1) WHERE nums > 10",
+    "EXECUTE setof_p(3)",
+    "DEALLOCATE setof_p",
     "SELECT * FROM bad()",  # RETURN QUERY's columns must have the declared types: 42804
     "SELECT * FROM bad2()",
     "INSERT INTO items SELECT n + 100, 'z', 0 FROM nums(2) AS t(n)",
