@@ -47,12 +47,13 @@ _SUPPORTED = {
     f"PLpgSQL_stmt_{k}"
     for k in """block assign if case loop while fori fors dynfors foreach_a exit return raise
     assert execsql dynexecute perform getdiag commit rollback return_next
-    return_query""".split()
+    return_query open fetch close forc call""".split()
 }
 _HINT = (
     "Headwater runs PL/pgSQL's variables, assignments, IF, CASE, loops (FOR over integers,"
-    " queries and arrays, WHILE, EXIT, CONTINUE), SQL statements with INTO, EXECUTE,"
-    " PERFORM, RAISE, ASSERT, GET DIAGNOSTICS, EXCEPTION handlers, COMMIT and ROLLBACK."
+    " queries, cursors and arrays, WHILE, EXIT, CONTINUE), SQL statements with INTO,"
+    " EXECUTE, PERFORM, cursors (OPEN, FETCH, MOVE, CLOSE), RETURN NEXT / QUERY, RAISE,"
+    " ASSERT, GET DIAGNOSTICS, EXCEPTION handlers, COMMIT and ROLLBACK."
 )
 
 
@@ -63,6 +64,15 @@ class Rows:
 
     types: tuple[A.TypeName, ...]
     pg: tuple[PgType, ...]
+
+
+@dataclass
+class _Cursor:
+    """An open cursor: its rows and its position (0 before the first, len + 1 after)."""
+
+    fields: list[Field]
+    rows: list[tuple[Any, ...]]
+    pos: int = 0
 
 
 @dataclass
@@ -192,6 +202,7 @@ class _Interpreter:
         self.returns, self.returned = returns, None
         self.rows: tuple[Rows, list[tuple[Any, ...]]] | None = None  # a set's, so far
         self.outputs: tuple[int, ...] = ()  # the OUT parameters' variables
+        self.cursors: dict[int, _Cursor] = {}  # open cursors, by their variable
         self.notices: list[SQLError] = []
         self.row_count = 0
         self.handling: list[SQLError] = []  # errors whose handlers are running
@@ -463,6 +474,84 @@ class _Interpreter:
             if not await self._loop_body(body):
                 break
 
+    # -- cursors (their query's rows are read when they are opened) -------------------
+    async def st_open(self, body: dict[str, Any]) -> None:
+        dno = self._closed(body)
+        self.cursors[dno] = await self._cursor(body)
+        if self.values.get(dno) is None:  # an unbound refcursor names its portal
+            self.values[dno] = f"<unnamed portal {len(self.cursors)}>"
+
+    async def st_forc(self, body: dict[str, Any]) -> None:
+        dno = self._closed(body)
+        cursor = await self._cursor(body)
+        self.cursors[dno] = cursor
+        rec = body["var"]["PLpgSQL_rec"]  # (the loop's own record variable)
+        self.scopes.append((body.get("label"), {rec["refname"]: rec.get("dno", 0)}))
+        try:
+            await self._over_rows(body, Result("SELECT", cursor.fields, cursor.rows))
+        finally:
+            self.scopes.pop()
+            self.cursors.pop(dno, None)
+
+    async def st_fetch(self, body: dict[str, Any]) -> None:
+        cursor = self._open(body)
+        count = body.get("how_many", 1)
+        if body.get("expr") is not None:
+            count = int(await self._value(body["expr"], _type_name("int8")) or 0)
+        n = len(cursor.rows)
+        direction = body.get("direction", 0)  # FORWARD, BACKWARD, ABSOLUTE, RELATIVE
+        if direction == 2:
+            pos = count if count >= 0 else n + 1 + count
+        else:
+            pos = cursor.pos + (-count if direction == 1 else count)
+        cursor.pos = max(0, min(n + 1, pos))
+        row = cursor.rows[cursor.pos - 1] if 1 <= cursor.pos <= n else None
+        if not body.get("is_move"):
+            one = Result("SELECT", cursor.fields, [] if row is None else [row])
+            await self._set_target(body.get("target"), one)
+        self._found(row is not None)
+
+    async def st_close(self, body: dict[str, Any]) -> None:
+        self._open(body)
+        del self.cursors[body.get("curvar", 0)]
+
+    def _closed(self, body: dict[str, Any]) -> int:
+        dno = body.get("curvar", 0)
+        if dno in self.cursors:
+            raise SQLError(f'cursor "{self.datums[dno]["refname"]}" already in use', "42P03")
+        return dno
+
+    def _open(self, body: dict[str, Any]) -> _Cursor:
+        dno = body.get("curvar", 0)
+        cursor = self.cursors.get(dno)
+        if cursor is None:
+            d = self.datums[dno]
+            if "cursor_explicit_expr" not in d and self.values.get(dno) is None:
+                raise SQLError(f'cursor variable "{d["refname"]}" is null', "22004")
+            raise SQLError(f'cursor "{d["refname"]}" does not exist', "34000")
+        return cursor
+
+    async def _cursor(self, body: dict[str, Any]) -> _Cursor:
+        """OPEN's rows: of the bound cursor's query (its arguments set first), of OPEN
+        ... FOR query, or of OPEN ... FOR EXECUTE text [USING ...]."""
+        if "dynquery" in body:
+            dynamic = {"query": body["dynquery"], "params": body.get("params", [])}
+            result = await self._dynamic(dynamic)
+            return _Cursor(result.fields or [], list(result.rows))
+        query = body.get("query")
+        if query is None:  # a bound cursor: DECLARE c CURSOR [(params)] FOR query
+            d = self.datums[body.get("curvar", 0)]
+            query = d.get("cursor_explicit_expr")
+            if query is None:
+                raise SQLError(f'cursor "{d["refname"]}" has no query bound', "42601")
+            argrow = d.get("cursor_explicit_argrow", -1)
+            if argrow >= 0 and body.get("argquery") is not None:
+                text = body["argquery"]["PLpgSQL_expr"]["query"]
+                args = await self._sql(f"SELECT {text}", rows=True)
+                await self._set_target({"PLpgSQL_row": self.datums[argrow]}, args)
+        result = await self._sql(query["PLpgSQL_expr"]["query"], rows=True)
+        return _Cursor(result.fields or [], list(result.rows))
+
     async def st_exit(self, body: dict[str, Any]) -> None:
         if body.get("cond") is None or await self._condition(body["cond"]):
             raise _Leave("exit" if body.get("is_exit") else "continue", body.get("label"))
@@ -559,6 +648,32 @@ class _Interpreter:
         elif result.tag.split(" ")[0] in ("INSERT", "UPDATE", "DELETE", "MERGE"):
             self._found(self.row_count > 0)
 
+    async def st_call(self, body: dict[str, Any]) -> None:
+        """CALL p(...): a procedure's OUT and INOUT values go back into the variables
+        given for them."""
+        text = body["expr"]["PLpgSQL_expr"]["query"]
+        result = await self._sql(text, rows=True)
+        if not result.rows:
+            return
+        call = _one(text).funccall
+        names = [n.sval for n in call.funcname]
+        given = list(call.args or ())
+        found = self.s.catalog.find_functions(
+            names[0] if len(names) == 2 else None, names[-1], self.s.search_path()
+        )
+        fn = next(f for f in found if f.prokind == "p" and len(given) <= len(f.params))
+        outs = [i for i, p in enumerate(fn.params) if p.mode != "i"]
+        for i, value in zip(outs, result.rows[0], strict=False):
+            arg = given[i] if i < len(given) else None
+            found_var = self._lookup(arg) if isinstance(arg, A.ColumnRef) else None
+            if found_var is None:
+                raise SQLError(
+                    f'procedure parameter "{fn.params[i].name}" is an output parameter but'
+                    " corresponding argument is not writable",
+                    "42601",
+                )
+            self._set(self._dno(arg.fields[-1].sval), value)
+
     async def st_perform(self, body: dict[str, Any]) -> None:
         await self._sql(body["expr"]["PLpgSQL_expr"]["query"], rows=True)
         self._found(self.row_count > 0)
@@ -605,6 +720,7 @@ class _Interpreter:
 
     async def _execute(self, stmt: Any, params: list[Any], text: str) -> Result:
         result = await _in_context(self.ex.execute(stmt, params), f'SQL statement "{text}"', text)
+        self.notices.extend(result.notices)  # (a nested CALL's RAISEs, DROP ... IF EXISTS)
         m = _ROWS_TAG.match(result.tag)
         self.row_count = int(m.group(1)) if m else len(result.rows)
         return result
@@ -858,6 +974,9 @@ _NAMES = {
     "dynexecute": "EXECUTE",
     "getdiag": "GET DIAGNOSTICS",
     "return_next": "RETURN NEXT",
+    "open": "OPEN",
+    "close": "CLOSE",
+    "forc": "FOR over cursor",
     "return_query": "RETURN QUERY",
 }
 
@@ -866,6 +985,8 @@ def _statement_name(kind: str, body: dict[str, Any]) -> str:
     short = kind.removeprefix("PLpgSQL_stmt_")
     if short == "exit":
         return "EXIT" if body.get("is_exit") else "CONTINUE"
+    if short == "fetch":
+        return "MOVE" if body.get("is_move") else "FETCH"
     if short == "getdiag" and body.get("is_stacked"):
         return "GET STACKED DIAGNOSTICS"
     return _NAMES.get(short, short.upper())
@@ -891,7 +1012,7 @@ def _levels(e: SQLError) -> set[int]:
     return e._hw_levels  # type: ignore[attr-defined]
 
 
-_BINDS = A.SelectStmt | A.InsertStmt | A.UpdateStmt | A.DeleteStmt
+_BINDS = A.SelectStmt | A.InsertStmt | A.UpdateStmt | A.DeleteStmt | A.CallStmt
 _STRICT_HINT = "Make sure the query returns a single row, or use LIMIT 1."
 
 
@@ -919,6 +1040,8 @@ def _declarations(
                     blocks.append(value)
                 if key == "PLpgSQL_stmt_fori":
                     loop_vars.add(_loop_var(datums, kinds, value["var"]["PLpgSQL_var"]))
+                if key == "PLpgSQL_stmt_forc":
+                    loop_vars.add(value["var"]["PLpgSQL_rec"].get("dno", 0))
                 walk(value)
 
     walk(action)

@@ -128,6 +128,36 @@ $$""",
     "DO $$ BEGIN EXECUTE NULL; END $$",
     "DO LANGUAGE sql $$ SELECT 1 $$",
     "DO LANGUAGE plpgsql $$ BEGIN RAISE NOTICE 'language given'; END $$",
+    # cursors: bound, unbound, with arguments, FOR over one, FETCH directions, MOVE
+    "CREATE TABLE cur_t (id int, v text)",
+    "INSERT INTO cur_t VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    "DO $$ DECLARE c CURSOR FOR SELECT id, v FROM cur_t ORDER BY id; r record; n int := 0;"
+    " BEGIN OPEN c; LOOP FETCH c INTO r; EXIT WHEN NOT FOUND; n := n + r.id;"
+    " RAISE NOTICE 'row % %', r.id, r.v; END LOOP; CLOSE c; RAISE NOTICE 'sum %', n; END $$",
+    "DO $$ DECLARE c refcursor; a int; b text; BEGIN"
+    " OPEN c FOR SELECT id, v FROM cur_t WHERE id > 1 ORDER BY id;"
+    " FETCH c INTO a, b; RAISE NOTICE '% %', a, b;"
+    " FETCH LAST FROM c INTO a, b; RAISE NOTICE 'last % %', a, b;"
+    " FETCH PRIOR FROM c INTO a, b; RAISE NOTICE 'prior % % %', a, b, FOUND;"
+    " FETCH ABSOLUTE 5 FROM c INTO a; RAISE NOTICE 'abs5 % %', a, FOUND;"
+    " MOVE FIRST FROM c; RAISE NOTICE 'moved %', FOUND; CLOSE c;"
+    " OPEN c FOR EXECUTE 'SELECT count(*) FROM cur_t WHERE id >= $1' USING 2;"
+    " FETCH c INTO a; RAISE NOTICE 'dyn %', a; CLOSE c; END $$",
+    "DO $$ DECLARE c CURSOR (lim int) FOR SELECT id FROM cur_t WHERE id <= lim ORDER BY id;"
+    " t int := 0; BEGIN FOR r IN c(2) LOOP t := t + r.id; END LOOP; RAISE NOTICE 'total %', t;"
+    " OPEN c(3); FETCH c INTO t; RAISE NOTICE 'first %', t; CLOSE c; END $$",
+    "DO $$ DECLARE c refcursor; BEGIN CLOSE c; END $$",
+    "DO $$ DECLARE c CURSOR FOR SELECT 1; BEGIN OPEN c; OPEN c; END $$",
+    "DO $$ DECLARE c CURSOR FOR SELECT 1; BEGIN CLOSE c; END $$",
+    # CALL: INOUT values back into the variables; a nested statement's notices
+    "CREATE PROCEDURE do_bump(INOUT x int, step int DEFAULT 1) LANGUAGE plpgsql AS $$"
+    " BEGIN x := x + step; END $$",
+    "CREATE PROCEDURE do_log(msg text) LANGUAGE plpgsql AS $$"
+    " BEGIN RAISE NOTICE 'log %', msg; END $$",
+    "DO $$ DECLARE v int := 1; BEGIN CALL do_bump(v); CALL do_bump(v, 10);"
+    " RAISE NOTICE 'v=%', v; CALL do_log('hi ' || v); END $$",
+    "DO $$ BEGIN CALL do_bump(5); END $$",
+    "DO $$ BEGIN DROP TABLE IF EXISTS nosuch_tbl; CREATE TABLE IF NOT EXISTS cur_t (a int); END $$",
 ]
 
 
@@ -201,7 +231,6 @@ def test_refused_statements_run_nothing(hw_server: HeadwaterServer) -> None:
     with psycopg.connect(hw_server.dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE do_refused (a int)")
         for body in (
-            "INSERT INTO do_refused VALUES (1); OPEN c FOR SELECT 1;",
             "INSERT INTO do_refused VALUES (1);"
             " FOREACH x SLICE 1 IN ARRAY ARRAY[[1]] LOOP END LOOP;",
         ):
