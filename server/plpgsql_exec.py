@@ -167,6 +167,8 @@ def check(node: Any, *, setof: bool = False) -> None:
     elif isinstance(node, dict):
         for key, value in node.items():
             what = key.removeprefix("PLpgSQL_stmt_").upper().replace("_", " ")
+            if key == "PLpgSQL_stmt_foreach_a" and value.get("slice"):
+                raise FeatureNotSupported("FOREACH ... SLICE is not supported", hint=_HINT)
             if key.startswith("PLpgSQL_stmt_") and key not in _SUPPORTED:
                 raise FeatureNotSupported(f"PL/pgSQL statement {what} is not supported", hint=_HINT)
             if key.startswith("PLpgSQL_stmt_return_") and not setof:

@@ -95,8 +95,8 @@ REFUSED = [
     "CREATE FUNCTION q() RETURNS trigger LANGUAGE plpgsql"
     " AS $$ BEGIN INSERT INTO log VALUES (1); RETURN NEW; END $$",
     # (a plpgsql function that is not a trigger's runs: tests/test_procedures.py)
-    "CREATE FUNCTION i() RETURNS int LANGUAGE plpgsql AS $$ DECLARE c refcursor;"
-    " BEGIN OPEN c FOR SELECT 1; RETURN 1; END $$",
+    "CREATE FUNCTION i() RETURNS int LANGUAGE plpgsql AS $$ DECLARE x int;"
+    " BEGIN FOREACH x SLICE 1 IN ARRAY ARRAY[[1]] LOOP END LOOP; RETURN 1; END $$",
 ]
 
 
