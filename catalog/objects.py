@@ -421,6 +421,11 @@ class Param:
     default: str | None = None
     mode: str = "i"
 
+    @property
+    def mode_word(self) -> str:
+        """How CREATE FUNCTION writes the mode."""
+        return {"i": "IN", "o": "OUT", "b": "INOUT"}[self.mode]
+
 
 @dataclass(frozen=True)
 class Function:

@@ -466,8 +466,6 @@ class _Interpreter:
         self._found(found)
 
     async def st_foreach_a(self, body: dict[str, Any]) -> None:
-        if body.get("slice"):
-            raise FeatureNotSupported("FOREACH ... SLICE is not supported", hint=_HINT)
         items = await self._value(body["expr"])
         if items is None:
             raise SQLError("FOREACH expression must not be null", "22004")

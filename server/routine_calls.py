@@ -28,8 +28,7 @@ from headwater.planner.syntax import nodes, replaced
 from headwater.server import plpgsql_exec, user_functions
 from headwater.server.results import Field, Result
 from pglast import parse_sql
-from pglast.enums import BoolExprType, LimitOption, SubLinkType, TransactionStmtKind
-from pglast.enums.parsenodes import A_Expr_Kind
+from pglast.enums import LimitOption, SubLinkType, TransactionStmtKind
 
 from headwater.errors import (
     FeatureNotSupported,
@@ -172,11 +171,7 @@ async def evaluated(ex: Executor, stmt: Any, params: list[Any]) -> tuple[Any, li
         call.args = await run(call.args)
         result = await _call_function(ex, fn, call.args or (), params)
         rows = (result or []) if fn.returns_set else [result if fn.declared else (result,)]
-        cells: list[tuple[Any, ...]] = []
-        for row in rows:
-            params.extend(row)
-            first = len(params) - len(row) + 1
-            cells.append(tuple(A.ParamRef(number=first + i) for i in range(len(row))))
+        cells = [_as_params(params, row) for row in rows]
         return user_functions.rows_relation(s, fn, cells, item)
 
     if stmt.valuesLists:
@@ -224,9 +219,7 @@ async def _per_row(
             values = list(row)[: len(args)]
             refs = tuple(A.ParamRef(number=i + 1) for i in range(len(values)))
             result = await _call_function(ex, fn, refs, values)
-            params.extend([*values, result])
-            first = len(params) - len(values)
-            cells.append(tuple(A.ParamRef(number=first + i) for i in range(len(values) + 1)))
+            cells.append(_as_params(params, [*values, result]))
         seen[id(call)] = _lookup(fn, args, cells, typ)
     replaced_calls = replaced(
         (stmt.targetList, stmt.whereClause, stmt.havingClause, stmt.sortClause),
@@ -254,11 +247,15 @@ async def _lateral(
         refs = tuple(A.ParamRef(number=k + 1) for k in range(len(values)))
         result = await _call_function(ex, fn, refs, values)
         rows = (result or []) if fn.returns_set else [result if fn.declared else (result,)]
-        for out in rows:
-            params.extend([*values, *out])
-            first = len(params) - len(values) - len(out) + 1
-            cells.append(tuple(A.ParamRef(number=first + k) for k in range(len(values) + len(out))))
+        cells += [_as_params(params, [*values, *out]) for out in rows]
     return user_functions.rows_relation(ex.s, fn, cells, item, keys=args)
+
+
+def _as_params(params: list[Any], values: Any) -> tuple[A.ParamRef, ...]:
+    """`values` appended to the statement's parameters, as references to them."""
+    first = len(params) + 1
+    params.extend(values)
+    return tuple(A.ParamRef(number=first + i) for i in range(len(params) - first + 1))
 
 
 async def _distinct_arguments(
@@ -295,20 +292,7 @@ def _lookup(fn: Function, args: list[Any], cells: list[tuple[Any, ...]], typ: An
         for row in cells
     )
     alias = A.Alias(aliasname="_hw_calls", colnames=tuple(A.String(sval=n) for n in names))
-    match = [
-        A.A_Expr(
-            kind=A_Expr_Kind.AEXPR_NOT_DISTINCT,
-            name=(A.String(sval="="),),
-            lexpr=A.ColumnRef(fields=(A.String(sval="_hw_calls"), A.String(sval=n))),
-            rexpr=copy_tree(a),
-        )
-        for n, a in zip(names, args, strict=False)
-    ]
-    where = None
-    if len(match) == 1:
-        where = match[0]
-    elif match:
-        where = A.BoolExpr(boolop=BoolExprType.AND_EXPR, args=tuple(match))
+    where = user_functions.matching("_hw_calls", names[:-1], args)
     result = A.ColumnRef(fields=(A.String(sval="_hw_calls"), A.String(sval="r")))
     return A.SubLink(
         subLinkType=SubLinkType.EXPR_SUBLINK,

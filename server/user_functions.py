@@ -234,14 +234,11 @@ def _routine(stmt: A.CreateFunctionStmt, fn: Function, options: dict[str, Any]) 
     return replace(fn, body=source, source=source)
 
 
-_MODE_WORDS = {"i": "IN", "o": "OUT", "b": "INOUT"}
-
-
 def plpgsql_signature(fn: Function) -> tuple[tuple[tuple[str, ...], ...], str]:
     """The parameters (name, type[, mode]) and RETURNS clause (`integer`, `SETOF t`,
     `TABLE (a integer, ...)`) pglast's PL/pgSQL parser is given for a body."""
     if fn.declared:  # OUT parameters: the result is theirs
-        typed = tuple((p.name, p.type, _MODE_WORDS[p.mode]) for p in fn.declared)
+        typed = tuple((p.name, p.type, p.mode_word) for p in fn.declared)
         return typed, f"SETOF {fn.returns}" if fn.returns_set else fn.returns
     typed = tuple((p.name, p.type) for p in fn.params)
     if fn.columns:
@@ -771,24 +768,31 @@ def rows_relation(
         A.ResTarget(val=A.ColumnRef(fields=(A.String(sval="_hw_rows"), A.String(sval=n))))
         for n, _ in columns
     )
-    conds: list[Any] = [A.A_Const(val=A.Boolean(boolval=False))] if not cells else []
-    conds += [
-        A.A_Expr(
-            kind=A_Expr_Kind.AEXPR_NOT_DISTINCT,
-            name=(A.String(sval="="),),
-            lexpr=A.ColumnRef(fields=(A.String(sval="_hw_rows"), A.String(sval=k))),
-            rexpr=copy_tree(key),
-        )
-        for (k, _), key in zip(keyed, keys, strict=True)
-    ]
-    where = conds[0] if len(conds) == 1 else None
-    if len(conds) > 1:
-        where = A.BoolExpr(boolop=BoolExprType.AND_EXPR, args=tuple(conds))
+    where = matching("_hw_rows", [k for k, _ in keyed], keys)
+    if not cells:  # (the row of NULLs)
+        where = A.A_Const(val=A.Boolean(boolval=False))
     query = A.SelectStmt(targetList=targets, fromClause=from_, whereClause=where)
     given = list(item.alias.colnames or ()) if item.alias is not None else []
     colnames = (*given, *(A.String(sval=n) for n in shown[len(given) :]))
     alias = A.Alias(aliasname=name, colnames=colnames)
     return A.RangeSubselect(subquery=query, alias=alias, lateral=bool(keys))
+
+
+def matching(alias: str, columns: list[str], exprs: list[Any]) -> Any:
+    """`alias.c1 IS NOT DISTINCT FROM e1 AND ...` (None for no columns): the rows of a
+    relation of computed calls that were computed for the arguments `exprs`."""
+    conds = [
+        A.A_Expr(
+            kind=A_Expr_Kind.AEXPR_NOT_DISTINCT,
+            name=(A.String(sval="="),),
+            lexpr=A.ColumnRef(fields=(A.String(sval=alias), A.String(sval=c))),
+            rexpr=copy_tree(e),
+        )
+        for c, e in zip(columns, exprs, strict=True)
+    ]
+    if len(conds) < 2:
+        return conds[0] if conds else None
+    return A.BoolExpr(boolop=BoolExprType.AND_EXPR, args=tuple(conds))
 
 
 def _stubbed(s: Session, stmt: Any) -> Any:

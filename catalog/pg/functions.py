@@ -99,16 +99,13 @@ def pg_proc_rows(b: Builder) -> list[dict[str, Any]]:
     return out
 
 
-_MODE_WORDS = {"i": "IN", "o": "OUT", "b": "INOUT"}
-
-
 def arguments(f: Function, defaults: bool = True) -> str:
     """pg_get_function_arguments (with defaults) / _identity_arguments (without)."""
     out = []
     for p in f.declared or f.params:
         text = f"{quote_ident(p.name)} {p.type}" if p.name else p.type
         if p.mode != "i" or f.prokind == "p":  # OUT, INOUT; a procedure's modes all
-            text = f"{_MODE_WORDS[p.mode]} {text}"
+            text = f"{p.mode_word} {text}"
         if defaults and p.default is not None:
             text += f" DEFAULT {p.default}"
         out.append(text)
