@@ -15,7 +15,6 @@ before (`parse` returns None).
 
 from __future__ import annotations
 
-import bisect
 import gc
 import json
 import re
@@ -95,30 +94,17 @@ def _setter(name: str, ctype: Any) -> tuple[str, Callable[[Any], Any]]:
 
 class _CharIndex:
     """A byte offset in the UTF-8 text as the index of its character in `sql`, as
-    pglast gives locations (libpg_query counts bytes)."""
+    pglast gives locations (libpg_query counts bytes): the characters its bytes up to
+    there decode to, a character cut in two not counted (C speed, against ~1 ms of
+    Python a 1,000-row INSERT's non-ASCII characters took to index)."""
 
     def __init__(self, sql: str) -> None:
-        self.starts: list[int] = []  # the byte offset of each non-ASCII character
-        self.widths: list[int] = []  # its bytes
-        self.before: list[int] = []  # the extra bytes of the characters before it
-        extra = 0
-        for m in _NON_ASCII.finditer(sql):
-            width = len(m.group().encode())
-            self.starts.append(m.start() + extra)
-            self.widths.append(width)
-            self.before.append(extra)
-            extra += width - 1
+        self.encoded = sql.encode()
 
     def __call__(self, offset: int) -> int:
-        i = bisect.bisect_right(self.starts, offset) - 1
-        if i < 0:
-            return offset
-        if offset < self.starts[i] + self.widths[i]:  # within character i
-            return self.starts[i] - self.before[i]
-        return offset - self.before[i] - self.widths[i] + 1
+        return len(self.encoded[:offset].decode("utf-8", "ignore"))
 
 
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _text = threading.local()  # .index: the _CharIndex of the text being parsed (None: ASCII)
 
 
@@ -234,14 +220,35 @@ def _const(kind: str | None, value: Any) -> A.A_Const:
 
 
 def _rows(text: str) -> tuple[tuple[A.A_Const, ...], ...]:
-    """The VALUES rows of `_VALUES`'s group, as _build would make them."""
+    """The VALUES rows of `_VALUES`'s group, as _build would make them (`_read_const`
+    written out: two calls less a constant, ~1.5 ms of a 1,000-row INSERT's parse)."""
     rows: list[list[A.A_Const]] = []
     row: list[A.A_Const] = []
+    new, const, kinds, loads = _const_new, A.A_Const, _VALUE_KINDS, json.loads
+    isnull, set_val = _isnull, _val
     for start, kind, v in _ROW_CONSTS.findall(text):
         if start:
             row = []
             rows.append(row)
-        row.append(_read_const(kind, v))
+        c = new(const)
+        if not kind:
+            isnull(c, True)
+            set_val(c, None)
+        else:
+            if kind == "sval":  # a JSON string: decoded only if it has escapes
+                value: Any = "" if not v else loads(v) if "\\" in v else v[1:-1]
+            elif kind == "ival":
+                value = int(v) if v else 0
+            elif kind == "fval":
+                value = v[1:-1]
+            else:
+                value = v == "true"
+            cls, set_value = kinds[kind]
+            val = new(cls)
+            set_value(val, value)
+            isnull(c, False)
+            set_val(c, val)
+        row.append(c)
     return tuple(map(tuple, rows))
 
 

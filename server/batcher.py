@@ -162,11 +162,7 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
         d = decimal.Decimal(value) if not isinstance(value, float) else decimal.Decimal(repr(value))
         if not d.is_finite():
             raise NotFast
-        p, s = col.type.precision_scale or (38, 16)
-        q = d.quantize(decimal.Decimal(1).scaleb(-s), rounding=decimal.ROUND_HALF_UP)
-        if q.adjusted() >= p - s:
-            raise numeric_overflow(p, s)
-        return q
+        return _numeric_in(d, *_numeric_bounds(col))
     if pg is FLOAT8 or pg is FLOAT4:
         if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
             raise NotFast
@@ -223,6 +219,20 @@ def coerce(value: Any, col: Column, fmt: SessionFormat, node: Any = None) -> Any
             raise StringTooLong(f"value too long for type {col.type.sql()}")
         value = stripped
     return value
+
+
+def _numeric_bounds(col: Column) -> tuple[int, int, decimal.Decimal]:
+    """A numeric column's precision, scale and the quantum of its scale."""
+    p, s = col.type.precision_scale or (38, 16)
+    return p, s, decimal.Decimal(1).scaleb(-s)
+
+
+def _numeric_in(d: decimal.Decimal, p: int, s: int, quantum: decimal.Decimal) -> decimal.Decimal:
+    """A finite number rounded to a numeric(p, s) column's scale (22003 if too large)."""
+    q = d.quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+    if q.adjusted() >= p - s:
+        raise numeric_overflow(p, s)
+    return q
 
 
 _FLOAT8_TEXT = float_text(15, 1)  # float8out, shortest exact (extra_float_digits 1)
@@ -410,6 +420,74 @@ def constant(node: Any, params: list[Any]) -> Any:
     raise NotFast
 
 
+ItemReader = Callable[[Any, list[Any]], Any]
+
+
+def _item_reader(
+    col: Column, fmt: SessionFormat, started: dt.datetime, now: dt.datetime, rows: int
+) -> ItemReader:
+    """How a VALUES item (its node, the parameters) becomes a value of `col`: `constant`
+    then `coerce` (the clock's functions: `clock_value`). For statements of many rows the
+    common constants, an integer into an integer column, a number into a numeric one,
+    a string into a column its decoder reads, take a shorter way to the same value
+    (issue 16: a 1,000-row INSERT ... VALUES spent ~9 ms here, ~2 µs a value)."""
+
+    def item(node: Any, params: list[Any]) -> Any:
+        v = constant(node, params)
+        if isinstance(v, Clock):
+            return clock_value(v, col, started, now, fmt)
+        return coerce(v, col, fmt, node)
+
+    if rows < MANY_ROWS:
+        return item
+    pg = col.type.pg
+    if pg is INT8 or pg is INT4 or pg is INT2:
+        lo, hi = _INT_RANGES_BY_OID[pg.oid]
+
+        def integer(node: Any, params: list[Any]) -> Any:
+            if type(node) is A.A_Const and type(v := node.val) is A.Integer and lo <= v.ival <= hi:
+                return v.ival
+            return item(node, params)
+
+        return integer
+    if pg is NUMERIC:
+        bounds = _numeric_bounds(col)
+        number = decimal.Decimal
+
+        def numeric(node: Any, params: list[Any]) -> Any:
+            if type(node) is A.A_Const:
+                v = node.val
+                if type(v) is A.Float:
+                    d = number(v.fval)
+                elif type(v) is A.Integer:
+                    d = number(v.ival)
+                else:
+                    return item(node, params)
+                return _numeric_in(_numeric(d), *bounds)
+            return item(node, params)
+
+        return numeric
+    if pg.category == "E" or pg is BPCHAR or (pg is VARCHAR and col.type.typmod != -1):
+        return item  # (labels and lengths checked by `coerce`)
+    decode = text_decoder(col.type, session=fmt)
+
+    def decoded(node: Any, params: list[Any]) -> Any:
+        if type(node) is A.A_Const and type(v := node.val) is A.String:
+            try:
+                value = decode(v.sval)
+            except SQLError:  # `item` raises it again, with its position
+                return item(node, params)
+            if type(value) is str:  # (text, varchar: what `coerce` returns as is)
+                return value
+            return coerce(value, col, fmt, node)
+        return item(node, params)
+
+    return decoded
+
+
+MANY_ROWS = 16  # VALUES rows from which `_item_reader` specializes per column
+
+
 @dataclass(frozen=True)
 class _Template:
     """What an INSERT ... VALUES statement's shape says about its rows, worked out once
@@ -417,7 +495,8 @@ class _Template:
     16: the shape analysis was ~40% of the fast path's Python work per statement)."""
 
     width: int  # the table's columns
-    rows: tuple[tuple[tuple[int, Column, Any], ...], ...]  # per row: (position, column, node)
+    slots: tuple[tuple[int, Column], ...]  # each VALUES item's column: (position, column)
+    rows: tuple[tuple[Any, ...], ...]  # per row, its items' nodes
     defaulted: tuple[tuple[int, Column], ...]  # columns left out that have a default
     not_null: tuple[tuple[int, str], ...]  # NOT NULL columns: (position, name)
     returning: tuple[tuple[str, int], ...]  # RETURNING: (output name, column position)
@@ -608,12 +687,14 @@ def _template(stmt: A.InsertStmt, table: Table) -> _Template | None:
     given = {c.name for c in cols}
     rows = []
     for values in lists[0]:
-        nodes = [plain_value(node, c) for node, c in zip(values, cols, strict=True)]
-        if any(node is None for node in nodes):
-            return None
-        rows.append(tuple((position[c.name], c, n) for n, c in zip(nodes, cols, strict=True)))
+        if A.TypeCast in map(type, values):
+            values = [plain_value(node, c) for node, c in zip(values, cols, strict=True)]
+            if any(node is None for node in values):
+                return None
+        rows.append(tuple(values))
     return _Template(
         width=len(table.columns),
+        slots=tuple((position[c.name], c) for c in cols),
         rows=tuple(rows),
         defaulted=tuple(
             (position[c.name], c)
@@ -639,11 +720,13 @@ _NULL = A.A_Const(isnull=True)
 
 def _without_defaults(
     lists: Sequence[Sequence[Any]], cols: list[Column]
-) -> tuple[list[list[Any]], set[int]] | None:
+) -> tuple[Sequence[Sequence[Any]], set[int]] | None:
     """VALUES lists without their DEFAULT items: a column DEFAULT in every row is left
     out (its positions, second), so that it takes its default as an omitted column
     does; DEFAULT in some rows only is NULL for a column without a default, else the
     general path (None)."""
+    if not any(A.SetToDefault in map(type, values) for values in lists):
+        return lists, set()  # (the common case, read at C speed)
     everywhere = {
         j for j in range(len(cols)) if all(isinstance(v[j], A.SetToDefault) for v in lists)
     }
@@ -778,17 +861,14 @@ def fast_rows(
             if gen is None:
                 return None  # defaults can be expressions: the general path evaluates them
             generated[i] = gen
-        for slots in tpl.rows:
+        at = [i for i, _ in tpl.slots]
+        read = [_item_reader(col, fmt, started, now, len(tpl.rows)) for _, col in tpl.slots]
+        for nodes in tpl.rows:
             row: list[Any] = [None] * tpl.width
             for i, v in clocked.items():
                 row[i] = v
-            for i, col, node in slots:
-                v = constant(node, params)
-                row[i] = (
-                    clock_value(v, col, started, now, fmt)
-                    if isinstance(v, Clock)
-                    else coerce(v, col, fmt, node)
-                )
+            for i, item, node in zip(at, read, nodes, strict=True):
+                row[i] = item(node, params)
             for i, name in tpl.not_null:
                 if row[i] is None and i not in generated and i not in computed:
                     raise not_null_violation(table, name, row)
