@@ -106,7 +106,9 @@ MAX_UNAPPLIED_EPOCHS = 32
 # together; a table that would pass it takes the general path.
 MAX_LIVE_ROWS = int(os.environ.get("HW_MAX_LIVE_ROWS", "1000000"))
 # A general transaction's change rows of a table beyond which its live rows are read
-# again rather than kept in step row by row (a COPY, a TRUNCATE)
+# again rather than kept in step row by row (a COPY, a TRUNCATE), unless the table holds
+# more live rows than that: reading them again costs more than each change row (issue
+# 16: a 4,000-row UPDATE of 600 k rows read them all again, ~3 s, at the next one)
 OBSERVED_ROWS_MAX = 4096
 
 if TYPE_CHECKING:
@@ -1294,6 +1296,10 @@ class InsertBatcher:
                     await self._read(live=[table.oid])
         return self._live_rows(table.oid) is not None
 
+    def has_live(self, table: Table) -> bool:
+        """Are the table's live rows read (`ensure_live`)?"""
+        return self._live_rows(table.oid) is not None
+
     def holds_key(self, table: Table, key: Key, values: Row) -> bool:
         """Is `values` taken in the table's unique `key` (live, or claimed by a unit
         staged before)? After `load_keys`."""
@@ -1562,7 +1568,7 @@ class InsertBatcher:
                 continue
             self.refs.observe(oid, rows, rows.num_rows <= OBSERVED_ROWS_MAX)
             live = self._live_rows(oid)
-            if live is not None and rows.num_rows > OBSERVED_ROWS_MAX:
+            if live is not None and rows.num_rows > max(OBSERVED_ROWS_MAX, len(live.rows)):
                 del self._live[oid]  # read again at the next point write
             elif live is not None:
                 _observe_rows(live, rows)
@@ -2224,15 +2230,20 @@ def _staged(batch: list[_Pending]) -> None:
 
 
 def _observe_rows(live: _LiveRows, changes: pa.Table) -> None:
-    """A general transaction's committed change rows into a table's live rows."""
-    rids = changes.column(RID).to_pylist()
-    weights = changes.column(WEIGHT).to_pylist()
-    columns = [py_list(changes.column(c.name)) for c in live.table.columns]
-    rows = list(zip(*columns, strict=True)) if columns else [()] * len(rids)
-    for rid, w, row in zip(rids, weights, rows, strict=True):  # retractions first
-        key = live.key_of(row)
-        if w < 0 and key in live.rows and live.rows[key][0] == rid:
+    """A general transaction's committed change rows into a table's live rows: the
+    retractions' keys, then the added rows whole (each column converted once: ~8 µs a
+    row less than a key per row tuple, issue 16)."""
+    names = [c.name for c in live.table.columns]
+
+    def keys(t: pa.Table) -> list[Row]:
+        return list(zip(*(py_list(t.column(names[i])) for i in live.key), strict=True))
+
+    gone = changes.filter(pc.less(changes.column(WEIGHT), 0))
+    for rid, key in zip(gone.column(RID).to_pylist(), keys(gone), strict=True):
+        held = live.rows.get(key)
+        if held is not None and held[0] == rid:
             live.drop(key)
-    for rid, w, row in zip(rids, weights, rows, strict=True):
-        if w > 0:
-            live.put(live.key_of(row), rid, row)
+    added = changes.filter(pc.greater(changes.column(WEIGHT), 0))
+    rows = zip(*(py_list(added.column(n)) for n in names), strict=True)
+    for rid, key, row in zip(added.column(RID).to_pylist(), keys(added), rows, strict=True):
+        live.put(key, rid, row)
