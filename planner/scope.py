@@ -146,7 +146,7 @@ def column_types(node: Any, catalog: Catalog, search_path: tuple[str, ...]) -> M
                 kinds[name] = None
 
         renamed = []
-        for n in nodes(node):  # (a CTE's name resolves to a relation of that name, if any)
+        for n in nodes(node, A.A_Const):  # (a CTE's name: a relation of that name, if any)
             if isinstance(n, A.RangeVar):
                 rel = find_relation(catalog, n, search_path)
                 for col in getattr(rel, "columns", ()) if rel is not None else ():

@@ -6,17 +6,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from headwater.planner.constant_lists import plain
 from pglast import ast as A
 
 
 def nodes(tree: Any, skip: type | tuple[type, ...] = ()) -> Iterator[A.Node]:
     """Every node of `tree` (a node, or a tuple or list of them), parents before their
     children, in source order; nodes of a `skip` type are neither yielded nor entered.
-    A node may be changed when it is yielded: its children are read afterwards."""
+    A node may be changed when it is yielded: its children are read afterwards. With
+    A_Const skipped, a list of constants is passed over whole (an IN list of 4,000
+    keys: ~20 ms of this generator's steps)."""
+    consts = skip is A.A_Const or (isinstance(skip, tuple) and A.A_Const in skip)
     stack: list[Any] = [tree]
     while stack:
         n = stack.pop()
         if isinstance(n, tuple | list):
+            if consts and n and type(n[0]) is A.A_Const and plain(n):
+                continue
             stack.extend(reversed(n))
         elif isinstance(n, A.Node) and not isinstance(n, skip):
             yield n

@@ -75,7 +75,7 @@ def _takes(s: Session, stmt: Any) -> tuple[Table, tuple[tuple[str, int], ...]] |
     returning = returning_columns(stmt, rel)
     if returning is None:  # RETURNING of expressions
         return None
-    for node in nodes(stmt):
+    for node in nodes(stmt, A.A_Const):
         if isinstance(node, A.CurrentOfExpr):  # WHERE CURRENT OF a cursor
             return None
         if isinstance(node, A.FuncCall) and node.funcname[-1].sval.lower() in _SEQUENCE_CALLS:
