@@ -105,10 +105,11 @@ MAX_UNAPPLIED_EPOCHS = 32
 # Live rows (server/point_writes.py) kept in Python for point UPDATE/DELETE, all tables
 # together; a table that would pass it takes the general path.
 MAX_LIVE_ROWS = int(os.environ.get("HW_MAX_LIVE_ROWS", "1000000"))
-# A general transaction's change rows of a table beyond which its live rows are read
-# again rather than kept in step row by row (a COPY, a TRUNCATE), unless the table holds
-# more live rows than that: reading them again costs more than each change row (issue
-# 16: a 4,000-row UPDATE of 600 k rows read them all again, ~3 s, at the next one)
+# General transactions' change rows of a table, not yet applied to its live rows, beyond
+# which those are read again rather than kept in step (a COPY, a TRUNCATE), unless the
+# table holds more live rows than that: reading them again costs more than applying each
+# change row (issue 16: a 4,000-row UPDATE of 600 k rows read them all again, ~3 s, at
+# the next one)
 OBSERVED_ROWS_MAX = 4096
 
 if TYPE_CHECKING:
@@ -1228,6 +1229,9 @@ class InsertBatcher:
         self._keys: dict[tuple[int, str], set[tuple[Any, ...]]] = {}
         # table oid -> its live rows, for point writes; loaded on first use
         self._live: dict[int, _LiveRows] = {}
+        # general transactions' change rows of tables whose live rows are held, not yet
+        # applied to them: applied when the live rows are next asked for (`_live_rows`)
+        self._unobserved: dict[int, list[pa.Table]] = {}
         self._too_big: dict[int, Table] = {}  # tables beyond MAX_LIVE_ROWS when loaded
         # referencing tables' FOREIGN KEY values, for DELETEs of referenced rows
         self.refs = RefCounts(instance.table)
@@ -1317,9 +1321,12 @@ class InsertBatcher:
                     await self._read(live=[table.oid])
         return self._live_rows(table.oid) is not None
 
-    def has_live(self, table: Table) -> bool:
-        """Are the table's live rows read (`ensure_live`)?"""
-        return self._live_rows(table.oid) is not None
+    def live_current(self, table: Table) -> bool:
+        """Are the table's live rows read (`ensure_live`), with no general transaction's
+        changes still to apply to them?"""
+        live = self._live.get(table.oid)
+        current = live is not None and live.table is self.instance.table(table.oid)
+        return current and table.oid not in self._unobserved
 
     def holds_key(self, table: Table, key: Key, values: Row) -> bool:
         """Is `values` taken in the table's unique `key` (live, or claimed by a unit
@@ -1572,14 +1579,25 @@ class InsertBatcher:
         # built by dict() in C: put() a row at a time took ~5 µs a row (3 s for 600 k)
         live.rows = dict(zip(keys, held, strict=True))
         self._live[table.oid] = live
+        self._unobserved.pop(table.oid, None)  # (they are in the rows read)
 
     def _live_rows(self, oid: int) -> _LiveRows | None:
-        """The table's live rows, if read and its definition is unchanged since."""
+        """The table's live rows, if read and its definition is unchanged since, with
+        the general transactions' changes committed since applied."""
         live = self._live.get(oid)
         if live is not None and live.table is not self.instance.table(oid):
-            del self._live[oid]
+            self._drop_live(oid)
             return None
+        return None if live is None else self._observed(oid, live)
+
+    def _observed(self, oid: int, live: _LiveRows) -> _LiveRows:
+        for changes in self._unobserved.pop(oid, ()):
+            _observe_rows(live, changes)
         return live
+
+    def _drop_live(self, oid: int) -> _LiveRows | None:
+        self._unobserved.pop(oid, None)
+        return self._live.pop(oid, None)
 
     def observe(self, changes: dict[int, pa.Table], epoch: int) -> None:
         """Keep key sets and live rows in step with a general transaction's committed
@@ -1591,11 +1609,12 @@ class InsertBatcher:
             if table is None:
                 continue
             self.refs.observe(oid, rows, rows.num_rows <= OBSERVED_ROWS_MAX)
-            live = self._live_rows(oid)
-            if live is not None and rows.num_rows > max(OBSERVED_ROWS_MAX, len(live.rows)):
-                del self._live[oid]  # read again at the next point write
-            elif live is not None:
-                _observe_rows(live, rows)
+            live = self._live.get(oid)
+            if live is not None:  # applied when a point write next needs them (~12 µs a row)
+                queued = self._unobserved.setdefault(oid, [])
+                queued.append(rows)
+                if sum(t.num_rows for t in queued) > max(OBSERVED_ROWS_MAX, len(live.rows)):
+                    self._drop_live(oid)  # read again at the next point write
             if table.index_keys:
                 self._observe_index_keys(table, rows)
             for key in table.keys:
@@ -1645,13 +1664,14 @@ class InsertBatcher:
         if oids is None:
             self._keys.clear()
             self._live.clear()
+            self._unobserved.clear()
             self._too_big.clear()
             self._born_upto.clear()
             return
         for k in [k for k in self._keys if k[0] in oids]:
             del self._keys[k]
         for oid in oids:
-            self._live.pop(oid, None)
+            self._drop_live(oid)
             self._too_big.pop(oid, None)
             self._born_upto.pop(oid, None)
 
@@ -1683,7 +1703,7 @@ class InsertBatcher:
                 failures[id(p)] = err
                 continue
             for table, key, rid, before, new in p.rows:  # (tables the parts do not insert into)
-                self._set_row(self._live[table.oid], key, (rid, before), new, touched)
+                self._set_row(self._held(table.oid), key, (rid, before), new, touched)
             for table, rows in p.parts:
                 self.refs.add(table, rows, 1)
                 live = self._live_rows(table.oid)
@@ -1705,7 +1725,7 @@ class InsertBatcher:
             )
             self._unapply(epoch, table, changes[oid].drop_columns([WEIGHT]), None)
         for oid, before in touched.items():
-            live = self._live[oid]
+            live = self._held(oid)
             old: list[tuple[int, tuple[Any, ...]]] = []
             added: list[tuple[int, tuple[Any, ...]]] = []
             for key, was in before.items():
@@ -1726,8 +1746,9 @@ class InsertBatcher:
             new = changes[oid].slice(len(old)).drop_columns([WEIGHT])
             self._unapply(epoch, table, new, [rid for rid, _ in old])
         for oid in touched:  # grown past the limit by INSERTs: the general path from now
-            if len(self._live[oid].rows) > MAX_LIVE_ROWS:
-                self._too_big[oid] = self._live.pop(oid).table
+            if len(self._held(oid).rows) > MAX_LIVE_ROWS:
+                self._too_big[oid] = self._held(oid).table
+                self._drop_live(oid)
         return changes, failures, set(touched)
 
     def _unapply(self, epoch: int, table: Table, rows: pa.Table, retired: list[int] | None) -> None:
@@ -1735,6 +1756,10 @@ class InsertBatcher:
             self._unapplied.append((epoch, table, rows, retired))
             self._staged_epoch = max(self._staged_epoch, epoch)
             self._unapplied_epochs[epoch] += 1
+
+    def _held(self, oid: int) -> _LiveRows:
+        """The table's live rows, known to be held, the changes since applied."""
+        return self._observed(oid, self._live[oid])
 
     def _changed(self, p: _Pending) -> SQLError | None:
         tables = _tables(p)

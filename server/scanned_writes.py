@@ -111,7 +111,7 @@ async def scanned_write(s: Session, stmt: Any, params: list[Any]) -> Result | No
             sqls[stale, pending] = f"{sel.sql} LIMIT {point_writes.MANY_MAX + 1}"
         return sqls[stale, pending]
 
-    if not batcher.has_live(rel) and await _many(s, rel, sql(False, False), params):
+    if not batcher.live_current(rel) and await _many(s, rel, sql(False, False), params):
         return None
     if not await batcher.ensure_live(rel):
         return None
@@ -164,8 +164,9 @@ async def scanned_write(s: Session, stmt: Any, params: list[Any]) -> Result | No
 async def _many(s: Session, rel: Table, query: str, params: list[Any]) -> bool:
     """Does the statement match more rows than point writes take, in DuckDB's rows (a
     guess: without changes staged and not flushed yet)? Asked before the table's live
-    rows are read into Python for it (issue 16: ~3 s for 600 k rows, each time a
-    4,000-row UPDATE of such a table then took the general path)."""
+    rows are read into Python for it, or brought up to date with general transactions'
+    changes (issue 16: ~3 s for 600 k rows, each time a 4,000-row UPDATE of such a
+    table then took the general path)."""
     try:
         both = await asyncio.to_thread(_scan, s.cursor(), query, params, _NO_ROWS, [])
     except SQLError:  # (maybe of a row a staged change replaced): the full read decides
