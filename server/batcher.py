@@ -105,6 +105,11 @@ MAX_UNAPPLIED_EPOCHS = 32
 # Live rows (server/point_writes.py) kept in Python for point UPDATE/DELETE, all tables
 # together; a table that would pass it takes the general path.
 MAX_LIVE_ROWS = int(os.environ.get("HW_MAX_LIVE_ROWS", "1000000"))
+# A table of more rows than this has its live rows read only once point writes keep
+# asking for them (LIVE_ROWS_AFTER asks; the general path until then): reading 600 k
+# rows took ~3 s, a one-off DELETE by key on the general path ~20 ms (issue 16)
+EAGER_LIVE_ROWS = int(os.environ.get("HW_EAGER_LIVE_ROWS", "100000"))
+LIVE_ROWS_AFTER = 8
 # General transactions' change rows of a table, not yet applied to its live rows, beyond
 # which those are read again rather than kept in step (a COPY, a TRUNCATE), unless the
 # table holds more live rows than that: reading them again costs more than applying each
@@ -1233,6 +1238,7 @@ class InsertBatcher:
         # applied to them: applied when the live rows are next asked for (`_live_rows`)
         self._unobserved: dict[int, list[pa.Table]] = {}
         self._too_big: dict[int, Table] = {}  # tables beyond MAX_LIVE_ROWS when loaded
+        self._live_asks: Counter[int] = Counter()  # big tables' asks for their live rows
         # referencing tables' FOREIGN KEY values, for DELETEs of referenced rows
         self.refs = RefCounts(instance.table)
         # table oid -> an epoch no version in DuckDB began after (a flush's or a general
@@ -1571,6 +1577,10 @@ class InsertBatcher:
         if row is None or row[0] + held > MAX_LIVE_ROWS:
             self._too_big[table.oid] = table
             return
+        if row[0] > EAGER_LIVE_ROWS:
+            self._live_asks[table.oid] += 1
+            if self._live_asks[table.oid] <= LIVE_ROWS_AFTER:
+                return  # (not yet: the general path)
         rows = cur.execute(f"SELECT * FROM {Replica.scan_with_rid(table)} AS t").to_arrow_table()
         live = _LiveRows(table)
         rids, *columns = [py_list(c) for c in rows.columns]
@@ -1595,9 +1605,9 @@ class InsertBatcher:
             _observe_rows(live, changes)
         return live
 
-    def _drop_live(self, oid: int) -> _LiveRows | None:
+    def _drop_live(self, oid: int) -> None:
         self._unobserved.pop(oid, None)
-        return self._live.pop(oid, None)
+        self._live.pop(oid, None)
 
     def observe(self, changes: dict[int, pa.Table], epoch: int) -> None:
         """Keep key sets and live rows in step with a general transaction's committed
@@ -1666,6 +1676,7 @@ class InsertBatcher:
             self._live.clear()
             self._unobserved.clear()
             self._too_big.clear()
+            self._live_asks.clear()
             self._born_upto.clear()
             return
         for k in [k for k in self._keys if k[0] in oids]:
@@ -1673,6 +1684,7 @@ class InsertBatcher:
         for oid in oids:
             self._drop_live(oid)
             self._too_big.pop(oid, None)
+            self._live_asks.pop(oid, None)
             self._born_upto.pop(oid, None)
 
     # -- staging and applying -------------------------------------------------------------

@@ -738,8 +738,10 @@ def test_row_locks_as_postgres(hw_server, table_name: str) -> None:  # type: ign
 
 def test_tables_beyond_the_live_row_limit(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A table with more rows than the batcher keeps (HW_MAX_LIVE_ROWS), read whole or
-    grown past it by INSERTs, takes the general path: same results."""
+    grown past it by INSERTs, takes the general path, and one of more rows than
+    HW_EAGER_LIVE_ROWS until point writes keep coming: same results."""
     monkeypatch.setenv("HW_MAX_LIVE_ROWS", "5")
+    monkeypatch.setenv("HW_EAGER_LIVE_ROWS", "3")
 
     async def run() -> None:
         server = HeadwaterServer(tmp_path / "data", port=free_port()).start()
@@ -763,6 +765,19 @@ def test_tables_beyond_the_live_row_limit(tmp_path, monkeypatch) -> None:  # typ
                 (3, 0),
             ]
             assert await c.fetchval("SELECT count(*) FROM small") == 12
+            await c.execute("CREATE TABLE mid (id int PRIMARY KEY, n int)")
+            await c.execute("INSERT INTO mid SELECT g, 0 FROM generate_series(1, 4) g")
+            for i in range(12):  # the first LIVE_ROWS_AFTER on the general path
+                assert await c.execute("UPDATE mid SET n = n + 1 WHERE id = $1", 1 + i % 4) == (
+                    "UPDATE 1"
+                )
+                assert await c.execute("UPDATE mid SET n = n + 10 WHERE id > 2") == "UPDATE 2"
+            assert await c.fetch("SELECT * FROM mid ORDER BY id") == [
+                (1, 3),
+                (2, 3),
+                (3, 123),
+                (4, 123),
+            ]
             await c.close()
         finally:
             server.stop()
