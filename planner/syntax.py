@@ -21,7 +21,7 @@ def nodes(tree: Any, skip: type | tuple[type, ...] = ()) -> Iterator[A.Node]:
     while stack:
         n = stack.pop()
         if isinstance(n, tuple | list):
-            if consts and n and type(n[0]) is A.A_Const and plain(n):
+            if consts and plain(n):
                 continue
             stack.extend(reversed(n))
         elif isinstance(n, A.Node) and not isinstance(n, skip):

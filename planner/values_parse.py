@@ -220,17 +220,22 @@ def _const(kind: str | None, value: Any) -> A.A_Const:
 
 
 def _rows(text: str) -> tuple[tuple[A.A_Const, ...], ...]:
-    """The VALUES rows of `_VALUES`'s group, as _build would make them (`_read_const`
-    and `_const` written out: two calls fewer per constant, ~1.5 ms less for 1,000
-    rows of four)."""
-    rows: list[list[A.A_Const]] = []
-    row: list[A.A_Const] = []
+    """The VALUES rows of `_VALUES`'s group, as _build would make them."""
+    found = _ROW_CONSTS.findall(text)
+    consts = _consts(found)
+    starts = [i for i, (start, _, _) in enumerate(found) if start]
+    ends = [*starts[1:], len(consts)]
+    return tuple(tuple(consts[a:b]) for a, b in zip(starts, ends, strict=True))
+
+
+def _consts(found: list[tuple[str, str, str]]) -> list[A.A_Const]:
+    """The constants `_ROW_CONSTS` matched (a row's first?, kind (empty: NULL), JSON
+    value), as _build would make them; `_const` written out in one loop (two calls
+    fewer per constant: ~1.5 ms less for 1,000 rows of four)."""
+    out: list[A.A_Const] = []
     new, const, kinds, loads = _const_new, A.A_Const, _VALUE_KINDS, json.loads
     isnull, set_val = _isnull, _val
-    for start, kind, v in _ROW_CONSTS.findall(text):
-        if start:
-            row = []
-            rows.append(row)
+    for _, kind, v in found:
         c = new(const)
         if not kind:
             isnull(c, True)
@@ -249,32 +254,19 @@ def _rows(text: str) -> tuple[tuple[A.A_Const, ...], ...]:
             set_value(val, value)
             isnull(c, False)
             set_val(c, val)
-        row.append(c)
-    return tuple(map(tuple, rows))
-
-
-def _read_const(kind: str, v: str) -> A.A_Const:
-    """A constant `_CONST` matched: its kind (empty: NULL) and JSON value."""
-    if not kind:
-        return _const(None, None)
-    if kind == "sval":  # a JSON string: decoded only if it has escapes
-        return _const(kind, "" if not v else json.loads(v) if "\\" in v else v[1:-1])
-    if kind == "ival":
-        return _const(kind, int(v) if v else 0)
-    if kind == "fval":
-        return _const(kind, v[1:-1])
-    return _const(kind, v == "true")
+        out.append(c)
+    return out
 
 
 def _decoded(js: str) -> dict[str, Any]:
     """json.loads(js), but a statement's single VALUES list of plain constants (the
     bulk of a long INSERT) read by `_rows` and stored under VALUES_KEY, and each IN
-    list of plain constants read by `_read_const` (the JSON holds a key to it)."""
+    list of plain constants read by `_consts` (the JSON holds a key to it)."""
     lists: dict[str, tuple[A.A_Const, ...]] = {}
 
     def listed(m: re.Match[str]) -> str:
         key = f"_hw_in{len(lists)}"
-        lists[key] = tuple(_read_const(k, v) for _, k, v in _ROW_CONSTS.findall(m.group(1)))
+        lists[key] = tuple(_consts(_ROW_CONSTS.findall(m.group(1))))
         return f'"rexpr":"{key}"'
 
     _text.lists = lists

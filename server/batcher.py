@@ -1330,9 +1330,7 @@ class InsertBatcher:
     def live_current(self, table: Table) -> bool:
         """Are the table's live rows read (`ensure_live`), with no general transaction's
         changes still to apply to them?"""
-        live = self._live.get(table.oid)
-        current = live is not None and live.table is self.instance.table(table.oid)
-        return current and table.oid not in self._unobserved
+        return table.oid not in self._unobserved and self._live_rows(table.oid) is not None
 
     def holds_key(self, table: Table, key: Key, values: Row) -> bool:
         """Is `values` taken in the table's unique `key` (live, or claimed by a unit
@@ -1583,11 +1581,7 @@ class InsertBatcher:
                 return  # (not yet: the general path)
         rows = cur.execute(f"SELECT * FROM {Replica.scan_with_rid(table)} AS t").to_arrow_table()
         live = _LiveRows(table)
-        rids, *columns = [py_list(c) for c in rows.columns]
-        keys = zip(*(columns[i] for i in live.key), strict=True)
-        held = zip(rids, zip(*columns, strict=True), strict=True)
-        # built by dict() in C: put() a row at a time took ~5 µs a row (3 s for 600 k)
-        live.rows = dict(zip(keys, held, strict=True))
+        live.rows = _keyed_rows(live, rows)
         self._live[table.oid] = live
         self._unobserved.pop(table.oid, None)  # (they are in the rows read)
 
@@ -1758,8 +1752,9 @@ class InsertBatcher:
             new = changes[oid].slice(len(old)).drop_columns([WEIGHT])
             self._unapply(epoch, table, new, [rid for rid, _ in old])
         for oid in touched:  # grown past the limit by INSERTs: the general path from now
-            if len(self._held(oid).rows) > MAX_LIVE_ROWS:
-                self._too_big[oid] = self._held(oid).table
+            live = self._held(oid)
+            if len(live.rows) > MAX_LIVE_ROWS:
+                self._too_big[oid] = live.table
                 self._drop_live(oid)
         return changes, failures, set(touched)
 
@@ -2291,18 +2286,18 @@ def _staged(batch: list[_Pending]) -> None:
 
 
 def _observe_rows(live: _LiveRows, changes: pa.Table) -> None:
-    """A general transaction's committed change rows into a table's live rows (each
-    column converted once, not a row at a time: issue 16)."""
-    names = [c.name for c in live.table.columns]
-
-    def keys(t: pa.Table) -> list[Row]:
-        return list(zip(*(py_list(t.column(names[i])) for i in live.key), strict=True))
-
+    """A general transaction's committed change rows into a table's live rows."""
     gone = changes.filter(pc.less(changes.column(WEIGHT), 0))
+    keys = zip(*(py_list(gone.column(live.table.columns[i].name)) for i in live.key), strict=True)
     added = changes.filter(pc.greater(changes.column(WEIGHT), 0))
-    rows = zip(*(py_list(added.column(n)) for n in names), strict=True)
-    held = zip(added.column(RID).to_pylist(), rows, strict=True)
-    live.replace(
-        zip(gone.column(RID).to_pylist(), keys(gone), strict=True),
-        dict(zip(keys(added), held, strict=True)),
-    )
+    live.replace(zip(gone.column(RID).to_pylist(), keys, strict=True), _keyed_rows(live, added))
+
+
+def _keyed_rows(live: _LiveRows, rows: pa.Table) -> dict[Row, tuple[int, Row]]:
+    """Rows (_hw_rid and the table's columns) as `live.rows` holds them: key -> (row
+    id, row), each column converted once and the dict built in C (a row at a time,
+    `put` took ~5 µs a row: 3 s for 600 k; issue 16)."""
+    columns = [py_list(rows.column(c.name)) for c in live.table.columns]
+    keys = zip(*(columns[i] for i in live.key), strict=True)
+    held = zip(rows.column(RID).to_pylist(), zip(*columns, strict=True), strict=True)
+    return dict(zip(keys, held, strict=True))
