@@ -75,7 +75,7 @@ def _ctx(frontier: int, end: int, first: bool) -> BatchContext:
         end=end,
         first=first,
         epochs=1,
-        changes=lambda oid, after: f"(SELECT * FROM src{oid} WHERE _hw_epoch > {after})",
+        changes=lambda oid, after, end: f"(SELECT * FROM src{oid} WHERE _hw_epoch > {after})",
     )
 
 

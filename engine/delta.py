@@ -23,7 +23,16 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 from headwater.engine import rules
-from headwater.engine.rules.context import Append, BatchContext, Fill, Operator, Run, Step
+from headwater.engine.rules.context import (
+    AFTER_PARAM,
+    END_PARAM,
+    Append,
+    BatchContext,
+    Fill,
+    Operator,
+    Run,
+    Step,
+)
 from headwater.engine.rules.output import output
 from headwater.planner.ir import Node, Plan, Project, Scan, SetOp, Values, unique_columns, walk
 from headwater.planner.render import full_sql, q
@@ -33,6 +42,9 @@ EMPTY = "<no changes>"
 # Consistency checks that cost a statement per batch (tests turn them on).
 CHECKS = os.environ.get("HW_ENGINE_CHECKS", "") == "1"
 COMPACT_MIN_ROWS = 10_000  # join/multiset states are compacted when they doubled past this
+# A program's parsed statements kept (`ViewProgram._parsed`); past this, the cache starts
+# over (texts that embed values other than the batch's bounds do not repeat).
+PARSED_MAX = 256
 
 
 def fetch_all(
@@ -89,6 +101,11 @@ class ViewProgram:
     # a family's program (engine/family.py): the types of the tag columns its scans
     # prepend (`_hw_v`, `_hw_p0`, ...), which the batch's `pv` relation provides
     tag_types: tuple[str, ...] = ()
+    # statement text -> DuckDB's parse of it: a batch's statements take its epoch bounds
+    # as parameters (BatchContext.params), so the next batches run the same texts, and
+    # parsing a rule's statement costs DuckDB ~30% of running it on a few thousand rows
+    _parsed: dict[str, Any] = field(default_factory=dict, repr=False)
+    _bounds: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for n in walk(self.plan.root):
@@ -197,7 +214,8 @@ class ViewProgram:
         of whose inputs changed has no changes and runs nothing (a join of a changed
         and an unchanged input only the changed side's term), so a batch that
         changes one table of a view runs only the operators above its scan."""
-        ctx = self.context(batch, frontier, first, multi, pv, unchanged)
+        ctx = self.context(batch, frontier, first, multi, pv, unchanged, params=True)
+        self._bounds = {AFTER_PARAM: frontier, END_PARAM: batch.end}
         done: dict[int, str] = {}
         root = self._changes(self.plan.root, ctx, done)
         if root is EMPTY:
@@ -212,8 +230,10 @@ class ViewProgram:
         multi: bool | int = True,
         pv: str | None = None,
         unchanged: frozenset[int] = frozenset(),
+        params: bool = False,
     ) -> BatchContext:
-        """What every rule of one batch is given (see `advance`)."""
+        """What every rule of one batch is given (see `advance`); `params`: the epoch
+        bounds as parameters, which `_sql` binds."""
         # `multi`: True (a number unknown) or at how many epochs the inputs changed
         return BatchContext(
             program=self.view,
@@ -225,6 +245,7 @@ class ViewProgram:
             pv=pv,
             family=bool(self.tag_types),
             unchanged=unchanged,
+            params=params,
         )
 
     def tables(self) -> list[str]:
@@ -267,10 +288,10 @@ class ViewProgram:
         n = self._fill(out.ranked)
         if not n:
             return 0
-        if CHECKS and fetch_all(db, out.negative)[0][0]:
+        if CHECKS and self._sql(out.negative)[0][0]:
             raise RuntimeError(f"view {self.view}: a row's multiplicity went negative")
         for step in out.fold:
-            db.execute(step.sql)
+            self._sql(step.sql)
         return int(n)
 
     # -- running a rule's steps -------------------------------------------------------
@@ -281,7 +302,26 @@ class ViewProgram:
             self._append_state(step.table, step.select)
         else:
             assert isinstance(step, Run)
-            self.db.execute(step.sql)
+            self._sql(step.sql)
+
+    def _sql(self, sql: str) -> list[tuple]:
+        """Run one of the batch's statements, parsed once per text, with the batch's
+        epoch bounds bound to the parameters it has."""
+        parsed = self._parsed.get(sql)
+        if parsed is None:
+            open("/work/scratch/stats.log", "a").write(sql[:3000] + "\n")
+        if parsed is None:
+            statements = self.db.extract_statements(sql)
+            if len(statements) != 1:  # (no rule writes a script: run it as given)
+                bounds = {k: v for k, v in self._bounds.items() if f"${k}" in sql}
+                return fetch_all(self.db, sql, bounds or None)
+            if len(self._parsed) >= PARSED_MAX:
+                self._parsed.clear()
+            parsed = self._parsed[sql] = statements[0]
+        names = parsed.named_parameters
+        return self.db.execute(
+            parsed, {k: self._bounds[k] for k in names} if names else None
+        ).fetchall()
 
     def _fill(self, step: Fill) -> int:
         """Materialize into a scratch temp table; returns its rows. Creating a table
@@ -289,7 +329,7 @@ class ViewProgram:
         once per connection and refilled by later batches (the same SQL, so the same
         columns)."""
         if step.table in self.scratch:
-            self.db.execute(f"DELETE FROM {step.table}")
+            self._sql(f"DELETE FROM {step.table}")
             return self._written(f"INSERT INTO {step.table} {step.select}", step.table)
         create = f"CREATE OR REPLACE TEMP TABLE {step.table} AS {step.select}"
         rows = self._written(create, step.table)
@@ -300,7 +340,7 @@ class ViewProgram:
         """Run a CREATE ... AS / INSERT; the rows it wrote. DuckDB answers with the count,
         but once answered nothing (a view joining a family's backfill on a server with
         many views: tests/test_verify.py after the whole suite): then count the table."""
-        rows = fetch_all(self.db, sql)
+        rows = self._sql(sql)
         return rows[0][0] if rows else fetch_all(self.db, f"SELECT count(*) FROM {table}")[0][0]
 
     def forget_scratch(self) -> None:
@@ -309,7 +349,7 @@ class ViewProgram:
 
     def _append_state(self, table: str, select: str) -> None:
         """Append rows (a Z-set: weights add up) and compact when it has doubled."""
-        added = fetch_all(self.db, f"INSERT INTO {table} {select}")[0][0]
+        added = self._sql(f"INSERT INTO {table} {select}")[0][0]
         track = self.states.get(table)
         if track is None:
             rows = fetch_all(self.db, f"SELECT count(*) FROM {table}")[0][0]

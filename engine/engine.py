@@ -619,7 +619,7 @@ class Engine:
         snaps = {oid: self._snapshot(oid, epoch) for oid, i in prog.scans.items() if i.view is None}
         arrows = {f"_snap{oid}": t for oid, t in snaps.items() if t.num_rows}
 
-        def changes(oid: int, after: int) -> str:
+        def changes(oid: int, after: str, end: str) -> str:
             info = prog.scans[oid]
             name = f"_snap{oid}"
             if info.view is not None:
@@ -716,7 +716,6 @@ class Engine:
             if not todo:
                 self._set_end(max(end, self.last_epoch))
                 return out
-            self._seq = getattr(self, "_seq", 0) + 1
             registered: dict[int, str] = {}
             arrows: dict[str, pa.Table] = {}  # registered name -> its rows
             epochs: dict[int, list[int]] = {}  # table -> epochs of the batch that changed it
@@ -734,18 +733,19 @@ class Engine:
                     self.spool, oid, low, end, self.spool_reader
                 )
                 if parts:
-                    name = f"_chg{oid}_{self._seq}"
+                    name = f"_chg{oid}"  # (one name each batch: statements keep their text)
                     arrows[name] = pa.concat_tables(parts)
                     registered[oid] = name
 
-            def changes(oid: int, after: int) -> str:
-                """A scanned relation's changes of epochs (after, end]."""
+            def changes(oid: int, after: str, upto: str) -> str:
+                """A scanned relation's changes of epochs (after, upto], SQL expressions
+                of the batch's bounds (upto: `end`)."""
                 info = next(p.scans[oid] for p in self.views.values() if oid in p.scans)
                 if info.view is not None:
                     cols = info.select_from_view()
                     return (
                         f"(SELECT {cols}, _w AS _hw_w, _e AS _hw_epoch FROM l{info.view}"
-                        f" WHERE _e > {after} AND _e <= {end})"
+                        f" WHERE _e > {after} AND _e <= {upto})"
                     )
                 name = registered.get(oid)
                 if name is None:  # no change in the batch: an empty relation of its type

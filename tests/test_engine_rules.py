@@ -106,7 +106,7 @@ def ctx(
 ) -> BatchContext:
     """The batch (frontier, end]: by default, the `epochs` epochs before `end`."""
 
-    def changes(oid: int, after: int) -> str:
+    def changes(oid: int, after: str, end: str) -> str:
         return f"(SELECT * FROM src{oid} WHERE _hw_epoch > {after})"
 
     start = end - epochs if frontier is None else frontier

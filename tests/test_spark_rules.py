@@ -173,7 +173,7 @@ def test_spark_runs_the_rules_as_duckdb_does(spark: Any, name: str, sql: str) ->
             end=hi,
             first=first,
             epochs=hi - lo + 1,
-            changes=lambda oid, after: f"(SELECT * FROM src{oid} WHERE _hw_epoch > {after})",
+            changes=lambda oid, after, end: f"(SELECT * FROM src{oid} WHERE _hw_epoch > {after})",
         )
         steps = batch_steps(prog, ctx)
         written = tables_written(steps)
@@ -219,6 +219,6 @@ def test_collections_and_recursion_run_on_spark(sql: str, tmp_path: Any) -> None
     prog.prepare(db)
     ex = SparkExecutor(tmp_path, lambda: None, None)  # type: ignore[arg-type]
     ctx = BatchContext(
-        program=1, frontier=0, end=1, first=True, epochs=1, changes=lambda o, a: f"c{o}"
+        program=1, frontier=0, end=1, first=True, epochs=1, changes=lambda o, a, e: f"c{o}"
     )
     assert ex.expressible(prog, ctx) is None

@@ -20,6 +20,9 @@ from headwater.planner.ir import Node
 # Running sums over a batch by a self-join of each key's epochs when the batch changed
 # at no more epochs than this, by window functions otherwise (see rules/running.py).
 SELF_JOIN_EPOCHS = 32
+# The batch's epoch bounds as DuckDB named parameters (`BatchContext.params`): a view's
+# statements then keep one text from batch to batch, and DuckDB parses each once.
+AFTER_PARAM, END_PARAM = "hw_after", "hw_end"
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,8 @@ class BatchContext:
     # at how many epochs the inputs changed (2**31: unknown); at one, every operator's
     # changes are at that epoch and the rules need no window functions
     epochs: int
-    # (table oid, after epoch) -> SQL relation of (columns, _hw_w, _hw_epoch)
-    changes: Callable[[int, int], str]
+    # (table oid, after, end: SQL of epochs) -> SQL relation of (columns, _hw_w, _hw_epoch)
+    changes: Callable[[int, str, str], str]
     # a family's program (engine/family.py): the views to advance, a relation
     # `_pv(_hw_v, _hw_p0, ..., _after)` of each view, its constants and its frontier
     pv: str | None = None
@@ -44,6 +47,18 @@ class BatchContext:
     # have no changes and run nothing (engine/delta.py), a join skips the terms of an
     # unchanged side
     unchanged: frozenset[int] = frozenset()
+    # the epoch bounds in the SQL as parameters (`after_sql`, `end_sql`), not literals
+    params: bool = False
+
+    @property
+    def after_sql(self) -> str:
+        """The batch's lower epoch bound (exclusive) in SQL."""
+        return f"CAST(${AFTER_PARAM} AS BIGINT)" if self.params else str(self.frontier)
+
+    @property
+    def end_sql(self) -> str:
+        """The batch's last epoch in SQL."""
+        return f"CAST(${END_PARAM} AS BIGINT)" if self.params else str(self.end)
 
     @property
     def multi(self) -> bool:

@@ -64,10 +64,10 @@ def general_aggregate(node: Aggregate, op: Operator, ctx: BatchContext) -> Delta
     ch = f"SELECT DISTINCT {ch_sel} FROM {src}"
     vscalar = isinstance(node, ViewScalarAggregate)
     if node.scalar and ctx.first:
-        ch = f"{ch} UNION SELECT {ctx.end}::BIGINT AS _e"
+        ch = f"{ch} UNION SELECT {ctx.end_sql}::BIGINT AS _e"
     if vscalar and ctx.first:
         tags = ", ".join(f"_pv.{tag_of(k)} AS {k}" for k in keys)
-        ch = f"{ch} UNION SELECT {tags}, {ctx.end}::BIGINT AS _e FROM {ctx.pv}"
+        ch = f"{ch} UNION SELECT {tags}, {ctx.end_sql}::BIGINT AS _e FROM {ctx.pv}"
     nl = ", ".join(need)
     sep = ", " if nl else ""
     rows = f"(SELECT {nl}{sep}_w, -1 AS _e FROM {m} UNION ALL SELECT {nl}{sep}_w, _e FROM {src})"

@@ -110,7 +110,7 @@ def linear_aggregate(node: Aggregate | Distinct, op: Operator, ctx: BatchContext
         zeros = ", ".join(f"0 AS {x}" for x in acc)
         sums = ", ".join(f"sum({x}) AS {x}" for x in acc)
         partial = (
-            f"SELECT _e, {sums} FROM ({partial} UNION ALL SELECT {ctx.end} AS _e, {zeros})"
+            f"SELECT _e, {sums} FROM ({partial} UNION ALL SELECT {ctx.end_sql} AS _e, {zeros})"
             " GROUP BY _e"
         )
     if vscalar and ctx.first:
@@ -121,7 +121,7 @@ def linear_aggregate(node: Aggregate | Distinct, op: Operator, ctx: BatchContext
         kl = ", ".join(keys)
         partial = (
             f"SELECT {kl}, _e, {sums} FROM ({partial} UNION ALL"
-            f" SELECT {tags}, {ctx.end} AS _e, {zeros} FROM {ctx.pv}) GROUP BY {kl}, _e"
+            f" SELECT {tags}, {ctx.end_sql} AS _e, {zeros} FROM {ctx.pv}) GROUP BY {kl}, _e"
         )
     pk = [f"_p.{k}" for k in keys]
     on = ns_eq(pk, [f"_s.{k}" for k in keys])

@@ -48,7 +48,7 @@ def recursive(node: Recursive, op: Operator, ctx: BatchContext) -> Delta:
     # the epochs at which an input changed (a query without tables: its first epoch)
     changed = [f"SELECT _e FROM {src}" for src in op.inputs]
     if not changed or ctx.first:
-        changed.append(f"SELECT {ctx.end}::BIGINT AS _e")
+        changed.append(f"SELECT {ctx.end_sql}::BIGINT AS _e")
     CH = ctx.scratch("_ch", op.index)
     steps.append(
         Fill(

@@ -16,7 +16,7 @@ from headwater.planner.render import q
 
 
 def scan(node: Scan, op: Operator, ctx: BatchContext) -> Delta:
-    rel = ctx.changes(node.table, ctx.frontier)
+    rel = ctx.changes(node.table, ctx.after_sql, ctx.end_sql)
     if ctx.family:  # each view's changes since its frontier, tagged with the view
         assert ctx.pv is not None
         rel = (
@@ -29,7 +29,7 @@ def scan(node: Scan, op: Operator, ctx: BatchContext) -> Delta:
 
 
 def values(node: Values, op: Operator, ctx: BatchContext) -> Delta:
-    e = ctx.end
+    e = ctx.end_sql
     if not node.names:
         sql = f"SELECT 1 AS _w, {e} AS _e WHERE {str(ctx.first).lower()}"
     else:
