@@ -329,6 +329,7 @@ def run_mode(
     views = VIEW_SETS[args.views]
     conn = connect(dsn, mode.side)
     try:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")  # (a kept server's last run)
         conn.execute(f"CREATE SCHEMA {schema}")
         conn.execute(f"SET search_path TO {schema}, public")
         if mode.views == "immv":
