@@ -40,6 +40,7 @@ from headwater.catalog.types import (
 )
 from headwater.engine.delta import ScanInfo
 from headwater.engine.engine import Engine
+from headwater.engine.rules.context import AFTER_PARAM, END_PARAM
 from headwater.engine.spool import SpoolWriter
 from headwater.planner.ir import PlanBuilder
 from pglast import parse_sql
@@ -114,9 +115,11 @@ class Timed:
         self.on = False
         self.plan_cost = False  # also time EXPLAIN of each scratch fill's query (planning)
 
-    def execute(self, sql: str, *args: Any) -> Any:
+    def execute(self, statement: Any, *args: Any) -> Any:
+        """`statement`: SQL, or DuckDB's parse of it (the engine keeps its statements')."""
         if not self.root.on:
-            return self._inner.execute(sql, *args)
+            return self._inner.execute(statement, *args)
+        sql = statement if isinstance(statement, str) else statement.query
         key = _label(sql)
         self.ran_on[key] = self
         fill = re.match(r"\s*INSERT INTO [_d]\S+ (.*)", sql, re.S)
@@ -126,7 +129,7 @@ class Timed:
             self.cpu["plan: " + key] += time.process_time() - c0
             self.times["plan: " + key].append(0.0)
         t0, c0 = time.perf_counter(), time.process_time()
-        out = self._inner.execute(sql, *args)
+        out = self._inner.execute(statement, *args)
         self.times[key].append(time.perf_counter() - t0)
         self.cpu[key] += time.process_time() - c0
         self.sql.setdefault(key, sql)
@@ -252,9 +255,14 @@ def main(argv: list[str] | None = None) -> int:
             if fill is None:
                 continue  # (re-running a state update would change the state)
             sql = fill.group(1)
+            cur = timed.ran_on[key]
+            explain = "EXPLAIN ANALYZE " + sql
+            # the batch's epoch bounds (engine/rules/context.py), as of the whole history
+            bounds = {AFTER_PARAM: -1, END_PARAM: 2**62}
+            names = cur.extract_statements(explain)[0].named_parameters
             try:
-                plan_rows = timed.ran_on[key].execute("EXPLAIN ANALYZE " + sql).fetchall()
-            except duckdb.CatalogException as e:  # e.g. it reads the batch's changes
+                plan_rows = cur.execute(explain, {n: bounds[n] for n in names} or None).fetchall()
+            except duckdb.Error as e:  # e.g. it reads the batch's changes, or its bounds
                 print(f"\n--- EXPLAIN ANALYZE {key}: no longer runs after the batch: {e}")
                 continue
             print(f"\n--- EXPLAIN ANALYZE {key}\n{plan_rows[0][1]}")
