@@ -32,7 +32,7 @@ from headwater.catalog.types import (
 )
 from headwater.planner import constant_lists, pg_compat
 from headwater.planner.naming import name_targets
-from headwater.planner.pg_compat import check_array_literal, duckdb_list_text
+from headwater.planner.pg_compat import check_array_literal, dated_constant, duckdb_list_text
 from headwater.planner.relations import Binder, deparse
 from headwater.planner.scope import column_types
 from headwater.planner.sequences import check_identity_update, identity_defaults
@@ -80,6 +80,7 @@ def cast_sql(expr: Any, col: Column, binder: Binder) -> str:
     if isinstance(expr, A.A_Const) and isinstance(expr.val, A.String):
         if col.type.pg.name in ARRAY_ELEMENT:  # SET tags = '{a,b}'
             return to_column_sql(_text_literal(expr.val.sval, col), col)
+        expr = dated_constant(expr, col.type.pg.name)  # SET d = '01/02/2020'
     return to_column_sql(binder.to_sql(expr), col)
 
 

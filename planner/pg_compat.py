@@ -1690,6 +1690,10 @@ def _a_expr(node: A.A_Expr) -> Any:
                     _to_duckdb_list(const)
             elif _braced(const) and column_type(other) is not None and _arrayish(other) == "array":
                 _to_duckdb_list(const)  # (a DML condition: only a '{...}' asks the types)
+    if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _COMPARISONS:
+        node.lexpr, node.rexpr = _dated(node.lexpr, node.rexpr), _dated(node.rexpr, node.lexpr)
+    if node.kind in _BETWEENS and isinstance(node.rexpr, tuple | list):
+        node.rexpr = tuple(_dated(x, node.lexpr) for x in node.rexpr)
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _ORDERINGS:
         # mood < 'happy' (or $1): the constant is of the enum column's type, ordered by
         # its labels (DuckDB would compare the label's text)
@@ -1826,6 +1830,27 @@ def _numbers_only(const: A.A_Const) -> bool:
 _ARITHMETIC_OPS = frozenset({"+", "-", "*", "/"})
 _ORDERINGS = frozenset({"<", ">", "<=", ">="})
 _BETWEENS = (A_Expr_Kind.AEXPR_BETWEEN, A_Expr_Kind.AEXPR_NOT_BETWEEN)
+
+
+_ISO_DATETIME = re.compile(r"\s*\d{4}-\d\d-\d\d(?:[ T][0-9:.]*)?\s*")
+
+
+def dated_constant(const: Any, kind: str | None) -> Any:
+    """A string constant taken as a date or timestamp (`kind`: its column's type, in a
+    comparison or an assignment), read with PostgreSQL's rules (the session's DateStyle
+    order; functions/literals.py), as PostgreSQL reads it: DuckDB's implicit cast reads
+    ISO text only. ISO text, other kinds and other expressions are left as they are."""
+    if not (isinstance(const, A.A_Const) and isinstance(const.val, A.String)):
+        return const
+    if kind not in ("date", "timestamp") or _ISO_DATETIME.fullmatch(const.val.sval):
+        return const
+    typed = cast_to(const, kind)
+    return functions.typed_literal(typed) or typed
+
+
+def _dated(const: Any, other: Any) -> Any:
+    """d = '01/02/2020', d a column: the constant as of d's type (`dated_constant`)."""
+    return dated_constant(const, column_type(other))
 
 
 def _string(node: Any) -> bool:

@@ -219,6 +219,7 @@ class BoundRead:
     # server/result_cache.py: the tables its result follows (False: not worked out yet,
     # None: not to be reused)
     deps: frozenset[int] | bool | None = False
+    date_order: str = "MDY"  # the session's DateStyle order its date constants were read in
 
 
 class ReadPlans:

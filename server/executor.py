@@ -34,6 +34,7 @@ from headwater.planner.extensions import (
     SelectAsOf,
     Subscribe,
 )
+from headwater.planner.functions.literals import DATE_ORDER
 from headwater.planner.params import with_param_types
 from headwater.planner.relations import ReadPlans
 from headwater.server import (
@@ -170,6 +171,7 @@ class Executor:
     # -- entry ----------------------------------------------------------------------
     async def execute(self, stmt: Any, params: list[Any]) -> Result:
         s = self.s
+        DATE_ORDER.set(s.date_order())  # constants like '01/02/2020'::date (planner)
         if isinstance(stmt, A.TransactionStmt):
             try:
                 result = await transactions.transaction(s, stmt)

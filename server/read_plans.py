@@ -14,13 +14,15 @@ from headwater.server.session import Session
 
 def cached(s: Session, plans: ReadPlans, stmt: Any) -> BoundRead | None:
     """The statement's bound SQL from an earlier execution, if it still holds: same
-    catalog and search_path, outside a writing transaction, same view programs."""
+    catalog, search_path and DateStyle order, outside a writing transaction, same view
+    programs."""
     plan = plans.get(stmt)
     if (
         plan is None
         or s.write is not None
         or plan.catalog is not s.catalog
         or plan.search_path != s.search_path()
+        or plan.date_order != s.date_order()  # (its date constants were read in that order)
     ):
         return None
     if plan.guards:
@@ -60,6 +62,7 @@ def bound(
         used,
         tables=frozenset(binder.tables),
         depends=frozenset(binder.depends),
+        date_order=s.date_order(),
     )
     if cache and s.write is None and not binder.uses_system and plans.kept(stmt):
         plans.put(plan)

@@ -24,6 +24,7 @@ import duckdb
 import pyarrow as pa
 from headwater.catalog.catalog import Catalog
 from headwater.catalog.pgtypes import SessionFormat
+from headwater.catalog.pgtypes.session import date_order
 from headwater.planner.functions.dates import XACT_START
 from headwater.server.batcher import StagedWrites
 from headwater.server.instance import Instance
@@ -167,6 +168,10 @@ class Session:
         me = self.catalog.roles.get(self.role_oid)
         if me is not None:
             self.settings.values["is_superuser"] = "on" if me.superuser else "off"
+
+    def date_order(self) -> str:
+        """How the session reads ambiguous dates: its DateStyle's 'MDY', 'DMY' or 'YMD'."""
+        return date_order(self.settings.values.get("DateStyle", "ISO, MDY"))
 
     def text_format(self) -> SessionFormat:
         """The settings that shape values' text (TimeZone, DateStyle, ...)."""

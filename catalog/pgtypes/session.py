@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from headwater.catalog.pgtypes.timezones import resolve_timezone
 
@@ -26,13 +26,19 @@ class SessionFormat:
     @cached_property
     def date_order(self) -> str:
         """'MDY', 'DMY' or 'YMD': how ambiguous input like 01/02/03 is read."""
-        s = self.datestyle.upper()
-        for order in ("DMY", "YMD", "MDY"):
-            if order in s:
-                return order
-        if "EURO" in s or "GERMAN" in s:
-            return "DMY"
-        return "MDY"
+        return date_order(self.datestyle)
+
+
+@lru_cache(maxsize=64)
+def date_order(datestyle: str) -> str:
+    """The input order a DateStyle value sets: 'MDY', 'DMY' or 'YMD'."""
+    s = datestyle.upper()
+    for order in ("DMY", "YMD", "MDY"):
+        if order in s:
+            return order
+    if "EURO" in s or "GERMAN" in s:
+        return "DMY"
+    return "MDY"
 
 
 DEFAULT_SESSION = SessionFormat()

@@ -6,22 +6,35 @@ DuckDB reads only ISO forms (and refuses typmods on time). A constant is read he
 PostgreSQL's rules (the codecs of catalog/pgtypes) and written back in the ISO form DuckDB
 reads, rounded to the typmod's precision; invalid input raises PostgreSQL's error. The
 words naming the clock ('now', 'today', ...) become expressions over the statement's
-now(), in the session's time zone. Plain ISO constants are left as written.
+now(), in the session's time zone. Plain ISO constants are left as written. Ambiguous
+dates (01/02/2020) are read in the order of the session's DateStyle (`DATE_ORDER`, which
+the server sets for each statement), as PostgreSQL reads them when it parses them.
 """
 
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from typing import Any
 
 import pglast.ast as A
-from headwater.catalog.pgtypes import DEFAULT_SESSION
+from headwater.catalog.pgtypes import DEFAULT_SESSION, SessionFormat
 from headwater.catalog.pgtypes.datetime_parse import BadField, BadSyntax, decode_datetime
 from headwater.catalog.pgtypes.datetimes import date_in, time_in, timestamp_in
 from headwater.catalog.pgtypes.days import US_PER_DAY, civil_from_days, days_from_civil
 from headwater.catalog.pgtypes.interval import interval_in
 from headwater.catalog.pgtypes.interval_parse import parse_interval
 from headwater.planner.functions.nodes import call, cast, const
+
+# 'MDY', 'DMY' or 'YMD': the statement's session's DateStyle order (server/executor.py)
+DATE_ORDER: ContextVar[str] = ContextVar("DATE_ORDER", default="MDY")
+_ORDERED = {o: SessionFormat(datestyle=f"ISO, {o}") for o in ("MDY", "DMY", "YMD")}
+
+
+def _session() -> SessionFormat:
+    """The input format of the statement's session (its DateStyle order)."""
+    return _ORDERED.get(DATE_ORDER.get(), DEFAULT_SESSION)
+
 
 _ISO_DATE = re.compile(r"\s*\d{4,}-\d\d-\d\d(?: \(BC\))?\s*")  # as this module writes it
 _ISO_TS = re.compile(r"\s*\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d{1,6})?)?)?\s*")
@@ -115,7 +128,7 @@ def typed_literal(tc: A.TypeCast) -> Any | None:
 
 def _fields(text: str, time_only: bool = False) -> Any | None:
     try:
-        return decode_datetime(text, "MDY", time_only=time_only)
+        return decode_datetime(text, DATE_ORDER.get(), time_only=time_only)
     except (BadSyntax, BadField):
         return None  # the codec raises PostgreSQL's error
 
@@ -125,7 +138,7 @@ def _date(text: str) -> Any | None:
         if "(" not in text:
             date_in(DEFAULT_SESSION)(text)  # PostgreSQL's error for a bad day
         return None
-    date_in(DEFAULT_SESSION)(text)  # PostgreSQL's error for bad input
+    date_in(_session())(text)  # PostgreSQL's error for bad input
     f = _fields(text)
     if f is None or f.special:
         return None
@@ -148,7 +161,7 @@ def _time(text: str, precision: int | None) -> Any | None:
 
 
 def _timestamp(text: str, precision: int | None) -> Any | None:
-    timestamp_in(DEFAULT_SESSION, False)(text)  # PostgreSQL's error for bad input
+    timestamp_in(_session(), False)(text)  # PostgreSQL's error for bad input
     if precision is None and _ISO_TS.fullmatch(text):
         return None
     f = _fields(text)
