@@ -309,8 +309,6 @@ class ViewProgram:
         epoch bounds bound to the parameters it has."""
         parsed = self._parsed.get(sql)
         if parsed is None:
-            open("/work/scratch/stats.log", "a").write(sql[:3000] + "\n")
-        if parsed is None:
             statements = self.db.extract_statements(sql)
             if len(statements) != 1:  # (no rule writes a script: run it as given)
                 bounds = {k: v for k, v in self._bounds.items() if f"${k}" in sql}
