@@ -42,7 +42,7 @@ from headwater.catalog.pgtypes import (
 from headwater.catalog.pgtypes.arrays import array_in, parse_array_literal
 from headwater.catalog.types import enum_duckdb, resolve_type_name, type_named
 from headwater.catalog.version import SERVER_VERSION_TEXT
-from headwater.planner import constant_lists, functions
+from headwater.planner import constant_lists, functions, syntax
 from headwater.planner.functions import text_casts
 from headwater.planner.functions.nodes import COLUMN_TYPES, column_type, user_type
 from pglast import parse_sql
@@ -1851,6 +1851,42 @@ def dated_constant(const: Any, kind: str | None) -> Any:
 def _dated(const: Any, other: Any) -> Any:
     """d = '01/02/2020', d a column: the constant as of d's type (`dated_constant`)."""
     return dated_constant(const, column_type(other))
+
+
+def fixed_dates(tree: Any, column_types: Mapping[str, str]) -> Any:
+    """A view's definition read under a DateStyle order other than MDY: its ambiguous
+    date constants ('01/02/2020'::date, d = '01/02/2020') written as the ISO text they
+    read as now, since the definition is planned again later in other sessions' orders
+    (PostgreSQL keeps the constant it parsed). Words ('today') and typmods are left."""
+    token = COLUMN_TYPES.set(column_types)
+    try:
+        return syntax.replaced(tree, _fixed_date)
+    finally:
+        COLUMN_TYPES.reset(token)
+
+
+def _fixed_date(node: Any) -> Any | None:
+    if isinstance(node, A.TypeCast):
+        return _iso_cast(node)
+    if isinstance(node, A.A_Expr) and node.kind == A_Expr_Kind.AEXPR_OP:
+        if _names(node.name or ())[-1:] and _names(node.name)[-1] in _COMPARISONS:
+            for side, other in (("lexpr", node.rexpr), ("rexpr", node.lexpr)):
+                const, kind = getattr(node, side), column_type(other)
+                if kind in ("date", "timestamp") and isinstance(const, A.A_Const):
+                    setattr(node, side, _iso_cast(cast_to(const, kind)) or const)
+    return None
+
+
+def _iso_cast(tc: A.TypeCast) -> A.TypeCast | None:
+    """'01/02/2020'::date as '2020-02-01'::date (None: not such a constant)."""
+    arg = tc.arg
+    if not (isinstance(arg, A.A_Const) and isinstance(arg.val, A.String)) or tc.typeName.typmods:
+        return None
+    if _type_of(tc) not in ("date", "timestamp") or _ISO_DATETIME.fullmatch(arg.val.sval):
+        return None
+    fixed = functions.typed_literal(tc)
+    ok = isinstance(fixed, A.TypeCast) and isinstance(fixed.arg, A.A_Const)
+    return fixed if ok else None
 
 
 def _string(node: Any) -> bool:

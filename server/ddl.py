@@ -182,8 +182,11 @@ def _view_columns(
     parameters, server/create_as.py.)"""
     binder = write_binder(s, w)
     name_targets(query)
+    types = column_types(query, s.catalog, s.search_path())
+    if s.date_order() != "MDY":  # (planned again later, in other sessions' orders)
+        query = pg_compat.fixed_dates(query, types)
     definition = deparse(query)
-    pg_compat.rewrite(query, column_types=column_types(query, s.catalog, s.search_path()))
+    pg_compat.rewrite(query, column_types=types)
     sql = f"SELECT * FROM ({binder.to_sql(query)}) AS _hw_v LIMIT 0"
     probe, types = fetch(w.cur, sql, params or None)
     fields = with_sources(s, query, arrow_fields(probe.schema, types))

@@ -166,11 +166,19 @@ DATESTYLE_SCRIPT = [
     "CREATE MATERIALIZED VIEW infid_dates_mv AS"
     " SELECT count(*) AS n FROM infid_dates WHERE d >= '03/02/2020'",
     "SELECT n FROM infid_dates_mv",
+    "CREATE VIEW infid_dates_v AS"
+    " SELECT i FROM infid_dates WHERE d = '02/02/2020' OR d = '04/02/2020'::date",
     "SELECT * FROM infid_dates ORDER BY i",
     "SET DateStyle = 'ISO, YMD'",
     "SELECT '20/01/02'::date",
     "SET DateStyle = 'ISO, MDY'",
     "SELECT '01/02/2020'::date, i FROM infid_dates WHERE d = '02/02/2020'",
+    # the views' constants were read in the order of the session that created them
+    "SELECT i FROM infid_dates_v ORDER BY i",
+    "INSERT INTO infid_dates VALUES (30, '2020-02-10', NULL)",
+    "REFRESH MATERIALIZED VIEW infid_dates_mv",  # (PostgreSQL's runs its query again)
+    "SELECT n FROM infid_dates_mv",
+    "DROP VIEW infid_dates_v",
     "SELECT '13/01/2020'::date",
     "DROP MATERIALIZED VIEW infid_dates_mv",
     "DROP TABLE infid_dates",
@@ -181,8 +189,9 @@ def test_datestyle_order_reads_date_constants_as_postgres(both: Any) -> None:
     """Ambiguous dates (01/02/2020) are read in the session's DateStyle order (DMY, YMD,
     MDY) wherever PostgreSQL reads them as dates: typed constants, a constant compared
     with or assigned to a date or timestamp column (DuckDB's own cast reads ISO text
-    only: 22P02 before), the general and the fast INSERT paths, a view's definition;
-    and a query the connection reuses is read again after SET DateStyle."""
+    only: 22P02 before), the general and the fast INSERT paths, a view's definition
+    (kept as read: a later session in another order reads the same view); and a query
+    the connection reuses is read again after SET DateStyle."""
     hw, pg = both
     for sql in DATESTYLE_SCRIPT:
         want, got = _answer(pg, sql), _answer(hw, sql)
