@@ -1868,13 +1868,24 @@ def fixed_dates(tree: Any, column_types: Mapping[str, str]) -> Any:
 def _fixed_date(node: Any) -> Any | None:
     if isinstance(node, A.TypeCast):
         return _iso_cast(node)
-    if isinstance(node, A.A_Expr) and node.kind == A_Expr_Kind.AEXPR_OP:
-        if _names(node.name or ())[-1:] and _names(node.name)[-1] in _COMPARISONS:
-            for side, other in (("lexpr", node.rexpr), ("rexpr", node.lexpr)):
-                const, kind = getattr(node, side), column_type(other)
-                if kind in ("date", "timestamp") and isinstance(const, A.A_Const):
-                    setattr(node, side, _iso_cast(cast_to(const, kind)) or const)
+    if isinstance(node, A.A_Expr):
+        names = _names(node.name or ())
+        if node.kind == A_Expr_Kind.AEXPR_OP and names[-1:] and names[-1] in _COMPARISONS:
+            node.lexpr, node.rexpr = (
+                _iso_of(node.lexpr, node.rexpr),
+                _iso_of(node.rexpr, node.lexpr),
+            )
+        elif node.kind in _BETWEENS and isinstance(node.rexpr, tuple | list):
+            node.rexpr = tuple(_iso_of(x, node.lexpr) for x in node.rexpr)
     return None
+
+
+def _iso_of(const: Any, other: Any) -> Any:
+    """A string constant beside a date or timestamp column, as ISO text of that type."""
+    kind = column_type(other)
+    if kind in ("date", "timestamp") and isinstance(const, A.A_Const):
+        return _iso_cast(cast_to(const, kind)) or const
+    return const
 
 
 def _iso_cast(tc: A.TypeCast) -> A.TypeCast | None:

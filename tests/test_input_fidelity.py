@@ -167,7 +167,8 @@ DATESTYLE_SCRIPT = [
     " SELECT count(*) AS n FROM infid_dates WHERE d >= '03/02/2020'",
     "SELECT n FROM infid_dates_mv",
     "CREATE VIEW infid_dates_v AS"
-    " SELECT i FROM infid_dates WHERE d = '02/02/2020' OR d = '04/02/2020'::date",
+    " SELECT i FROM infid_dates WHERE d = '02/02/2020' OR d = '04/02/2020'::date"
+    " OR d BETWEEN '06/02/2020' AND '07/02/2020'",
     "SELECT * FROM infid_dates ORDER BY i",
     "SET DateStyle = 'ISO, YMD'",
     "SELECT '20/01/02'::date",
