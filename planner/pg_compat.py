@@ -44,6 +44,7 @@ from headwater.catalog.types import enum_duckdb, resolve_type_name, type_named
 from headwater.catalog.version import SERVER_VERSION_TEXT
 from headwater.planner import constant_lists, functions, syntax
 from headwater.planner.functions import text_casts
+from headwater.planner.functions.literals import ISO_TIMESTAMP
 from headwater.planner.functions.nodes import COLUMN_TYPES, column_type, user_type
 from pglast import parse_sql
 from pglast.enums import (
@@ -1690,10 +1691,7 @@ def _a_expr(node: A.A_Expr) -> Any:
                     _to_duckdb_list(const)
             elif _braced(const) and column_type(other) is not None and _arrayish(other) == "array":
                 _to_duckdb_list(const)  # (a DML condition: only a '{...}' asks the types)
-    if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _COMPARISONS:
-        node.lexpr, node.rexpr = _dated(node.lexpr, node.rexpr), _dated(node.rexpr, node.lexpr)
-    if node.kind in _BETWEENS and isinstance(node.rexpr, tuple | list):
-        node.rexpr = tuple(_dated(x, node.lexpr) for x in node.rexpr)
+    _date_operands(node, names, _dated)
     if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _ORDERINGS:
         # mood < 'happy' (or $1): the constant is of the enum column's type, ordered by
         # its labels (DuckDB would compare the label's text)
@@ -1832,9 +1830,6 @@ _ORDERINGS = frozenset({"<", ">", "<=", ">="})
 _BETWEENS = (A_Expr_Kind.AEXPR_BETWEEN, A_Expr_Kind.AEXPR_NOT_BETWEEN)
 
 
-_ISO_DATETIME = re.compile(r"\s*\d{4}-\d\d-\d\d(?:[ T][0-9:.]*)?\s*")
-
-
 def dated_constant(const: Any, kind: str | None) -> Any:
     """A string constant taken as a date or timestamp (`kind`: its column's type, in a
     comparison or an assignment), read with PostgreSQL's rules (the session's DateStyle
@@ -1842,10 +1837,19 @@ def dated_constant(const: Any, kind: str | None) -> Any:
     ISO text only. ISO text, other kinds and other expressions are left as they are."""
     if not (isinstance(const, A.A_Const) and isinstance(const.val, A.String)):
         return const
-    if kind not in ("date", "timestamp") or _ISO_DATETIME.fullmatch(const.val.sval):
+    if kind not in ("date", "timestamp") or ISO_TIMESTAMP.fullmatch(const.val.sval):
         return const
     typed = cast_to(const, kind)
     return functions.typed_literal(typed) or typed
+
+
+def _date_operands(node: A.A_Expr, names: list[str], fix: Callable[[Any, Any], Any]) -> None:
+    """Each operand of a comparison or a BETWEEN's bounds through `fix(operand, other
+    side)`: a string constant beside a date or timestamp column is read as one."""
+    if node.kind == A_Expr_Kind.AEXPR_OP and names and names[-1] in _COMPARISONS:
+        node.lexpr, node.rexpr = fix(node.lexpr, node.rexpr), fix(node.rexpr, node.lexpr)
+    elif node.kind in _BETWEENS and isinstance(node.rexpr, tuple | list):
+        node.rexpr = tuple(fix(x, node.lexpr) for x in node.rexpr)
 
 
 def _dated(const: Any, other: Any) -> Any:
@@ -1869,35 +1873,27 @@ def _fixed_date(node: Any) -> Any | None:
     if isinstance(node, A.TypeCast):
         return _iso_cast(node)
     if isinstance(node, A.A_Expr):
-        names = _names(node.name or ())
-        if node.kind == A_Expr_Kind.AEXPR_OP and names[-1:] and names[-1] in _COMPARISONS:
-            node.lexpr, node.rexpr = (
-                _iso_of(node.lexpr, node.rexpr),
-                _iso_of(node.rexpr, node.lexpr),
-            )
-        elif node.kind in _BETWEENS and isinstance(node.rexpr, tuple | list):
-            node.rexpr = tuple(_iso_of(x, node.lexpr) for x in node.rexpr)
+        _date_operands(node, _names(node.name or ()), _iso_of)
     return None
 
 
 def _iso_of(const: Any, other: Any) -> Any:
-    """A string constant beside a date or timestamp column, as ISO text of that type."""
-    kind = column_type(other)
-    if kind in ("date", "timestamp") and isinstance(const, A.A_Const):
-        return _iso_cast(cast_to(const, kind)) or const
-    return const
+    """A string constant beside a date or timestamp column, as a constant of that type."""
+    fixed = _dated(const, other)
+    return fixed if _constant_cast(fixed) else const
 
 
 def _iso_cast(tc: A.TypeCast) -> A.TypeCast | None:
     """'01/02/2020'::date as '2020-02-01'::date (None: not such a constant)."""
-    arg = tc.arg
-    if not (isinstance(arg, A.A_Const) and isinstance(arg.val, A.String)) or tc.typeName.typmods:
+    if tc.typeName.typmods or tc.typeName.arrayBounds:
         return None
-    if _type_of(tc) not in ("date", "timestamp") or _ISO_DATETIME.fullmatch(arg.val.sval):
-        return None
-    fixed = functions.typed_literal(tc)
-    ok = isinstance(fixed, A.TypeCast) and isinstance(fixed.arg, A.A_Const)
-    return fixed if ok else None
+    fixed = dated_constant(tc.arg, _type_of(tc))
+    return fixed if fixed is not tc.arg and _constant_cast(fixed) else None
+
+
+def _constant_cast(node: Any) -> bool:
+    """A cast of a constant (not an expression, such as 'today' as of now())."""
+    return isinstance(node, A.TypeCast) and isinstance(node.arg, A.A_Const)
 
 
 def _string(node: Any) -> bool:

@@ -37,7 +37,8 @@ def _session() -> SessionFormat:
 
 
 _ISO_DATE = re.compile(r"\s*\d{4,}-\d\d-\d\d(?: \(BC\))?\s*")  # as this module writes it
-_ISO_TS = re.compile(r"\s*\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d{1,6})?)?)?\s*")
+# an ISO date or timestamp as DuckDB reads it (planner/pg_compat.py leaves such text too)
+ISO_TIMESTAMP = re.compile(r"\s*\d{4}-\d\d-\d\d(?:[ T]\d\d:\d\d(?::\d\d(?:\.\d{1,6})?)?)?\s*")
 _ISO_TIME = re.compile(r"\s*(?:[01]\d|2[0-4]):\d\d(?::\d\d(?:\.\d{1,6})?)?\s*")
 # interval text DuckDB reads as PostgreSQL does: numbers with units, then hh:mm:ss
 _PLAIN_INTERVAL = re.compile(
@@ -162,7 +163,7 @@ def _time(text: str, precision: int | None) -> Any | None:
 
 def _timestamp(text: str, precision: int | None) -> Any | None:
     timestamp_in(_session(), False)(text)  # PostgreSQL's error for bad input
-    if precision is None and _ISO_TS.fullmatch(text):
+    if precision is None and ISO_TIMESTAMP.fullmatch(text):
         return None
     f = _fields(text)
     if f is None or f.special:
