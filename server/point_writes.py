@@ -329,6 +329,16 @@ def _conjuncts(node: Any) -> list[Any]:
     return [node] if node is not None else [None]
 
 
+def names_many(where: Any) -> bool:
+    """Does a conjunct of `where` list more than MANY_MAX values (`c IN (v1, ...)`)?
+    Such a statement is taken as a bulk write (server/scanned_writes.py)."""
+    for cond in _conjuncts(where):
+        value = _equal_to(cond)
+        if value is not None and value[0] == "in" and len(value[1]) > MANY_MAX:
+            return True
+    return False
+
+
 def shaped(stmt: A.UpdateStmt | A.DeleteStmt, table: Table, params: list[Any]) -> bool:
     """Whether the statement has a point write's shape (its values not looked at)."""
     return per_statement(stmt, table, params, _shape) is not None

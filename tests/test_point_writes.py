@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import asyncpg
@@ -837,6 +838,10 @@ def test_scanned_writes_as_postgres(hw_server, pg_oracle) -> None:  # type: igno
     )
 
 
+def _listed(values: Iterable[int]) -> str:
+    return ", ".join(map(str, values))
+
+
 LARGE = [
     "!CREATE TABLE public.big (id int PRIMARY KEY, g int, n int, s text)",
     "!INSERT INTO public.big SELECT i, i % 10, 0, 'r' || i FROM generate_series(1, 12000) i",
@@ -854,6 +859,11 @@ LARGE = [
     "UPDATE big SET n = n + 1 WHERE id IN (8, 18) RETURNING *",
     "UPDATE big SET n = n + 1000 WHERE g <> 1",  # more change rows than live rows
     "UPDATE big SET n = n - 1 WHERE id IN (2, 3, 18) RETURNING *",
+    # more listed keys than point writes take (the general path, not counted first),
+    # matching fewer rows than that / more, and keys that match nothing
+    f"UPDATE big SET n = n + 7 WHERE g = 3 AND id IN ({_listed(range(1, 2400, 2))})",
+    f"DELETE FROM big WHERE g <> 0 AND id IN ({_listed([*range(3000, 4500), 20000, 20001])})",
+    f"UPDATE big SET n = 0 WHERE id IN ({_listed(range(50000, 51500))})",
     "SELECT g, count(*), sum(n), min(s), max(s) FROM big GROUP BY g ORDER BY g",
 ]
 
