@@ -27,6 +27,7 @@ from headwater.storage.changelog import (
     RETAINED_FROM,
     RID,
     WEIGHT,
+    consolidate_pair,
     consolidate_rows,
     log_form,
 )
@@ -401,10 +402,14 @@ async def _release(s: Session, w: WriteTxn) -> None:
 def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Table:
     """Sum the weights of equal change rows and drop those that cancel out. In Arrow: a
     transaction's few rows (an UPDATE's old and new versions) took a DuckDB statement
-    ~1-2 ms a table; types Arrow cannot group go to DuckDB."""
+    ~1-2 ms a table; types Arrow cannot group go to DuckDB. One statement's two parts
+    are compared row by row (consolidate_pair)."""
     if len(parts) == 1:
         return parts[0]
-    t = pa.concat_tables([log_form(p) for p in parts], promote_options="permissive")
+    parts = [log_form(p) for p in parts]
+    if len(parts) == 2 and (pair := consolidate_pair(*parts)) is not None:
+        return pair
+    t = pa.concat_tables(parts, promote_options="permissive")
     try:
         return consolidate_rows(t)
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):

@@ -148,6 +148,51 @@ def consolidate_rows(t: pa.Table) -> pa.Table:
     return kept.take(pc.sort_indices(kept.column(RID)))
 
 
+def consolidate_pair(a: pa.Table, b: pa.Table) -> pa.Table | None:
+    """consolidate_rows of a's and b's rows when both hold the same row ids in the same
+    order, each once (an UPDATE's old and new versions; rows a transaction inserted and
+    then deleted): row i of one can only cancel row i of the other, so equal pairs are
+    found column by column instead of grouping every column (an UPDATE of 4,000 rows of
+    16 columns: ~5-9 ms). None when the tables are not such a pair, or hold a type
+    Arrow cannot compare (then consolidate_rows)."""
+    if a.num_rows != b.num_rows or a.schema != b.schema or not a.num_rows:
+        return None
+    ra, rb = a.column(RID), b.column(RID)
+    if not ra.equals(rb) or pc.count_distinct(ra).as_py() != a.num_rows:
+        return None
+    same = None
+    try:
+        for name in a.column_names:
+            if name in (RID, WEIGHT):
+                continue
+            eq = _identical(a.column(name), b.column(name))
+            same = eq if same is None else pc.and_(same, eq)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    summed = pc.add(a.column(WEIGHT), b.column(WEIGHT))
+    if same is None:  # (no column but the row id)
+        same = pa.repeat(pa.scalar(True), a.num_rows)
+    # equal pairs become a's row with the summed weight (dropped at 0); others stay two
+    keep_a = pc.or_(pc.invert(same), pc.not_equal(summed, 0))
+    weights = pc.if_else(same, summed, a.column(WEIGHT))
+    first = a.set_column(a.schema.get_field_index(WEIGHT), WEIGHT, weights)
+    out = pa.concat_tables([first.filter(keep_a), b.filter(pc.invert(same))])
+    return out.take(pc.sort_indices(out.column(RID)))  # (stable: a's row before b's)
+
+
+def _identical(x: pa.ChunkedArray, y: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Per row: the same value, or both NULL. Floats compare by their bits (NaN is NaN,
+    -0.0 is not 0.0: PostgreSQL prints them apart)."""
+    if pa.types.is_floating(x.type):
+        bits = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[x.type.bit_width]
+        x = pa.chunked_array([c.view(bits) for c in x.chunks], bits)
+        y = pa.chunked_array([c.view(bits) for c in y.chunks], bits)
+    eq = pc.equal(x, y)
+    if not x.null_count and not y.null_count:
+        return eq
+    return pc.or_(pc.fill_null(eq, False), pc.and_(pc.is_null(x), pc.is_null(y)))
+
+
 def _larger_than(tables: list[pa.Table], limit: int) -> bool:
     """Whether the tables' data add up to more than `limit` bytes (`nbytes` only when
     their buffers do: slices share the buffers of what they were cut from)."""
