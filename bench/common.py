@@ -42,6 +42,100 @@ ServerFactory = Callable[[], contextlib.AbstractContextManager[str]]
 HW_SIDE = "Headwater"
 
 
+def processes() -> dict[int, tuple[int, float]]:
+    """Every process now: pid -> (parent pid, CPU seconds used, user + system)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[int, float]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(d.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / hz)
+    return out
+
+
+def tree_cpu(root: int, procs: dict[int, tuple[int, float]] | None = None) -> dict[int, float]:
+    """CPU seconds (user + system) of `root` and every descendant, by pid."""
+    procs = processes() if procs is None else procs
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    out: dict[int, float] = {}
+    todo = [root]
+    while todo:
+        p = todo.pop()
+        if p in procs:
+            out[p] = procs[p][1]
+        todo += children.get(p, [])
+    return out
+
+
+def server_pid(dsn: str) -> int:
+    """The pid of the process listening on the DSN's TCP port (this machine)."""
+    port = int(str(conninfo_to_dict(dsn).get("port") or 5432))
+    inodes: set[str] = set()
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(f).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for ln in lines:
+            parts = ln.split()
+            if int(parts[1].rsplit(":", 1)[1], 16) == port and parts[3] == "0A":
+                inodes.add(parts[9])
+    holders = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            for fd in (d / "fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    holders.append(int(d.name))
+                    break
+        except OSError:
+            continue
+    if not holders:
+        raise RuntimeError(f"no process listens on port {port} (is the server on this machine?)")
+    procs = processes()
+    tops = [p for p in holders if procs.get(p, (-1, 0.0))[0] not in holders]
+    return tops[0] if tops else holders[0]
+
+
+# CPU seconds of every process when the bench started, and the servers it measures
+# by DSN (their process trees): see `neighbours`
+_STARTED = (time.monotonic(), processes() if sys.platform == "linux" else {})
+_MEASURED: set[int] = set()
+
+
+def neighbours(share: float = 0.02) -> list[str]:
+    """Processes that were running when the bench started and have used more than
+    `share` of a core since: a server left running beside the bench (an idle
+    Headwater's Spark JVM uses 4-7% of a core) lowers every figure on 2 cores
+    (docs/engine.md (p)). The bench itself and the servers it measures are not."""
+    began, before = _STARTED
+    elapsed = time.monotonic() - began
+    if not before or elapsed <= 0:
+        return []
+    now = processes()
+    ours = {os.getpid()}
+    for root in _MEASURED:
+        ours |= set(tree_cpu(root, now))
+    out: list[tuple[float, str]] = []
+    for pid, (_, cpu) in now.items():
+        if pid in ours or pid not in before:
+            continue
+        used = (cpu - before[pid][1]) / elapsed
+        if used <= share:
+            continue
+        with contextlib.suppress(OSError):
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            text = cmd.decode(errors="replace").strip()
+            if text:  # (kernel threads have none)
+                out.append((used, f"pid {pid} {used:.0%} of a core: {text[:80]}"))
+    return [text for _, text in sorted(out, reverse=True)]
+
+
 def log(msg: str) -> None:
     """Progress line on stderr (stdout carries the results)."""
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -281,6 +375,8 @@ def headwater_server(
 @contextlib.contextmanager
 def external_server(dsn: str, timeout: float = 30.0) -> Iterator[str]:
     wait_ready(dsn, timeout)
+    with contextlib.suppress(RuntimeError, OSError, ValueError):  # (another machine's)
+        _MEASURED.add(server_pid(dsn))
     yield dsn
 
 
@@ -438,6 +534,12 @@ def print_report(
     for m in shown:
         for side, err in m.errors.items():
             print(f"  ! {m.name} on {side}: {err}")
+    busy = neighbours()
+    said = "other processes used CPU during this run"
+    if busy and not any(n.startswith(said) for n in report.notes):
+        report.notes.append(
+            f"{said} (figures may be low; measure with nothing else running): {'; '.join(busy[:5])}"
+        )
     for note in report.notes:
         print(f"  note: {note}")
     print(flush=True)

@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 try:
     from bench import common, plots, tpch, write_throughput
@@ -261,14 +260,14 @@ def settle(conn: psycopg.Connection[Any], timeout: float = 180.0) -> None:
     them while the JVM starts, ~10 s of CPU): without this the JVM's start falls inside
     the first measured window. A remote server: no wait."""
     try:
-        root = server_pid(f"host={conn.info.host} port={conn.info.port}")
+        root = common.server_pid(f"host={conn.info.host} port={conn.info.port}")
     except (RuntimeError, OSError, ValueError):
         return
     deadline = time.monotonic() + timeout
     quiet = 0
     while time.monotonic() < deadline and quiet < 2:
         share, _ = idle_share(root, 1.0)
-        jvm = any(_comm(p) == "java" for p in tree_cpu(root))
+        jvm = any(_comm(p) == "java" for p in common.tree_cpu(root))
         quiet = quiet + 1 if jvm and share < 0.15 else 0
 
 
@@ -311,78 +310,13 @@ CREATE TRIGGER {summary}_t AFTER INSERT OR UPDATE OR DELETE ON {table}
 """
 
 
-def server_pid(dsn: str) -> int:
-    """The pid of the process listening on the DSN's TCP port (this machine)."""
-    port = int(str(conninfo_to_dict(dsn).get("port") or 5432))
-    inodes: set[str] = set()
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(f).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for ln in lines:
-            parts = ln.split()
-            if int(parts[1].rsplit(":", 1)[1], 16) == port and parts[3] == "0A":
-                inodes.add(parts[9])
-    holders = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            for fd in (d / "fd").iterdir():
-                link = os.readlink(fd)
-                if link.startswith("socket:[") and link[8:-1] in inodes:
-                    holders.append(int(d.name))
-                    break
-        except OSError:
-            continue
-    if not holders:
-        raise RuntimeError(f"no process listens on port {port} (is the server on this machine?)")
-    parents = {p: _ppid(p) for p in holders}
-    tops = [p for p in holders if parents[p] not in holders]
-    return tops[0] if tops else holders[0]
-
-
-def _ppid(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return -1
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def tree_cpu(root: int) -> dict[int, float]:
-    """CPU seconds (user + system) of `root` and every descendant, by pid."""
-    children: dict[int, list[int]] = {}
-    ticks: dict[int, float] = {}
-    hz = os.sysconf("SC_CLK_TCK")
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid = int(d.name)
-        children.setdefault(int(fields[1]), []).append(pid)
-        ticks[pid] = (int(fields[11]) + int(fields[12])) / hz  # utime + stime
-    out: dict[int, float] = {}
-    todo = [root]
-    while todo:
-        p = todo.pop()
-        if p in ticks:
-            out[p] = ticks[p]
-        todo += children.get(p, [])
-    return out
-
-
 def idle_share(root: int, seconds: float) -> tuple[float, int]:
     """Share of one core the process tree used over `seconds`, and its process count.
     Processes that start during the window count whole; ones that end are lost."""
-    a = tree_cpu(root)
+    a = common.tree_cpu(root)
     t0 = time.perf_counter()
     time.sleep(seconds)
-    b = tree_cpu(root)
+    b = common.tree_cpu(root)
     wall = time.perf_counter() - t0
     used = sum(v - a.get(p, 0.0) for p, v in b.items())
     return used / wall, len(b)
@@ -848,7 +782,7 @@ def bench_idle(side: str, dsn: str, args: argparse.Namespace, res: Results) -> N
             took = start_stage(c, [v[0] for v in views], *FR_PRIME)
             common.log(f"{side}: 20 views fresh after {took:.1f}s")
     time.sleep(2.0)  # let the last batch and the connection's close settle
-    pid = server_pid(dsn)
+    pid = common.server_pid(dsn)
     share, procs = idle_share(pid, args.idle_seconds)
     res.put(
         side,
