@@ -152,9 +152,9 @@ def consolidate_pair(a: pa.Table, b: pa.Table) -> pa.Table | None:
     """consolidate_rows of a's and b's rows when both hold the same row ids in the same
     order, each once (an UPDATE's old and new versions; rows a transaction inserted and
     then deleted): row i of one can only cancel row i of the other, so equal pairs are
-    found column by column instead of grouping every column (an UPDATE of 4,000 rows of
-    16 columns: ~5-9 ms). None when the tables are not such a pair, or hold a type
-    Arrow cannot compare (then consolidate_rows)."""
+    found column by column instead of grouping on every column (an UPDATE of 4,000 rows
+    of 16 columns: ~1 ms against 2.4 alone, 4-9 in the server). None when the tables
+    are not such a pair, or hold a type Arrow cannot compare (then consolidate_rows)."""
     if a.num_rows != b.num_rows or a.schema != b.schema or not a.num_rows:
         return None
     ra, rb = a.column(RID), b.column(RID)
