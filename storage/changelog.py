@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -130,6 +131,8 @@ def consolidate_in_python(t: pa.Table) -> pa.Table:
 
 
 def _hashable(v: Any) -> Any:
+    if isinstance(v, float):  # by its bits, as Arrow groups: -0.0 is not 0.0, NaN is NaN
+        return (float, struct.pack("<d", v))
     if isinstance(v, list):
         return tuple(map(_hashable, v))
     if isinstance(v, dict):
