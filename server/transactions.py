@@ -419,10 +419,17 @@ def consolidate(cur: duckdb.DuckDBPyConnection, parts: list[pa.Table]) -> pa.Tab
 def _consolidate_in_duckdb(cur: duckdb.DuckDBPyConnection, t: pa.Table) -> pa.Table:
     cur.register("_hw_parts", t)
     try:
-        cols = ", ".join(quote(c) for c in t.column_names if c != WEIGHT)
+        names = [c for c in t.column_names if c != WEIGHT]
+        cols = ", ".join(quote(c) for c in names)
+        # DuckDB groups 0.0 with -0.0; their texts tell them apart (as Arrow's grouping)
+        texts = "".join(
+            f", CAST({quote(c)} AS VARCHAR)"
+            for c in names
+            if pa.types.is_floating(t.schema.field(c).type)
+        )
         return cur.execute(
             f"SELECT {cols}, CAST(sum({WEIGHT}) AS BIGINT) AS {WEIGHT} FROM _hw_parts "
-            f"GROUP BY ALL HAVING sum({WEIGHT}) <> 0 ORDER BY {RID}"
+            f"GROUP BY {cols}{texts} HAVING sum({WEIGHT}) <> 0 ORDER BY {RID}"
         ).to_arrow_table()
     finally:
         cur.unregister("_hw_parts")

@@ -8,7 +8,9 @@ import random
 from decimal import Decimal
 from typing import Any
 
+import duckdb
 import pyarrow as pa
+from headwater.server.transactions import consolidate
 from headwater.storage.changelog import (
     RID,
     WEIGHT,
@@ -108,4 +110,15 @@ def test_python_consolidation_keeps_signed_zeros_apart() -> None:
     assert [(r[RID], repr(r["f"]), r[WEIGHT]) for r in got.to_pylist()] == [
         (1, "0.0", -1),
         (1, "-0.0", 1),
+    ]
+
+
+def test_duckdb_consolidation_keeps_signed_zeros_apart() -> None:
+    """The general path's fallback (DuckDB, for lists and intervals) likewise."""
+    a = pa.table({RID: [1, 2], "f": [0.0, 1.5], "l": [[1], [2]], WEIGHT: [-1, -1]})
+    b = pa.table({RID: [1, 2], "f": [-0.0, 1.5], "l": [[1], [2]], WEIGHT: [1, 1]})
+    got = consolidate(duckdb.connect(), [a, b])
+    assert sorted((r[RID], repr(r["f"]), r[WEIGHT]) for r in got.to_pylist()) == [
+        (1, "-0.0", 1),
+        (1, "0.0", -1),
     ]
