@@ -10,6 +10,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pytest
 from headwater.server.transactions import consolidate
 from headwater.storage.changelog import (
     RID,
@@ -113,6 +114,7 @@ def test_python_consolidation_keeps_signed_zeros_apart() -> None:
     ]
 
 
+@pytest.mark.filterwarnings("ignore:Arrow output on a DB-API result")  # (as the server)
 def test_duckdb_consolidation_keeps_signed_zeros_apart() -> None:
     """The general path's fallback (DuckDB, for lists and intervals) likewise."""
     a = pa.table({RID: [1, 2], "f": [0.0, 1.5], "l": [[1], [2]], WEIGHT: [-1, -1]})
