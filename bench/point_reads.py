@@ -5,6 +5,8 @@ statement at a time, for --seconds each way after a short warm-up:
 
 prepared   asyncpg: Parse once, then Bind/Execute/Sync per read (extended protocol)
 simple     psycopg: a Query message per read with the key inlined (simple protocol)
+filter     the same with `WHERE v = <k * 10>`: no key answers it, so each new text is
+           planned (psycopg2, Django, psql send values inlined)
 unnamed    psycopg: Parse/Bind/Execute/Sync of the unnamed statement per read
            (psycopg's default for parameters)
 view       asyncpg, prepared: the whole of a 10-row aggregate materialized view,
@@ -177,6 +179,18 @@ def bench_simple(dsn: str, seconds: float, warmup: float) -> Timer:
         return timed(step, seconds, warmup)
 
 
+def bench_filter(dsn: str, seconds: float, warmup: float) -> Timer:
+    """A read no key answers (`v` is no key), its value inlined as psycopg2, Django or
+    psql send it: the server plans each new text (PostgreSQL: a scan of 1,000 rows)."""
+    with connect(dsn) as c:
+
+        def step(k: int) -> object:
+            row = c.execute(f"SELECT v FROM pr_small WHERE v = {k * 10}", prepare=False).fetchone()
+            return row[0] if row else None
+
+        return timed(step, seconds, warmup)
+
+
 def bench_unnamed(dsn: str, seconds: float, warmup: float) -> Timer:
     with connect(dsn) as c:
         q = QUERY.replace("$1", "%s")
@@ -226,6 +240,7 @@ def bench_busy(dsn: str, seconds: float, warmup: float) -> Timer:
 SECTIONS = {
     "prepared": lambda dsn, s, w: asyncio.run(_prepared(dsn, s, w)),
     "simple": bench_simple,
+    "filter": bench_filter,
     "unnamed": bench_unnamed,
     "view": lambda dsn, s, w: asyncio.run(_view(dsn, s, w)),
     "busy": bench_busy,

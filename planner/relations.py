@@ -30,9 +30,9 @@ from headwater.planner.scope import (
     resolve_relation,
     with_ctes,
 )
+from headwater.planner.syntax import deparse
 from headwater.storage.replica import quote
 from pglast import parse_sql
-from pglast.stream import RawStream
 
 from headwater.errors import FeatureNotSupported, SQLError
 
@@ -43,10 +43,6 @@ _DUCKDB_RESERVED = frozenset(
     " show summarize unpivot".split()
 )
 pglast_stream.RESERVED_KEYWORDS = frozenset(pglast_stream.RESERVED_KEYWORDS) | _DUCKDB_RESERVED
-
-
-def deparse(node: Any) -> str:
-    return str(RawStream()(node))
 
 
 @dataclass

@@ -8,6 +8,30 @@ from typing import Any
 
 from headwater.planner.constant_lists import plain
 from pglast import ast as A
+from pglast.stream import RawStream
+from pglast.visitors import Continue, Visitor
+
+_WALKER = Visitor()  # (its breadth-first walk, which sets the ancestors RawStream reads)
+
+
+def deparse(node: Any) -> str:
+    """The SQL text of a node, as pglast's `RawStream()(node)` prints it, without that
+    call's setup: it first gives every node its ancestors through a Visitor that looks
+    its own methods up with inspect.getmembers on each call, about half the cost of
+    printing a small expression (the planner prints each one it rewrites)."""
+    if not isinstance(node, A.Node) or (isinstance(node, A.RawStmt) and node.stmt is None):
+        return str(RawStream()(node))
+    walk = _WALKER.iterate((node,))
+    try:
+        ancestors, sub = walk.send(None)
+        while True:
+            sub.ancestors = ancestors
+            ancestors, sub = walk.send(Continue)
+    except StopIteration:
+        pass
+    stream = RawStream()
+    stream.print_node(node)
+    return stream.getvalue()
 
 
 def nodes(tree: Any, skip: type | tuple[type, ...] = ()) -> Iterator[A.Node]:

@@ -94,8 +94,21 @@ def fetch(
     return names, types, out, cpu if time.perf_counter() - w0 < INLINE_WALL else max(cpu, INLINE)
 
 
+# Quoted strings and identifiers (standard: a quote inside is doubled) and $n, left to
+# right: what PostgreSQL's lexer finds as parameters in text without the forms below.
+_QUOTED_OR_PARAM = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
+# escape strings (E'\''), dollar quoting ($$, $tag$), a $ after a word (`a$1` is a name,
+# `1$1` a number and a parameter) and comments: the lexer reads those
+_LEXER_ONLY = re.compile(r"(?<![\w$])[eE]'|\$[A-Za-z_$]|[\w$]\$|--|/\*")
+
+
 def param_numbers(sql: str) -> frozenset[int] | None:
-    """The $n parameters `sql` names (None when it is not PostgreSQL-lexable)."""
+    """The $n parameters `sql` names (None when it is not PostgreSQL-lexable). Most
+    bound SQL is read with a regular expression; the lexer (~0.1 ms for a read of one
+    table, once per statement a client does not reuse) reads the rest."""
+    balanced = sql.count("'") % 2 == 0 and sql.count('"') % 2 == 0  # (else maybe unlexable)
+    if balanced and _LEXER_ONLY.search(sql) is None:
+        return frozenset(int(n) for n in _QUOTED_OR_PARAM.findall(sql) if n)
     try:
         return frozenset(int(sql[t.start + 1 : t.end + 1]) for t in scan(sql) if t.name == "PARAM")
     except Exception:

@@ -14,6 +14,7 @@ from headwater.catalog.types import INT4, TEXT, ColumnType
 from headwater.planner import analysis, pg_compat, scope
 from headwater.planner.relations import Binder
 from pglast import parse_sql
+from pglast.stream import RawStream
 
 from headwater.errors import AmbiguousColumn, FeatureNotSupported, UndefinedColumn, UndefinedTable
 
@@ -99,7 +100,7 @@ def test_copy_tree_shares_no_node() -> None:
     stmt = _stmt("SELECT a, count(*) FROM t WHERE b IN (1, $1) GROUP BY a ORDER BY 2 LIMIT 3")
     out = pg_compat.copy_tree(stmt)
     assert out == stmt == copy.deepcopy(stmt)
-    assert str(pg_compat.RawStream()(out)) == str(pg_compat.RawStream()(stmt))
+    assert str(RawStream()(out)) == str(RawStream()(stmt))
 
     def nodes(n):  # type: ignore[no-untyped-def]
         if isinstance(n, tuple | list):
