@@ -89,6 +89,9 @@ UPSERT_SQL = (
 # UPDATE_ROWS rows (server/point_writes.py); the counters' sum checks the acks
 UPDATE_COLUMNS = "id bigint PRIMARY KEY, name text, amount numeric(12,2), n bigint"
 UPDATE_SQL = "UPDATE {t} SET amount = $1, n = n + 1 WHERE id = $2"
+# --form balance: the same table's numeric(12,2) column moved by an amount (a balance, a
+# stock level): numeric arithmetic in a point write (server/point_writes.py)
+BALANCE_SQL = "UPDATE {t} SET amount = amount + $1, n = n + 1 WHERE id = $2"
 UPDATE_ROWS = 10_000
 # --form update-by: the same by a UNIQUE column that is not the key (a session token, an
 # email): server/scanned_writes.py, no write lock (PostgreSQL: its unique index)
@@ -248,7 +251,7 @@ async def _connect_asyncpg(
     conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
     orm_sql = (ORM_FK_INSERT if form == "orm-fk" else ORM_INSERT).format(t=table)
-    update_sql = UPDATE_SQL.format(t=table)
+    update_sql = (BALANCE_SQL if form == "balance" else UPDATE_SQL).format(t=table)
     update_by_sql = UPDATE_BY_SQL.format(t=table)
     upsert_sql = UPSERT_SQL.format(t=table)
 
@@ -258,7 +261,7 @@ async def _connect_asyncpg(
         if form in ("upsert", "upsert-txn"):
             async with _in_transaction(conn, form):
                 return await conn.execute(upsert_sql, 1 + i % (2 * UPDATE_ROWS), name, amount)
-        if form in ("update", "update-unique"):
+        if form in ("update", "update-unique", "balance"):
             return await conn.execute(update_sql, amount, update_key(i))
         if form == "update-by":
             return await conn.execute(update_by_sql, amount, f"row {update_key(i)}")
@@ -281,7 +284,8 @@ async def _connect_psycopg(
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES (%s, %s, %s, %s)"
     orm_sql = ORM_INSERT.format(t=table).replace("$1", "%s").replace("$2", "%s")
     fk_sql = ORM_FK_INSERT.format(t=table).replace("$3, $1, $2", "%s, %s, %s")
-    update_sql = UPDATE_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
+    update_sql = (BALANCE_SQL if form == "balance" else UPDATE_SQL).format(t=table)
+    update_sql = update_sql.replace("$1", "%s").replace("$2", "%s")
     update_by_sql = UPDATE_BY_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
     upsert_sql = UPSERT_SQL.format(t=table)
     for n in (1, 2, 3):
@@ -293,7 +297,7 @@ async def _connect_psycopg(
         if form in ("upsert", "upsert-txn"):
             async with _in_transaction(conn, form):
                 return await conn.execute(upsert_sql, (1 + i % (2 * UPDATE_ROWS), name, amount))
-        if form in ("update", "update-unique"):
+        if form in ("update", "update-unique", "balance"):
             return await conn.execute(update_sql, (amount, update_key(i)))
         if form == "update-by":
             return await conn.execute(update_by_sql, (amount, f"row {update_key(i)}"))
@@ -379,12 +383,13 @@ def bench_insert(
     columns = {
         "plain": COLUMNS,
         "update": UPDATE_COLUMNS,
+        "balance": UPDATE_COLUMNS,
         "update-by": UPDATE_BY_COLUMNS,
         "update-unique": UPDATE_COLUMNS + UPDATE_UNIQUE_EXTRA,
         "upsert": UPDATE_COLUMNS,
         "upsert-txn": UPDATE_COLUMNS,
     }.get(form, ORM_COLUMNS)
-    updates = form in ("update", "update-by", "update-unique", "upsert", "upsert-txn")
+    updates = form in ("update", "balance", "update-by", "update-unique", "upsert", "upsert-txn")
     parent = f"{table}_parent"
     if form == "orm-fk":
         create_table(dsn, parent, "id bigint PRIMARY KEY, name text")
@@ -469,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
             "orm-unique",
             "orm-generated",
             "update",
+            "balance",
             "update-unique",
             "upsert",
             "upsert-txn",
@@ -480,7 +486,11 @@ def main(argv: list[str] | None = None) -> int:
         " inside BEGIN ... COMMIT (orm-txn), or into a table with a FOREIGN KEY (orm-fk: "
         + ORM_FK_INSERT.format(t="t")
         + "); or, instead of INSERTs, point UPDATEs of a"
-        f" {UPDATE_ROWS:,}-row table by key (update: " + UPDATE_SQL.format(t="t") + ") or by a"
+        f" {UPDATE_ROWS:,}-row table by key (update: "
+        + UPDATE_SQL.format(t="t")
+        + "; balance: "
+        + BALANCE_SQL.format(t="t")
+        + ") or by a"
         " UNIQUE column (update-by: " + UPDATE_BY_SQL.format(t="t") + ")",
     )
     p.add_argument("--tls", action="store_true", help="let the drivers use TLS where offered")
@@ -517,8 +527,9 @@ def main(argv: list[str] | None = None) -> int:
         "orm-txn": " (ORM form, in BEGIN ... COMMIT)",
         "orm-fk": " (ORM form, a FOREIGN KEY to a parent)",
     }.get(args.form, "")
-    if args.form in ("update", "update-unique"):
-        form = f" (point UPDATE by key instead: {UPDATE_SQL.format(t='t')})"
+    if args.form in ("update", "update-unique", "balance"):
+        sql = (BALANCE_SQL if args.form == "balance" else UPDATE_SQL).format(t="t")
+        form = f" (point UPDATE by key instead: {sql})"
     if args.form == "update-by":
         form = f" (UPDATE by a UNIQUE column instead: {UPDATE_BY_SQL.format(t='t')})"
     if args.form in ("upsert", "upsert-txn"):

@@ -243,6 +243,12 @@ def _numeric_in(d: decimal.Decimal, p: int, s: int, quantum: decimal.Decimal) ->
     return q
 
 
+def numeric_assigned(d: decimal.Decimal, col: Column) -> decimal.Decimal:
+    """A finite number assigned to a numeric column: rounded to its scale as PostgreSQL
+    rounds (half away from zero; 22003 if too large), without a negative zero."""
+    return _numeric(_numeric_in(d, *_numeric_bounds(col)))
+
+
 _FLOAT8_TEXT = float_text(15, 1)  # float8out, shortest exact (extra_float_digits 1)
 
 

@@ -12,7 +12,9 @@ with the INSERTs of its batch; in a transaction block, at once, staged in the se
 until COMMIT hands it to the batcher (server/writes.py `fast_point`).
 
 Taken here: SET of constants, parameters, the clock, `c + k` / `c - k` / `c * k` (integer
-columns and integer `k`, as pgbench's `abalance = abalance + :delta`) and `c || k` (text
+columns and integer `k`, as pgbench's `abalance = abalance + :delta`; numeric(p, s) columns
+and a number `k`, computed exactly and rounded to the column as PostgreSQL's numeric
+does, `balance = balance + $1`) and `c || k` (text
 and varchar columns, a text `k`), FOREIGN KEY columns included (checked by
 server/fast_refs.py); constants and parameters may be cast to their column's own type
 (`$1::numeric`: batcher.plain_value); the WHERE clause names each
@@ -37,6 +39,8 @@ missing referenced key fails only when the row exists.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +82,7 @@ from headwater.server.batcher import (
     clock_value,
     coerce,
     constant,
+    numeric_assigned,
     per_statement,
     plain_value,
     returning_columns,
@@ -103,7 +108,7 @@ _KEY_TYPES = (INT2, INT4, INT8, TEXT, VARCHAR, UUID)  # key values compared exac
 @dataclass(frozen=True)
 class SetItem:
     """One SET item: the column at `target` takes `node`'s value, or (`source` not None)
-    the column at `source` `op` it (+, -, * of integers, || of texts)."""
+    the column at `source` `op` it (+, -, * of integers or numerics, || of texts)."""
 
     target: int
     column: Column
@@ -175,11 +180,34 @@ def _computed(item: SetItem, base: Any, value: Any) -> Any:
                 raise StringTooLong(f"value too long for type {ct.sql()}")
             total = total[:n]
         return total
-    total = base + value if item.op == "+" else base - value if item.op == "-" else base * value
+    with decimal.localcontext(_EXACT):  # (a numeric's: no digit rounded away)
+        total = base + value if item.op == "+" else base - value if item.op == "-" else base * value
+    if ct.pg is NUMERIC:  # then rounded to the column's scale
+        return numeric_assigned(total, item.column)
     lo, hi = INT_RANGES[ct.pg]
     if not lo <= total <= hi:
         raise NumericOutOfRange(f"{INT_NAMES[ct.pg]} out of range")
     return total
+
+
+# numeric arithmetic as PostgreSQL's: exact (no digit of a sum or product rounded away)
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+
+
+def _operand(v: Any) -> decimal.Decimal | None:
+    """A constant or parameter added to (or multiplying) a numeric column, as PostgreSQL
+    reads it: exactly, not rounded to the column first (NotFast: another kind of value,
+    NaN or infinity: the general path)."""
+    if v is None:
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        return decimal.Decimal(v)
+    if isinstance(v, decimal.Decimal) and v.is_finite():
+        return v
+    if isinstance(v, str) and _NUMBER.fullmatch(v):
+        return decimal.Decimal(v.strip())
+    raise NotFast
 
 
 def eligible(table: Table) -> bool:
@@ -283,6 +311,11 @@ def _shape(stmt: A.UpdateStmt | A.DeleteStmt, table: Table) -> _Shape | None:
             if op in ("+", "-", "*") and col.type.pg in _INTS:
                 if of is not col.type.pg:
                     return None  # PostgreSQL's arithmetic would run in the other type
+            elif op in ("+", "-", "*") and col.type.pg is NUMERIC and col.type.precision_scale:
+                if of is not NUMERIC or (
+                    isinstance(node_k, A.TypeCast) and node_k.typeName.typmods
+                ):
+                    return None  # (an integer's, or an operand rounded by its cast first)
             elif op != "||" or col.type.pg not in _TEXTS or of not in _TEXTS:
                 return None
             source, node = position[left], node_k
@@ -383,6 +416,9 @@ def point_writes(
                 if not isinstance(v, str | None):
                     return None  # (anything || text: the value's output function)
                 sets.append((item, v))  # (a text: not the column's length)
+                continue
+            if item.source is not None and item.column.type.pg is NUMERIC:
+                sets.append((item, _operand(v)))  # (rounded once, with the sum)
                 continue
             if item.source is not None and not isinstance(v, str):
                 if isinstance(v, bool) or not isinstance(v, int | None):
