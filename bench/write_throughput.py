@@ -93,6 +93,13 @@ UPDATE_SQL = "UPDATE {t} SET amount = $1, n = n + 1 WHERE id = $2"
 # stock level): numeric arithmetic in a point write (server/point_writes.py)
 BALANCE_SQL = "UPDATE {t} SET amount = amount + $1, n = n + 1 WHERE id = $2"
 UPDATE_ROWS = 10_000
+
+
+def update_sql(form: str) -> str:
+    """The point UPDATE of --form update, update-unique or balance."""
+    return BALANCE_SQL if form == "balance" else UPDATE_SQL
+
+
 # --form update-by: the same by a UNIQUE column that is not the key (a session token, an
 # email): server/scanned_writes.py, no write lock (PostgreSQL: its unique index)
 UPDATE_BY_COLUMNS = "id bigint PRIMARY KEY, name text UNIQUE, amount numeric(12,2), n bigint"
@@ -251,7 +258,7 @@ async def _connect_asyncpg(
     conn = await asyncpg.connect(**common.asyncpg_kwargs(dsn), **({} if TLS else {"ssl": False}))
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES ($1, $2, $3, $4)"
     orm_sql = (ORM_FK_INSERT if form == "orm-fk" else ORM_INSERT).format(t=table)
-    update_sql = (BALANCE_SQL if form == "balance" else UPDATE_SQL).format(t=table)
+    point_sql = update_sql(form).format(t=table)
     update_by_sql = UPDATE_BY_SQL.format(t=table)
     upsert_sql = UPSERT_SQL.format(t=table)
 
@@ -262,7 +269,7 @@ async def _connect_asyncpg(
             async with _in_transaction(conn, form):
                 return await conn.execute(upsert_sql, 1 + i % (2 * UPDATE_ROWS), name, amount)
         if form in ("update", "update-unique", "balance"):
-            return await conn.execute(update_sql, amount, update_key(i))
+            return await conn.execute(point_sql, amount, update_key(i))
         if form == "update-by":
             return await conn.execute(update_by_sql, amount, f"row {update_key(i)}")
         if form == "orm-fk":
@@ -284,8 +291,7 @@ async def _connect_psycopg(
     sql = f"INSERT INTO {table} (id, name, amount, ts) VALUES (%s, %s, %s, %s)"
     orm_sql = ORM_INSERT.format(t=table).replace("$1", "%s").replace("$2", "%s")
     fk_sql = ORM_FK_INSERT.format(t=table).replace("$3, $1, $2", "%s, %s, %s")
-    update_sql = (BALANCE_SQL if form == "balance" else UPDATE_SQL).format(t=table)
-    update_sql = update_sql.replace("$1", "%s").replace("$2", "%s")
+    point_sql = update_sql(form).format(t=table).replace("$1", "%s").replace("$2", "%s")
     update_by_sql = UPDATE_BY_SQL.format(t=table).replace("$1", "%s").replace("$2", "%s")
     upsert_sql = UPSERT_SQL.format(t=table)
     for n in (1, 2, 3):
@@ -298,7 +304,7 @@ async def _connect_psycopg(
             async with _in_transaction(conn, form):
                 return await conn.execute(upsert_sql, (1 + i % (2 * UPDATE_ROWS), name, amount))
         if form in ("update", "update-unique", "balance"):
-            return await conn.execute(update_sql, (amount, update_key(i)))
+            return await conn.execute(point_sql, (amount, update_key(i)))
         if form == "update-by":
             return await conn.execute(update_by_sql, (amount, f"row {update_key(i)}"))
         if form == "orm-fk":
@@ -528,8 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         "orm-fk": " (ORM form, a FOREIGN KEY to a parent)",
     }.get(args.form, "")
     if args.form in ("update", "update-unique", "balance"):
-        sql = (BALANCE_SQL if args.form == "balance" else UPDATE_SQL).format(t="t")
-        form = f" (point UPDATE by key instead: {sql})"
+        form = f" (point UPDATE by key instead: {update_sql(args.form).format(t='t')})"
     if args.form == "update-by":
         form = f" (UPDATE by a UNIQUE column instead: {UPDATE_BY_SQL.format(t='t')})"
     if args.form in ("upsert", "upsert-txn"):

@@ -283,12 +283,9 @@ _ARRAY_LOWER = "CASE WHEN len(__hwarg0) > 0 THEN 1 END"
 _template_cache: dict[str, str] = {}
 
 
-_deparse = syntax.deparse
-
-
 def _copy(node: Any) -> Any:
     """A fresh copy of an expression node (the Binder rewrites nodes in place)."""
-    return parse_sql(f"SELECT {_deparse(node)}")[0].stmt.targetList[0].val
+    return parse_sql(f"SELECT {syntax.deparse(node)}")[0].stmt.targetList[0].val
 
 
 def _copy_window(over: A.WindowDef) -> A.WindowDef:
@@ -736,7 +733,7 @@ def _int4_series_table(node: A.RangeFunction) -> Any:
     alias = node.alias.aliasname if node.alias else "generate_series"
     colnames = [c.sval for c in (node.alias.colnames or ())] if node.alias else []
     column = colnames[0] if colnames else alias
-    bigints = ", ".join(f"CAST({_deparse(a)} AS bigint)" for a in call.args)  # DuckDB's
+    bigints = ", ".join(f"CAST({syntax.deparse(a)} AS bigint)" for a in call.args)  # DuckDB's
     sql = (
         f"SELECT * FROM (SELECT CAST(_hw_s.generate_series AS INTEGER) AS {_quoted(column)} "
         f"FROM generate_series({bigints}) AS _hw_s(generate_series)) AS {_quoted(alias)}"
@@ -756,10 +753,10 @@ def _zipped_functions(node: A.RangeFunction) -> Any:
         return None
     names = ["".join(_names(c.funcname)[-1:]).lower() for c in calls]
     if len(calls) == 1 and names == ["unnest"] and len(calls[0].args or ()) > 1:
-        columns = [f"unnest({_deparse(a)})" for a in calls[0].args]
+        columns = [f"unnest({syntax.deparse(a)})" for a in calls[0].args]
     elif node.is_rowsfrom and len(calls) > 1 and set(names) <= {"unnest", "generate_series"}:
         columns = [
-            _deparse(c) if n == "unnest" else f"unnest({_deparse(c)})"
+            syntax.deparse(c) if n == "unnest" else f"unnest({syntax.deparse(c)})"
             for c, n in zip(calls, names, strict=True)
         ]
         if any(n == "unnest" and len(c.args or ()) != 1 for c, n in zip(calls, names, strict=True)):
@@ -848,7 +845,7 @@ def translate_sql(sql: str, rules: tuple[Rule, ...] = RULES) -> str:
 
 @functools.lru_cache(maxsize=2048)
 def _translated(sql: str, rules: tuple[Rule, ...], date_order: str) -> str:
-    return _deparse(translate(parse_sql(sql)[0].stmt, rules=rules))
+    return syntax.deparse(translate(parse_sql(sql)[0].stmt, rules=rules))
 
 
 _RULES: ContextVar[tuple[Rule, ...]] = ContextVar("_RULES", default=RULES)

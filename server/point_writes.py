@@ -40,14 +40,13 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import pglast.ast as A
 from headwater.catalog.constraints import not_null_violation
 from headwater.catalog.objects import Column, Table
-from headwater.catalog.pgtypes import SessionFormat
+from headwater.catalog.pgtypes import SessionFormat, text_decoder
 from headwater.catalog.types import (
     ARRAY_TYPES,
     BOOL,
@@ -69,6 +68,7 @@ from headwater.catalog.types import (
     TIMESTAMPTZ,
     UUID,
     VARCHAR,
+    ColumnType,
     PgType,
 )
 from headwater.planner.ddl import column_refs
@@ -91,7 +91,7 @@ from headwater.server.fast_checks import check_error, compiled
 from headwater.server.table_cache import per_table
 from pglast import enums, parse_sql
 
-from headwater.errors import NumericOutOfRange, StringTooLong
+from headwater.errors import NumericOutOfRange, SQLError, StringTooLong
 
 # Types whose values the batcher coerces and keeps in Python as DuckDB returns them; a
 # table with a column of another type keeps every UPDATE and DELETE on the general path
@@ -192,7 +192,7 @@ def _computed(item: SetItem, base: Any, value: Any) -> Any:
 
 # numeric arithmetic as PostgreSQL's: exact (no digit of a sum or product rounded away)
 _EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
-_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+_NUMERIC_TEXT = text_decoder(ColumnType(NUMERIC))  # numeric's input function, unrounded
 
 
 def _operand(v: Any) -> decimal.Decimal | None:
@@ -203,10 +203,13 @@ def _operand(v: Any) -> decimal.Decimal | None:
         return None
     if isinstance(v, int) and not isinstance(v, bool):
         return decimal.Decimal(v)
+    if isinstance(v, str):
+        try:
+            v = _NUMERIC_TEXT(v)
+        except SQLError:
+            raise NotFast from None  # (the general path reports it, with its position)
     if isinstance(v, decimal.Decimal) and v.is_finite():
         return v
-    if isinstance(v, str) and _NUMBER.fullmatch(v):
-        return decimal.Decimal(v.strip())
     raise NotFast
 
 
